@@ -1,0 +1,148 @@
+#include "common/json_input.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "common/errors.hpp"
+
+namespace paradyse::json_input {
+namespace {
+
+int line_of_byte(std::string_view text, std::size_t byte) {
+  int line = 1;
+  for (std::size_t i = 0; i < byte && i < text.size(); ++i)
+    if (text[i] == '\n') ++line;
+  return line;
+}
+
+std::string describe(const Json& value) {
+  std::string text = value.dump();
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return text;
+}
+
+}  // namespace
+
+Json parse(std::string_view text, const std::string& source) {
+  try {
+    return Json::parse(text.begin(), text.end());
+  } catch (const Json::parse_error& e) {
+    std::string message = e.what();
+    // nlohmann's message starts with "[json.exception.parse_error.101] parse error at line ..."
+    auto colon = message.find(": ");
+    throw InputError(
+        source, line_of_byte(text, e.byte == 0 ? 0 : e.byte - 1), "",
+        "expected valid JSON: " + (colon == std::string::npos ? message : message.substr(colon + 2)));
+  }
+}
+
+Json load_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path, 0, "", "cannot open the file for reading");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse(buffer.str(), path);
+}
+
+Object::Object(const Json& json, std::string source, std::string prefix)
+    : json_(json), source_(std::move(source)), prefix_(std::move(prefix)) {
+  if (!json_.is_object())
+    throw InputError(source_, 0, prefix_, "expected a JSON object, got " + describe(json_));
+}
+
+std::string Object::field(std::string_view key) const {
+  return prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key);
+}
+
+void Object::fail(std::string_view key, const std::string& expected_but_got) const {
+  throw InputError(source_, 0, field(key), expected_but_got);
+}
+
+void Object::require_keys(std::initializer_list<std::string_view> required,
+                          std::initializer_list<std::string_view> optional) const {
+  for (std::string_view key : required)
+    if (!json_.contains(key)) fail(key, "missing required field");
+  for (const auto& [key, value] : json_.items()) {
+    bool known = false;
+    for (std::string_view k : required) known = known || k == key;
+    for (std::string_view k : optional) known = known || k == key;
+    if (!known) {
+      std::string allowed;
+      for (std::string_view k : required) allowed += (allowed.empty() ? "" : ", ") + std::string(k);
+      for (std::string_view k : optional) allowed += (allowed.empty() ? "" : ", ") + std::string(k);
+      fail(key, "unknown field; expected one of: " + allowed);
+    }
+  }
+}
+
+bool Object::has(std::string_view key) const {
+  return json_.contains(key) && !json_.at(std::string(key)).is_null();
+}
+
+const Json& Object::at(std::string_view key) const {
+  if (!json_.contains(key)) fail(key, "missing required field");
+  return json_.at(std::string(key));
+}
+
+double Object::number(std::string_view key) const {
+  const Json& value = at(key);
+  if (!value.is_number() || !std::isfinite(value.get<double>()))
+    fail(key, "expected a number, got " + describe(value));
+  return value.get<double>();
+}
+
+double Object::positive_number(std::string_view key) const {
+  double value = number(key);
+  if (!(value > 0)) fail(key, "expected a positive number, got " + describe(at(key)));
+  return value;
+}
+
+double Object::fraction(std::string_view key) const {
+  double value = number(key);
+  if (value < 0 || value > 1) fail(key, "expected a number in [0, 1], got " + describe(at(key)));
+  return value;
+}
+
+int64_t Object::positive_integer(std::string_view key) const {
+  const Json& value = at(key);
+  if (!value.is_number_integer() || value.get<int64_t>() <= 0)
+    fail(key, "expected a positive integer, got " + describe(value));
+  return value.get<int64_t>();
+}
+
+std::string Object::string(std::string_view key) const {
+  const Json& value = at(key);
+  if (!value.is_string()) fail(key, "expected a string, got " + describe(value));
+  return value.get<std::string>();
+}
+
+bool Object::boolean(std::string_view key) const {
+  const Json& value = at(key);
+  if (!value.is_boolean()) fail(key, "expected true or false, got " + describe(value));
+  return value.get<bool>();
+}
+
+Object Object::object(std::string_view key) const {
+  const Json& value = at(key);
+  if (!value.is_object()) fail(key, "expected an object, got " + describe(value));
+  return Object(value, source_, field(key));
+}
+
+std::vector<std::pair<double, double>> Object::curve(std::string_view key) const {
+  const Json& value = at(key);
+  const std::string expected = "expected a non-empty list of [x, y] pairs with x increasing and y > 0";
+  if (!value.is_array() || value.empty()) fail(key, expected + ", got " + describe(value));
+  std::vector<std::pair<double, double>> points;
+  for (const Json& point : value) {
+    if (!point.is_array() || point.size() != 2 || !point[0].is_number() || !point[1].is_number())
+      fail(key, expected + ", got element " + describe(point));
+    double x = point[0].get<double>(), y = point[1].get<double>();
+    if (!(y > 0) || (!points.empty() && !(x > points.back().first)))
+      fail(key, expected + ", got element " + describe(point));
+    points.emplace_back(x, y);
+  }
+  return points;
+}
+
+}  // namespace paradyse::json_input

@@ -1,0 +1,207 @@
+#include "costmodel/estimate.hpp"
+
+#include "strategies/tracing_backend.hpp"
+#include "strategies/training_step.hpp"
+
+namespace paradyse::costmodel {
+
+struct Estimator::StrategyCosts {
+  double initial_live_bytes = 0;  // the step's inputs (tokens, targets)
+  SegmentCost embedding_forward, layer_forward, head, layer_backward, embedding_backward;
+  SegmentCost layer_optimizer, model_optimizer;
+};
+
+Estimator::Estimator(ModelSpec model, hw::ClusterSpec cluster)
+    : model_(std::move(model)), cluster_(std::move(cluster)) {}
+Estimator::~Estimator() = default;
+
+void Estimator::clear_cache() {
+  traced_.clear();
+  estimates_.clear();
+}
+
+std::optional<std::string> Estimator::unsupported(const Strategy& strategy, int degree) const {
+  return strategy.unsupported(model_, degree);
+}
+
+const Estimator::StrategyCosts& Estimator::strategy_costs(const Strategy& strategy, int degree,
+                                                          int64_t padded_tokens, int64_t batch,
+                                                          Recompute recompute) {
+  auto key = std::make_tuple(&strategy, degree, padded_tokens, batch, recompute);
+  auto found = traced_.find(key);
+  if (found != traced_.end()) return *found->second;
+
+  // One layer of this strategy inside a whole step, so that its phases are those of any layer.
+  TracingBackend be(0, degree);
+  StepSpec spec;
+  spec.model = &model_;
+  spec.tokens = padded_tokens;
+  spec.batch = batch;
+  spec.plan = {&strategy};
+  spec.recompute = recompute;
+  {
+    ModelShards shards(be, model_, 1);
+    Tensor tokens = be.zeros({batch, padded_tokens / degree}, DType::int64);
+    Tensor targets = be.zeros({batch, padded_tokens / degree}, DType::int64);
+    training_step(be, spec, shards, tokens, targets);
+  }
+  const Program program = be.take_program();
+  const OpTimer timer(cluster_, degree);
+
+  auto costs = std::make_unique<StrategyCosts>();
+  const uint32_t first_event = program.phases.empty() ? 0 : program.phases.front().first_memory_event;
+  for (uint32_t e = 0; e < first_event; ++e)
+    costs->initial_live_bytes += static_cast<double>(program.memory[e].bytes);
+  for (const PhaseCost& phase : cost_phases(program, timer)) {
+    switch (phase.phase) {
+      case Phase::embedding_forward:
+        costs->embedding_forward = phase.cost;
+        break;
+      case Phase::layer_forward:
+        costs->layer_forward = phase.cost;
+        break;
+      case Phase::head:
+        costs->head = phase.cost;
+        break;
+      case Phase::layer_backward:
+        costs->layer_backward = phase.cost;
+        break;
+      case Phase::embedding_backward:
+        costs->embedding_backward = phase.cost;
+        break;
+      case Phase::optimizer:
+        (phase.layer >= 0 ? costs->layer_optimizer : costs->model_optimizer) = phase.cost;
+        break;
+    }
+  }
+  return *traced_.emplace(key, std::move(costs)).first->second;
+}
+
+double model_flops(const ModelSpec& model, int64_t tokens, int64_t batch) {
+  const double b = static_cast<double>(batch), s = static_cast<double>(tokens),
+               h = static_cast<double>(model.hidden);
+  // Per layer forward: 2·b·s per matmul parameter, and 4·b·s²·h of attention (half of it when causal).
+  const double matmul_parameters = static_cast<double>(
+      (model.hidden + 2 * model.kv_hidden()) * model.hidden + model.hidden * model.hidden +
+      model.mlp_in_rows() * model.hidden + model.ffn_hidden * model.hidden);
+  const double layer = 2 * b * s * matmul_parameters + 4 * b * s * s * h * (model.causal ? 0.5 : 1.0);
+  const double logits = 2 * b * s * h * static_cast<double>(model.vocab);
+  return 3 * (static_cast<double>(model.num_layers) * layer + logits);  // backward is twice the forward
+}
+
+namespace {
+
+void validate(const hw::ClusterSpec& cluster, const EstimateRequest& request) {
+  if (request.tokens <= 0)
+    throw InputError("", 0, "seq",
+                     "expected a positive sequence length, got " + std::to_string(request.tokens));
+  if (request.batch <= 0)
+    throw InputError("", 0, "batch", "expected a positive batch size, got " + std::to_string(request.batch));
+  if (request.degree < 1 || request.degree > cluster.num_gpus())
+    throw InputError("", 0, "degree",
+                     "expected a degree between 1 and the " + std::to_string(cluster.num_gpus()) +
+                         " GPUs of " + cluster.name + ", got " + std::to_string(request.degree));
+}
+
+std::string plan_name(const std::vector<const Strategy*>& plan) {
+  bool uniform = true;
+  for (const Strategy* s : plan) uniform = uniform && s == plan.front();
+  if (uniform) return std::string(plan.front()->name());
+  std::string name;
+  for (const Strategy* s : plan) name += (name.empty() ? "" : ",") + std::string(s->name());
+  return name;
+}
+
+// Bytes per rank of weights, gradients and optimizer state: every matrix is sharded 1/p, norm
+// weights are replicated (REFERENCE.md §2: 16 bytes per parameter with mixed-precision Adam).
+void static_memory(const ModelSpec& model, int degree, MemoryBreakdown& memory) {
+  const double p = degree;
+  const double h = static_cast<double>(model.hidden);
+  const double norms_per_layer = (model.norm == NormKind::layer_norm ? 4 : 2) * h;
+  const double matrices_per_layer = static_cast<double>(model.layer_parameters()) - norms_per_layer;
+  const double vocab = static_cast<double>(padded_vocab(model, degree));
+  const double final_norm = (model.norm == NormKind::layer_norm ? 2 : 1) * h;
+  const double tables = vocab * h * (model.tied_embeddings ? 1 : 2);
+  const double parameters =
+      static_cast<double>(model.num_layers) * (matrices_per_layer / p + norms_per_layer) + tables / p +
+      final_norm;
+  memory.weights = 2 * parameters;
+  memory.gradients = 2 * parameters;
+  memory.optimizer_states = 12 * parameters;
+}
+
+}  // namespace
+
+Estimate Estimator::estimate(const Strategy& strategy, const EstimateRequest& request) {
+  const auto layers = static_cast<std::size_t>(model_.num_layers);
+  return estimate(std::vector<const Strategy*>(layers, &strategy), request);
+}
+
+Estimate Estimator::estimate(const std::vector<const Strategy*>& plan, const EstimateRequest& request_in) {
+  EstimateRequest request = request_in;
+  if (request.degree == 0) request.degree = cluster_.num_gpus();
+  validate(cluster_, request);
+  if (plan.size() != static_cast<std::size_t>(model_.num_layers))
+    throw InputError("", 0, "plan",
+                     "expected one strategy per layer (" + std::to_string(model_.num_layers) + "), got " +
+                         std::to_string(plan.size()));
+  const int p = request.degree;
+  const int64_t padded = SequenceLayout::padded_length(request.tokens, p, model_.causal);
+  auto key = std::make_tuple(plan, p, request.tokens, request.batch, request.recompute);
+  if (auto found = estimates_.find(key); found != estimates_.end()) return found->second;
+  for (const Strategy* strategy : plan)
+    if (auto why = strategy->unsupported(model_, p))
+      throw InputError("", 0, "strategy",
+                       std::string(strategy->name()) + " cannot run " + model_.name + ": " + *why);
+
+  std::vector<const StrategyCosts*> costs;
+  for (const Strategy* strategy : plan)
+    costs.push_back(&strategy_costs(*strategy, p, padded, request.batch, request.recompute));
+  const StrategyCosts& ends = *costs.front();
+
+  // The iteration in execution order; memory folds along it.
+  SegmentCost forward = ends.embedding_forward;
+  for (const StrategyCosts* c : costs) forward.then(c->layer_forward);
+  const double saved_activations = forward.memory_delta_bytes;
+  forward.then(ends.head);
+  SegmentCost backward;
+  for (auto c = costs.rbegin(); c != costs.rend(); ++c) backward.then((*c)->layer_backward);
+  backward.then(ends.embedding_backward);
+  SegmentCost optimizer;
+  for (const StrategyCosts* c : costs) optimizer.then(c->layer_optimizer);
+  optimizer.then(ends.model_optimizer);
+  SegmentCost iteration = forward;
+  iteration.then(backward).then(optimizer);
+
+  Estimate e;
+  e.plan = plan_name(plan);
+  e.tokens = request.tokens;
+  e.padded_tokens = padded;
+  e.degree = p;
+  e.batch = request.batch;
+  e.recompute = request.recompute;
+  e.time.forward_seconds = forward.seconds;
+  e.time.backward_seconds = backward.seconds;
+  e.time.optimizer_seconds = optimizer.seconds;
+  e.time.total_seconds = iteration.seconds;
+  e.time.compute_seconds = iteration.compute_seconds;
+  e.time.exposed_communication_seconds = iteration.exposed_communication_seconds();
+
+  static_memory(model_, p, e.memory);
+  const double activation_peak = ends.initial_live_bytes + iteration.memory_peak_bytes;
+  e.memory.saved_activations = ends.initial_live_bytes + saved_activations;
+  e.memory.transient = activation_peak - e.memory.saved_activations;
+  e.memory.fragmentation = cluster_.gpu.allocator_fragmentation * activation_peak;
+  e.memory.peak = e.memory.weights + e.memory.gradients + e.memory.optimizer_states + activation_peak +
+                  e.memory.fragmentation;
+  e.memory.capacity = cluster_.tensor_capacity_bytes();
+  e.fits = e.memory.peak <= e.memory.capacity;
+
+  e.flops = iteration.flops * p;
+  e.model_flops = model_flops(model_, request.tokens, request.batch);  // padding is not useful work
+  e.mfu = e.model_flops / (e.time.total_seconds * p * cluster_.gpu.bf16_flops_per_second);
+  e.comm_bytes = iteration.bus_bytes;
+  return estimates_.emplace(key, e).first->second;
+}
+
+}  // namespace paradyse::costmodel

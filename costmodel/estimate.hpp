@@ -1,0 +1,103 @@
+// Time and memory of one training iteration (one micro-batch of b sequences of s tokens on p GPUs,
+// optimizer step included) for a per-layer plan of strategies, from traced programs and the cluster.
+//
+// Usage:
+//   costmodel::Estimator estimator(model, cluster);
+//   Estimate e = estimator.estimate(megatron_ts(), {.tokens = 32768});
+//
+// A plan's layers are priced from one traced layer per strategy: the iteration is the embedding,
+// each layer's forward (its own strategy's), the head, each layer's backward, the embedding's
+// backward and the optimizer, in that order. Memory is folded along the same order, so the peak is
+// the static terms plus the saved activations of every layer plus the largest transient, wherever
+// it happens (not "whole-model peak ÷ L"). Ranks are symmetric in every strategy, so rank 0 is traced.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "costmodel/program_cost.hpp"
+#include "hw_models/cluster.hpp"
+#include "strategies/strategy.hpp"
+
+namespace paradyse::costmodel {
+
+struct EstimateRequest {
+  int64_t tokens = 0;  // per sequence, before padding
+  int degree = 0;      // 0: every GPU of the cluster
+  int64_t batch = 1;
+  Recompute recompute = Recompute::none;
+};
+
+struct TimeBreakdown {
+  double forward_seconds = 0;   // embedding, layers, head with its loss gradient (fused)
+  double backward_seconds = 0;  // layers and embedding
+  double optimizer_seconds = 0;
+  double total_seconds = 0;
+  double compute_seconds = 0;                // busy time of the compute stream
+  double exposed_communication_seconds = 0;  // time the compute stream waits for communication
+};
+
+struct MemoryBreakdown {         // bytes per rank
+  double weights = 0;            // bf16 shards
+  double gradients = 0;          // bf16 shards
+  double optimizer_states = 0;   // fp32 master weights and two Adam moments
+  double saved_activations = 0;  // kept by every layer at the end of the forward
+  double transient = 0;          // the peak's working set above the saved activations
+  double fragmentation = 0;      // what the caching allocator holds beyond live tensors
+  double peak = 0;               // the sum of the above
+  double capacity = 0;           // HBM minus what CUDA and NCCL reserve
+};
+
+struct Estimate {
+  std::string plan;  // strategy name, or names per layer joined by ','
+  int64_t tokens = 0;
+  int64_t padded_tokens = 0;  // SequenceLayout::padded_length: the next multiple of p (2p when causal)
+  int degree = 0;
+  int64_t batch = 1;
+  Recompute recompute = Recompute::none;
+  TimeBreakdown time;
+  MemoryBreakdown memory;
+  bool fits = false;
+  double flops = 0;        // executed by all ranks, recomputation included
+  double model_flops = 0;  // Korthikanti et al. 2022 App. A, generalised to GQA/SwiGLU, causal-aware
+  double mfu = 0;          // model FLOPs / (time · p · peak)
+  double comm_bytes = 0;   // bus bytes per rank (nccl-tests convention)
+};
+
+class Estimator {
+ public:
+  Estimator(ModelSpec model, hw::ClusterSpec cluster);
+  ~Estimator();
+
+  // Throws InputError when the request is invalid or a strategy cannot run it (the message says why).
+  Estimate estimate(const std::vector<const Strategy*>& plan, const EstimateRequest& request);
+  Estimate estimate(const Strategy& strategy, const EstimateRequest& request);
+  // Why `strategy` cannot run at `degree`, if it cannot.
+  std::optional<std::string> unsupported(const Strategy& strategy, int degree) const;
+
+  const ModelSpec& model() const { return model_; }
+  const hw::ClusterSpec& cluster() const { return cluster_; }
+  void clear_cache();
+
+  struct StrategyCosts;  // one traced layer of a strategy, priced by phase
+
+ private:
+  const StrategyCosts& strategy_costs(const Strategy& strategy, int degree, int64_t padded_tokens,
+                                      int64_t batch, Recompute recompute);
+
+  ModelSpec model_;
+  hw::ClusterSpec cluster_;
+  std::map<std::tuple<const Strategy*, int, int64_t, int64_t, Recompute>, std::unique_ptr<StrategyCosts>>
+      traced_;
+  std::map<std::tuple<std::vector<const Strategy*>, int, int64_t, int64_t, Recompute>, Estimate>
+      estimates_;  // by tokens
+};
+
+// Model FLOPs of one iteration (forward and backward, no recomputation), as MFU counts them.
+double model_flops(const ModelSpec& model, int64_t tokens, int64_t batch);
+
+}  // namespace paradyse::costmodel

@@ -1,0 +1,48 @@
+#include "costmodel/op_time.hpp"
+
+#include <algorithm>
+
+namespace paradyse::costmodel {
+
+OpTimer::OpTimer(const hw::ClusterSpec& cluster, int degree)
+    : cluster_(cluster), fabric_(degree > cluster.gpus_per_node ? cluster.inter_node : cluster.intra_node) {}
+
+double OpTimer::seconds(const Op& op) const {
+  if (op.kind == OpKind::wait) return 0;
+  return is_communication(op.kind) ? communication_seconds(op) : compute_seconds(op);
+}
+
+double OpTimer::compute_seconds(const Op& op) const {
+  const hw::GpuSpec& gpu = cluster_.gpu;
+  const double memory = op.memory_bytes / gpu.hbm_bytes_per_second;
+  double arithmetic = 0;
+  switch (op.kind) {
+    case OpKind::gemm:
+    case OpKind::scores_gemm:
+      arithmetic = op.flops / (gpu.bf16_flops_per_second * gpu.gemm_efficiency_by_flops.at(op.flops));
+      break;
+    case OpKind::attention_forward:
+    case OpKind::attention_backward: {
+      // FlashAttention's throughput depends on the key length of the block and on whether a causal
+      // mask cuts it (REFERENCE.md §3, Dao-AILab benchmark charts).
+      const hw::Curve& efficiency =
+          op.partially_masked ? gpu.causal_attention_efficiency_by_seq : gpu.attention_efficiency_by_seq;
+      arithmetic = op.flops / (gpu.bf16_flops_per_second * efficiency.at(static_cast<double>(op.dims[2])));
+      break;
+    }
+    default:
+      break;
+  }
+  // A kernel is bound by its arithmetic or by its memory traffic, whichever is slower (roofline).
+  return gpu.kernel_launch_seconds + std::max(arithmetic, memory);
+}
+
+double OpTimer::communication_seconds(const Op& op) const {
+  // nccl-tests' bus bandwidth at the collective's size turns bus bytes into time (REFERENCE.md §1, §3);
+  // the latency floor covers small messages below the measured sizes.
+  double bandwidth = fabric_.bus_bandwidth_by_bytes.at(op.size_bytes);
+  if (op.kind == OpKind::all_to_all) bandwidth *= fabric_.all_to_all_efficiency;
+  return std::max(fabric_.latency_seconds, op.bus_bytes / bandwidth);
+}
+
+}  // namespace paradyse::costmodel

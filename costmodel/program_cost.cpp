@@ -1,0 +1,66 @@
+#include "costmodel/program_cost.hpp"
+
+#include <algorithm>
+
+namespace paradyse::costmodel {
+
+SegmentCost& SegmentCost::then(const SegmentCost& later) {
+  memory_peak_bytes = std::max(memory_peak_bytes, memory_delta_bytes + later.memory_peak_bytes);
+  memory_delta_bytes += later.memory_delta_bytes;
+  seconds += later.seconds;
+  compute_seconds += later.compute_seconds;
+  communication_seconds += later.communication_seconds;
+  flops += later.flops;
+  bus_bytes += later.bus_bytes;
+  return *this;
+}
+
+namespace {
+
+SegmentCost cost_segment(const Program& program, OpId first_op, OpId end_op, uint32_t first_event,
+                         uint32_t end_event, const OpTimer& timer, std::vector<double>& finish) {
+  SegmentCost cost;
+  finish.assign(end_op - first_op, 0.0);
+  double stream_free[2] = {0, 0};
+  for (OpId id = first_op; id < end_op; ++id) {
+    const Op& op = program.ops[id];
+    const auto stream = static_cast<std::size_t>(op.stream);
+    double start = stream_free[stream];
+    for (OpId dep : op.deps)
+      if (dep >= first_op) start = std::max(start, finish[dep - first_op]);
+    const double duration = timer.seconds(op);
+    finish[id - first_op] = start + duration;
+    stream_free[stream] = start + duration;
+    (op.stream == Stream::compute ? cost.compute_seconds : cost.communication_seconds) += duration;
+    cost.flops += op.flops;
+    cost.bus_bytes += op.bus_bytes;
+  }
+  cost.seconds = std::max(stream_free[0], stream_free[1]);
+  double live = 0;
+  for (uint32_t e = first_event; e < end_event; ++e) {
+    live += static_cast<double>(program.memory[e].bytes);
+    cost.memory_peak_bytes = std::max(cost.memory_peak_bytes, live);
+  }
+  cost.memory_delta_bytes = live;
+  return cost;
+}
+
+}  // namespace
+
+std::vector<PhaseCost> cost_phases(const Program& program, const OpTimer& timer) {
+  std::vector<PhaseCost> phases;
+  std::vector<double> finish;
+  for (std::size_t i = 0; i < program.phases.size(); ++i) {
+    const PhaseMark& mark = program.phases[i];
+    const bool last = i + 1 == program.phases.size();
+    const OpId end_op = last ? static_cast<OpId>(program.ops.size()) : program.phases[i + 1].first_op;
+    const auto end_event =
+        last ? static_cast<uint32_t>(program.memory.size()) : program.phases[i + 1].first_memory_event;
+    phases.push_back(
+        {mark.phase, mark.layer,
+         cost_segment(program, mark.first_op, end_op, mark.first_memory_event, end_event, timer, finish)});
+  }
+  return phases;
+}
+
+}  // namespace paradyse::costmodel

@@ -1,0 +1,34 @@
+// The analytic price of a traced program: ops list-scheduled on a compute and a communication stream
+// (an op starts when its stream is free and its dependencies are done, so communication hides behind
+// compute exactly where the program allows it), and the live-bytes timeline of its allocations.
+#pragma once
+
+#include <vector>
+
+#include "costmodel/op_time.hpp"
+
+namespace paradyse::costmodel {
+
+struct SegmentCost {
+  double seconds = 0;                // from the first op's start to the last op's end
+  double compute_seconds = 0;        // busy time of the compute stream
+  double communication_seconds = 0;  // busy time of the communication stream
+  double flops = 0;
+  double bus_bytes = 0;
+  double memory_delta_bytes = 0;  // live bytes at the end minus at the start
+  double memory_peak_bytes = 0;   // highest live bytes above the start
+
+  double exposed_communication_seconds() const { return seconds - compute_seconds; }
+  // This segment after `earlier`, with no overlap across the boundary.
+  SegmentCost& then(const SegmentCost& later);
+};
+
+// One phase of a program (PhaseMark to the next mark), priced as if it started on idle streams.
+struct PhaseCost {
+  Phase phase;
+  int layer;
+  SegmentCost cost;
+};
+std::vector<PhaseCost> cost_phases(const Program& program, const OpTimer& timer);
+
+}  // namespace paradyse::costmodel

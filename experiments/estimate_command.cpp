@@ -1,0 +1,190 @@
+#include "experiments/estimate_command.hpp"
+
+#include <fmt/core.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "costmodel/estimate.hpp"
+#include "experiments/inputs.hpp"
+
+namespace paradyse::cli {
+namespace {
+
+struct EstimateOptions {
+  MachineOptions machine;
+  std::string strategies = "all";
+  std::string lengths;
+  int degree = 0;
+  int64_t batch = 1;
+  std::string recompute = "none";
+  bool json = false;
+};
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+struct Row {
+  const Strategy* strategy;
+  int64_t tokens;
+  std::optional<costmodel::Estimate> estimate;  // empty when the strategy cannot run the model
+  std::string reason;
+};
+
+nlohmann::ordered_json to_json(const Row& row) {
+  nlohmann::ordered_json j;
+  j["strategy"] = row.strategy->name();
+  j["seq"] = row.tokens;
+  if (!row.estimate) {
+    j["supported"] = false;
+    j["reason"] = row.reason;
+    return j;
+  }
+  const costmodel::Estimate& e = *row.estimate;
+  j["supported"] = true;
+  j["padded_seq"] = e.padded_tokens;
+  j["degree"] = e.degree;
+  j["batch"] = e.batch;
+  j["recompute"] = to_string(e.recompute);
+  j["time_s"] = {
+      {"total", e.time.total_seconds},       {"forward", e.time.forward_seconds},
+      {"backward", e.time.backward_seconds}, {"optimizer", e.time.optimizer_seconds},
+      {"compute", e.time.compute_seconds},   {"exposed_communication", e.time.exposed_communication_seconds}};
+  j["memory_bytes"] = {{"peak", e.memory.peak},
+                       {"capacity", e.memory.capacity},
+                       {"weights", e.memory.weights},
+                       {"gradients", e.memory.gradients},
+                       {"optimizer_states", e.memory.optimizer_states},
+                       {"saved_activations", e.memory.saved_activations},
+                       {"transient", e.memory.transient},
+                       {"fragmentation", e.memory.fragmentation}};
+  j["fits"] = e.fits;
+  j["flops"] = e.flops;
+  j["model_flops"] = e.model_flops;
+  j["mfu"] = e.mfu;
+  j["comm_bytes"] = e.comm_bytes;
+  return j;
+}
+
+void print_details(const costmodel::Estimate& e) {
+  const auto ms = [](double s) { return fmt::format("{:10.2f} ms", s * 1e3); };
+  const auto gib = [](double b) { return fmt::format("{:10.2f} GiB", b / kGiB); };
+  fmt::print("time of one iteration\n");
+  fmt::print("  forward (with the fused loss gradient) {}\n", ms(e.time.forward_seconds));
+  fmt::print("  backward                               {}\n", ms(e.time.backward_seconds));
+  fmt::print("  optimizer step                         {}\n", ms(e.time.optimizer_seconds));
+  fmt::print("  total                                  {}\n", ms(e.time.total_seconds));
+  fmt::print("    compute stream busy                  {}\n", ms(e.time.compute_seconds));
+  fmt::print("    exposed communication                {}\n", ms(e.time.exposed_communication_seconds));
+  fmt::print("memory per GPU\n");
+  fmt::print("  weights (bf16 shards)                  {}\n", gib(e.memory.weights));
+  fmt::print("  gradients (bf16 shards)                {}\n", gib(e.memory.gradients));
+  fmt::print("  optimizer states (fp32 Adam)           {}\n", gib(e.memory.optimizer_states));
+  fmt::print("  saved activations, all layers          {}\n", gib(e.memory.saved_activations));
+  fmt::print("  transient working set at the peak      {}\n", gib(e.memory.transient));
+  fmt::print("  allocator fragmentation                {}\n", gib(e.memory.fragmentation));
+  fmt::print("  peak                                   {}   of {:.2f} GiB usable: {}\n", gib(e.memory.peak),
+             e.memory.capacity / kGiB, e.fits ? "fits" : "OUT OF MEMORY");
+  fmt::print("work\n");
+  fmt::print("  FLOPs executed, all GPUs               {:10.3f} PFLOP\n", e.flops / 1e15);
+  fmt::print("  model FLOPs utilisation                {:10.1f} %\n", e.mfu * 100);
+  fmt::print("  communication per GPU (bus bytes)      {:10.3f} GB\n", e.comm_bytes / 1e9);
+}
+
+void print_table(const std::vector<Row>& rows) {
+  fmt::print("{:<12} {:>8} {:>11} {:>11} {:>11} {:>9} {:>5} {:>6} {:>9}\n", "strategy", "seq", "forward_ms",
+             "backward_ms", "total_ms", "peak_GiB", "fits", "MFU_%", "comm_GB");
+  for (const Row& row : rows) {
+    if (!row.estimate) {
+      fmt::print("{:<12} {:>8} unsupported: {}\n", row.strategy->name(), row.tokens, row.reason);
+      continue;
+    }
+    const costmodel::Estimate& e = *row.estimate;
+    fmt::print("{:<12} {:>8} {:>11.2f} {:>11.2f} {:>11.2f} {:>9.2f} {:>5} {:>6.1f} {:>9.3f}\n",
+               row.strategy->name(), row.tokens, e.time.forward_seconds * 1e3, e.time.backward_seconds * 1e3,
+               e.time.total_seconds * 1e3, e.memory.peak / kGiB, e.fits ? "yes" : "OOM", e.mfu * 100,
+               e.comm_bytes / 1e9);
+  }
+}
+
+void run(const EstimateOptions& options) {
+  // Validate every input before any work, so a bad flag leaves no partial output.
+  const std::vector<int64_t> lengths = parse_lengths(options.lengths, "--seq");
+  const std::vector<const Strategy*> strategies = parse_strategies(options.strategies, "--strategy");
+  const Recompute recompute = parse_recompute_flag(options.recompute);
+  costmodel::Estimator estimator(options.machine.load_model(), options.machine.load_cluster());
+  const int degree = options.degree == 0 ? estimator.cluster().num_gpus() : options.degree;
+  const bool single = strategies.size() == 1 && lengths.size() == 1;
+
+  std::vector<Row> rows;
+  for (const Strategy* strategy : strategies) {
+    const auto why = estimator.unsupported(*strategy, degree);
+    // One named strategy that cannot run is an error; in a list it is a row that says why.
+    if (why && strategies.size() == 1)
+      throw InputError("--strategy", 0, "",
+                       std::string(strategy->name()) + " cannot run " + estimator.model().name +
+                           " at degree " + std::to_string(degree) + ": " + *why);
+    for (int64_t tokens : lengths) {
+      if (why) {
+        rows.push_back({strategy, tokens, std::nullopt, *why});
+        continue;
+      }
+      rows.push_back(
+          {strategy, tokens,
+           estimator.estimate(
+               *strategy,
+               {.tokens = tokens, .degree = degree, .batch = options.batch, .recompute = recompute}),
+           ""});
+    }
+  }
+
+  if (options.json) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const Row& row : rows) out.push_back(to_json(row));
+    std::cout << (single ? out[0] : out).dump(2) << "\n";
+    return;
+  }
+  const ModelSpec& model = estimator.model();
+  const hw::ClusterSpec& cluster = estimator.cluster();
+  fmt::print(
+      "{} (h {}, {} heads, {} KV heads, {} layers, {}) on {} ({} GPUs of {}), degree {}, batch {}, recompute "
+      "{}\n",
+      model.name, model.hidden, model.heads, model.kv_heads, model.num_layers,
+      model.causal ? "causal" : "bidirectional", cluster.name, cluster.num_gpus(), cluster.gpu.name, degree,
+      options.batch, options.recompute);
+  if (single && rows[0].estimate) {
+    const costmodel::Estimate& e = *rows[0].estimate;
+    fmt::print("{}, seq {}{}\n", e.plan, e.tokens,
+               e.padded_tokens != e.tokens ? fmt::format(" (padded to {})", e.padded_tokens) : "");
+    print_details(e);
+    return;
+  }
+  print_table(rows);
+}
+
+}  // namespace
+
+void add_estimate_command(CLI::App& app) {
+  auto options = std::make_shared<EstimateOptions>();
+  CLI::App* command = app.add_subcommand(
+      "estimate",
+      "Analytic time and peak memory of one training iteration (one micro-batch of B sequences of N tokens "
+      "on P "
+      "GPUs, optimizer step included) for each strategy and length. Lengths are padded up to a multiple of P "
+      "(2P for causal models, whose ranks hold two zig-zag chunks); padding is reported.");
+  options->machine.add_to(*command);
+  command
+      ->add_option("--strategy", options->strategies,
+                   "strategy name, comma-separated names, or 'all' (" + strategy_names() + ")")
+      ->capture_default_str();
+  command
+      ->add_option("--seq", options->lengths, "sequence length(s) in tokens: 4096, 16K, 1M; comma-separated")
+      ->required();
+  command->add_option("--degree", options->degree, "parallel degree P (default: every GPU of the cluster)");
+  command->add_option("--batch", options->batch, "sequences per micro-batch")->capture_default_str();
+  command->add_option("--recompute", options->recompute, "activation recomputation: none, selective or full")
+      ->capture_default_str();
+  command->add_flag("--json", options->json, "print JSON instead of a table");
+  command->callback([options] { run(*options); });
+}
+
+}  // namespace paradyse::cli

@@ -1,0 +1,28 @@
+// The paradyse command: one subcommand per question a user asks (see --help).
+#include <fmt/core.h>
+#include <CLI/CLI.hpp>
+
+#include "common/errors.hpp"
+#include "experiments/bench_command.hpp"
+#include "experiments/estimate_command.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "paradyse: choose, per input sequence and per layer, the fastest parallel strategy that fits in GPU "
+      "memory, for training Transformers on inputs of wildly varying length."};
+  app.require_subcommand(1);
+  paradyse::cli::add_estimate_command(app);
+  paradyse::cli::add_bench_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const paradyse::InputError& e) {
+    fmt::print(stderr, "paradyse: error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "paradyse: internal error: {}\n", e.what());
+    return 3;
+  }
+  return 0;
+}

@@ -1,0 +1,70 @@
+// The machine: GPUs, their memory, kernel efficiency and the fabric between them. Presets are JSON
+// files under hw_models/presets/ (units in the keys, SI values, a `source` for every figure); this
+// header is what the rest of paradyse sees of them. Knows nothing of strategies.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace paradyse::hw {
+
+// A measured curve, y against x; read between points linearly in log(x), clamped at both ends.
+class Curve {
+ public:
+  Curve() = default;
+  explicit Curve(std::vector<std::pair<double, double>> points);  // x strictly increasing, y > 0
+  double at(double x) const;
+  const std::vector<std::pair<double, double>>& points() const { return points_; }
+
+ private:
+  std::vector<std::pair<double, double>> points_;
+};
+
+struct GpuSpec {
+  std::string name;
+  double bf16_flops_per_second = 0;  // dense tensor-core peak
+  double hbm_bytes = 0;
+  double hbm_bytes_per_second = 0;           // achievable copy bandwidth, for memory-bound kernels
+  Curve gemm_efficiency_by_flops;            // fraction of peak reached by one GEMM of that many FLOPs
+  Curve attention_efficiency_by_seq;         // FlashAttention fwd+bwd, fraction of peak, by key length
+  Curve causal_attention_efficiency_by_seq;  // same, causal mask
+  double kernel_launch_seconds = 0;          // fixed cost of every kernel
+  double reserved_bytes = 0;                 // CUDA context and NCCL buffers: never available to tensors
+  double allocator_fragmentation = 0;        // fraction the caching allocator holds beyond live tensors
+};
+
+// One level of the fabric: NVLink through NVSwitch inside a node, or the NICs between nodes.
+struct FabricSpec {
+  double bytes_per_second = 0;       // per GPU per direction, datasheet
+  Curve bus_bandwidth_by_bytes;      // NCCL ring all-reduce bus bandwidth (bytes/s) by message bytes
+  double all_to_all_efficiency = 0;  // all-to-all bus bandwidth as a fraction of the ring's
+  double latency_seconds = 0;        // smallest time of any collective or transfer at this level
+};
+
+struct ClusterSpec {
+  std::string name;         // "dgx-a100", or "dgx-a100 x4" for four nodes
+  std::string description;  // one line on the node, from the preset
+  std::string source;       // the file or preset it was read from: "preset dgx-a100" or the path
+  int num_nodes = 1;
+  int gpus_per_node = 0;
+  GpuSpec gpu;
+  FabricSpec intra_node;
+  FabricSpec inter_node;
+  int nics_per_node = 0;
+
+  int num_gpus() const { return num_nodes * gpus_per_node; }
+  // Bytes a rank may allocate for tensors: HBM minus what CUDA and NCCL reserve.
+  double tensor_capacity_bytes() const { return gpu.hbm_bytes - gpu.reserved_bytes; }
+};
+
+// `name_or_path` is a preset name (see cluster_preset_names) or a path to a JSON file of the same
+// schema. `num_nodes` replicates the node (multi-node variants); throws InputError on bad input.
+ClusterSpec load_cluster(const std::string& name_or_path, int num_nodes = 1);
+std::vector<std::string> cluster_preset_names();  // sorted
+// A preset's JSON text as embedded in the binary, the starting point of a custom cluster file;
+// throws InputError if `name` is no preset.
+std::string_view cluster_preset_text(const std::string& name);
+
+}  // namespace paradyse::hw

@@ -1,0 +1,203 @@
+// The one interface strategies are written against. A backend is either the tracer (shape-only
+// tensors; every call appends an op to this rank's program) or real tensors and a real communicator.
+// Strategies never know which.
+//
+// Layout conventions: activations are [b, s, ...] with the sequence in dim 1; attention takes
+// q [b, s_q, heads, d], k and v [b, s_k, kv_heads, d] (FlashAttention's layout) and GQA when
+// kv_heads < heads. Collectives run over the layer's parallel group of `degree()` ranks and count
+// bytes as nccl-tests does (REFERENCE.md §1).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "strategies/model.hpp"
+#include "strategies/sequence_layout.hpp"
+#include "strategies/tensor.hpp"
+
+namespace paradyse {
+
+class Backend;
+
+// A started communication. wait() makes later compute wait for it and returns its result; it must be
+// called exactly once (a dropped Pending is a bug: the compute stream would never wait for it).
+class [[nodiscard]] Pending {
+ public:
+  Pending() = default;
+  Pending(Backend* backend, int64_t token, Tensor result)
+      : backend_(backend), token_(token), result_(std::move(result)) {}
+  Pending(Pending&& other) noexcept { *this = std::move(other); }
+  Pending& operator=(Pending&& other) noexcept {
+    backend_ = other.backend_;
+    token_ = other.token_;
+    result_ = std::move(other.result_);
+    other.backend_ = nullptr;
+    return *this;
+  }
+  Pending(const Pending&) = delete;
+  Pending& operator=(const Pending&) = delete;
+
+  bool valid() const { return backend_ != nullptr; }
+  Tensor wait();
+
+ private:
+  Backend* backend_ = nullptr;
+  int64_t token_ = 0;
+  Tensor result_;
+};
+
+struct AttentionOutput {
+  Tensor out;  // [b, s_q, heads, d]
+  Tensor lse;  // [b, heads, s_q] fp32, log-sum-exp of each query's scores: what ring blocks merge by
+};
+
+struct AttentionGrads {
+  Tensor d_q, d_k, d_v;
+};
+
+struct NormOutput {
+  Tensor y;
+  Tensor stats;  // [b, s] fp32 (mean and reciprocal std, or rms)
+};
+
+struct NormGrads {
+  Tensor d_x, d_gamma, d_beta;  // d_beta undefined for RMSNorm
+};
+
+struct DropoutOutput {
+  Tensor y;
+  Tensor mask;  // u8, same shape as the input
+};
+
+struct LossOutput {
+  Tensor loss;      // [1] fp32: sum over the chunk's tokens
+  Tensor d_logits;  // same shape as the logits: gradient of the summed loss
+};
+
+// Where in a training step the following ops belong; the cost model and profiler group by it.
+enum class Phase : uint8_t {
+  embedding_forward,
+  layer_forward,
+  head,
+  layer_backward,
+  embedding_backward,
+  optimizer
+};
+std::string_view to_string(Phase phase);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual int rank() const = 0;    // index in the parallel group
+  virtual int degree() const = 0;  // p, ranks in the group
+
+  // Marks the start of a phase of the step (layer = -1 outside the layers).
+  virtual void begin_phase(Phase phase, int layer) = 0;
+  // A label for the following ops ("qkv", "ring step 3"); the tracer and profiler record it.
+  virtual void label(std::string_view name) = 0;
+
+  // This rank's shard of a model weight, created once per model; `name` and `shard` identify it so
+  // that a real backend initialises it consistently with a one-device reference. Weights, gradients
+  // and optimizer state are the static memory terms, not part of the activation timeline.
+  virtual Tensor parameter(std::string_view name, const Shape& shape, int shard) = 0;
+  // A zero gradient accumulator of the given shape (static memory, like parameters).
+  virtual Tensor gradient_buffer(const Shape& shape) = 0;
+
+  // Tensors and views. view/slice share storage; concat copies.
+  virtual Tensor zeros(const Shape& shape, DType dtype) = 0;
+  virtual Tensor view(const Tensor& x, const Shape& shape) = 0;
+  virtual Tensor slice(const Tensor& x, int dim, int64_t start, int64_t length) = 0;
+  virtual Tensor concat(const std::vector<Tensor>& parts, int dim) = 0;
+
+  // GEMMs. linear: x [..., k] · wᵀ with w [n, k]. matmul: x [..., k] · w with w [k, n].
+  // weight_grad: aᵀ · b over the flattened leading dims, a [..., m], b [..., n] → [m, n].
+  virtual Tensor linear(const Tensor& x, const Tensor& w) = 0;
+  virtual Tensor matmul(const Tensor& x, const Tensor& w) = 0;
+  virtual Tensor weight_grad(const Tensor& a, const Tensor& b) = 0;
+
+  // Fused (FlashAttention) attention over the pairs the mask allows, scale 1/sqrt(d).
+  virtual AttentionOutput attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const AttentionMask& mask) = 0;
+  // Gradients of one block given the merged output and log-sum-exp of the whole row (ring attention
+  // calls it per block with the final out and lse).
+  virtual AttentionGrads attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k,
+                                            const Tensor& v, const Tensor& out, const Tensor& lse,
+                                            const AttentionMask& mask) = 0;
+  // out, lse ← the attention over both key sets: the stable form of lse = log(e^lse + e^block_lse).
+  virtual void merge_attention(Tensor& out, Tensor& lse, const AttentionOutput& block) = 0;
+
+  // Unfused attention pieces (Colossal-AI ring self-attention materialises the scores).
+  // scores: q [b, s_q, a, d], k [b, s_k, a, d] → [b, a, s_q, s_k] = q·kᵀ.
+  virtual Tensor scores(const Tensor& q, const Tensor& k) = 0;
+  // scores_times: p [b, a, s_q, s_k], v [b, s_k, a, d] → [b, s_q, a, d] = p·v.
+  virtual Tensor scores_times(const Tensor& p, const Tensor& v) = 0;
+  // scores_transposed_times: p [b, a, s_q, s_k], x [b, s_q, a, d] → [b, s_k, a, d] = pᵀ·x.
+  virtual Tensor scores_transposed_times(const Tensor& p, const Tensor& x) = 0;
+  // Row softmax of scale·scores over the pairs the mask allows (others get probability 0).
+  virtual Tensor softmax(const Tensor& scores, double scale, const AttentionMask& mask) = 0;
+  virtual Tensor softmax_backward(const Tensor& d_probs, const Tensor& probs, double scale) = 0;
+
+  virtual NormOutput norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  NormKind kind) = 0;
+  virtual NormGrads norm_backward(const Tensor& d_y, const Tensor& x, const Tensor& gamma,
+                                  const NormOutput& saved, NormKind kind) = 0;
+
+  virtual Tensor gelu(const Tensor& x) = 0;
+  virtual Tensor gelu_backward(const Tensor& d_y, const Tensor& x) = 0;
+  // x [..., 2f] holds (gate, up) → silu(gate) · up [..., f].
+  virtual Tensor swiglu(const Tensor& x) = 0;
+  virtual Tensor swiglu_backward(const Tensor& d_y, const Tensor& x) = 0;
+  virtual DropoutOutput dropout(const Tensor& x, double probability) = 0;
+  virtual Tensor dropout_backward(const Tensor& d_y, const Tensor& mask, double probability) = 0;
+
+  virtual Tensor add(const Tensor& a, const Tensor& b) = 0;
+  virtual void add_(Tensor& accumulator, const Tensor& x) = 0;  // in place
+
+  // Token embedding: tokens [b, s] int64, table [V, h] → [b, s, h]; backward scatters into [V, h].
+  virtual Tensor embedding(const Tensor& tokens, const Tensor& table) = 0;
+  virtual Tensor embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t vocab) = 0;
+  // Cross-entropy of logits [b, c, V] against targets [b, c] int64, fused with its gradient.
+  virtual LossOutput cross_entropy(const Tensor& logits, const Tensor& targets) = 0;
+  // Mixed-precision Adam on one weight shard and its gradient (master weights and moments are the
+  // backend's; REFERENCE.md §2: 16 bytes per parameter in all).
+  virtual void adam_step(Tensor& weight, const Tensor& grad) = 0;
+
+  // Communication over the group, on the communication stream.
+  // all_gather: concatenates every rank's x along dim. reduce_scatter: sums, keeps this rank's
+  // 1/p slice along dim. all_to_all: splits x into p parts along split_dim, sends part j to rank j,
+  // concatenates the received parts along concat_dim. broadcast: root's x to all (x gives the shape
+  // on other ranks). reduce: sum onto root (undefined result elsewhere). send_recv: sends x to
+  // `to`, receives a tensor of x's shape and type from `from`.
+  virtual Pending all_gather_async(const Tensor& x, int dim) = 0;
+  virtual Pending reduce_scatter_async(const Tensor& x, int dim) = 0;
+  virtual Pending all_reduce_async(const Tensor& x) = 0;
+  virtual Pending all_to_all_async(const Tensor& x, int split_dim, int concat_dim) = 0;
+  virtual Pending broadcast_async(const Tensor& x, int root) = 0;
+  virtual Pending reduce_async(const Tensor& x, int root) = 0;
+  virtual Pending send_recv_async(const Tensor& x, int to, int from) = 0;
+
+  Tensor all_gather(const Tensor& x, int dim) { return all_gather_async(x, dim).wait(); }
+  Tensor reduce_scatter(const Tensor& x, int dim) { return reduce_scatter_async(x, dim).wait(); }
+  Tensor all_reduce(const Tensor& x) { return all_reduce_async(x).wait(); }
+  Tensor all_to_all(const Tensor& x, int split_dim, int concat_dim) {
+    return all_to_all_async(x, split_dim, concat_dim).wait();
+  }
+  Tensor broadcast(const Tensor& x, int root) { return broadcast_async(x, root).wait(); }
+  Tensor reduce(const Tensor& x, int root) { return reduce_async(x, root).wait(); }
+
+ protected:
+  friend class Pending;
+  // Makes the compute stream wait for communication `token`; returns its result.
+  virtual Tensor wait(int64_t token, Tensor result) = 0;
+};
+
+inline Tensor Pending::wait() {
+  PARADYSE_CHECK(backend_ != nullptr, "wait() on a Pending that was never started or already waited");
+  Backend* backend = backend_;
+  backend_ = nullptr;
+  return backend->wait(token_, std::move(result_));
+}
+
+}  // namespace paradyse

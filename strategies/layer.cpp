@@ -1,0 +1,104 @@
+#include "strategies/layer.hpp"
+
+namespace paradyse {
+namespace {
+
+// The forward that keeps what backward needs.
+Tensor forward_saving(Backend& be, const Strategy& strategy, const LayerContext& ctx, const LayerWeights& w,
+                      const Tensor& x, LayerSaved& saved) {
+  const ModelSpec& model = ctx.model;
+  saved.x = x;
+  be.label("norm1");
+  NormOutput norm1 = be.norm_forward(x, w.norm1_gamma, w.norm1_beta, model.norm);
+  SublayerOutput attention = strategy.attention_forward(be, ctx, w, norm1.y);
+  norm1.y = Tensor();  // the attention keeps its input if its backward needs it
+  saved.norm1 = std::move(norm1);
+  saved.attention = std::move(attention.saved);
+  be.label("residual1");
+  if (model.dropout > 0) {
+    DropoutOutput dropped = be.dropout(attention.y, model.dropout);
+    saved.dropout1_mask = dropped.mask;
+    attention.y = dropped.y;
+  }
+  saved.h1 = be.add(x, attention.y);
+  attention.y = Tensor();
+
+  be.label("norm2");
+  NormOutput norm2 = be.norm_forward(saved.h1, w.norm2_gamma, w.norm2_beta, model.norm);
+  SublayerOutput mlp = strategy.mlp_forward(be, ctx, w, norm2.y);
+  norm2.y = Tensor();
+  saved.norm2 = std::move(norm2);
+  saved.mlp = std::move(mlp.saved);
+  be.label("residual2");
+  if (model.dropout > 0) {
+    DropoutOutput dropped = be.dropout(mlp.y, model.dropout);
+    saved.dropout2_mask = dropped.mask;
+    mlp.y = dropped.y;
+  }
+  return be.add(saved.h1, mlp.y);
+}
+
+void accumulate_norm_grads(Backend& be, const NormGrads& grads, Tensor& gamma, Tensor& beta) {
+  be.add_(gamma, grads.d_gamma);
+  if (grads.d_beta.defined()) be.add_(beta, grads.d_beta);
+}
+
+bool recomputes(const Strategy& strategy, const LayerContext& ctx) {
+  return strategy.always_recomputes() || ctx.recompute == Recompute::full;
+}
+
+}  // namespace
+
+LayerForward layer_forward(Backend& be, const Strategy& strategy, const LayerContext& ctx,
+                           const LayerWeights& w, const Tensor& x) {
+  auto saved = std::make_unique<LayerSaved>();
+  Tensor y = forward_saving(be, strategy, ctx, w, x, *saved);
+  if (recomputes(strategy, ctx)) {  // backward runs the forward again from x alone
+    saved = std::make_unique<LayerSaved>();
+    saved->x = x;
+  }
+  return {std::move(y), std::move(saved)};
+}
+
+Tensor layer_backward(Backend& be, const Strategy& strategy, const LayerContext& ctx, const LayerWeights& w,
+                      std::unique_ptr<LayerSaved> saved, const Tensor& d_y, LayerWeights& grads) {
+  const ModelSpec& model = ctx.model;
+  if (recomputes(strategy, ctx)) {
+    be.label("recompute");
+    Tensor x = std::move(saved->x);
+    forward_saving(be, strategy, ctx, w, x, *saved);  // its output is not needed again
+  }
+
+  // y = h1 + dropout(mlp(norm2(h1)))
+  Tensor d_mlp = d_y;
+  be.label("residual2");
+  if (saved->dropout2_mask.defined()) d_mlp = be.dropout_backward(d_y, saved->dropout2_mask, model.dropout);
+  Tensor d_norm2 = strategy.mlp_backward(be, ctx, w, *saved->mlp, d_mlp, grads);
+  saved->mlp.reset();
+  d_mlp = Tensor();
+  be.label("norm2");
+  NormGrads norm2 = be.norm_backward(d_norm2, saved->h1, w.norm2_gamma, saved->norm2, model.norm);
+  d_norm2 = Tensor();
+  saved->h1 = Tensor();
+  saved->norm2 = {};
+  accumulate_norm_grads(be, norm2, grads.norm2_gamma, grads.norm2_beta);
+  Tensor d_h1 = be.add(d_y, norm2.d_x);
+  norm2 = {};
+
+  // h1 = x + dropout(attention(norm1(x)))
+  Tensor d_attention = d_h1;
+  be.label("residual1");
+  if (saved->dropout1_mask.defined())
+    d_attention = be.dropout_backward(d_h1, saved->dropout1_mask, model.dropout);
+  Tensor d_norm1 = strategy.attention_backward(be, ctx, w, *saved->attention, d_attention, grads);
+  saved->attention.reset();
+  d_attention = Tensor();
+  be.label("norm1");
+  NormGrads norm1 = be.norm_backward(d_norm1, saved->x, w.norm1_gamma, saved->norm1, model.norm);
+  d_norm1 = Tensor();
+  saved.reset();
+  accumulate_norm_grads(be, norm1, grads.norm1_gamma, grads.norm1_beta);
+  return be.add(d_h1, norm1.d_x);
+}
+
+}  // namespace paradyse

@@ -1,0 +1,49 @@
+// The Transformer being trained: shape, attention and MLP kind, vocabulary. Presets are Hugging Face
+// `config.json` files under strategies/models/; `--model FILE` reads any decoder config of the
+// Llama family (hidden_size, num_attention_heads, num_key_value_heads, intermediate_size, ...) or of
+// the GPT-2 family (n_embd, n_head, n_layer, ...).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace paradyse {
+
+enum class MlpKind { gelu, swiglu };  // GELU: h → f → h; SwiGLU: h → 2f (gate, up) → f → h
+enum class NormKind { layer_norm, rms_norm };
+
+struct ModelSpec {
+  std::string name;
+  std::string source;      // preset name or file path
+  int64_t hidden = 0;      // h
+  int64_t heads = 0;       // a, query heads
+  int64_t kv_heads = 0;    // a_kv (== heads for MHA)
+  int64_t ffn_hidden = 0;  // f: 4h for the GELU MLP; intermediate_size for SwiGLU
+  int64_t num_layers = 0;  // L
+  int64_t vocab = 0;       // V
+  bool causal = true;
+  MlpKind mlp = MlpKind::gelu;
+  NormKind norm = NormKind::layer_norm;
+  bool tied_embeddings = false;  // output head shares the embedding table
+  double dropout = 0;            // hidden dropout probability (after attention and after the MLP)
+
+  int64_t head_dim() const { return hidden / heads; }
+  int64_t kv_hidden() const { return kv_heads * head_dim(); }  // h_kv
+  int64_t mlp_in_rows() const { return mlp == MlpKind::swiglu ? 2 * ffn_hidden : ffn_hidden; }
+  int64_t norm_parameters() const {
+    return norm == NormKind::layer_norm ? 2 * hidden : hidden;
+  }  // gamma [, beta]
+  // Parameters of one Transformer layer (no biases on linear layers; norms have gamma [, beta]).
+  int64_t layer_parameters() const;
+  int64_t embedding_parameters() const;  // embedding table + output head (unless tied) + final norm
+  int64_t total_parameters() const { return num_layers * layer_parameters() + embedding_parameters(); }
+};
+
+// `name_or_path`: a preset (see model_preset_names) or a path to a config.json. `causal` overrides the
+// config's attention kind when given. Throws InputError naming the file and field on bad input.
+ModelSpec load_model(const std::string& name_or_path, std::optional<bool> causal = std::nullopt);
+std::vector<std::string> model_preset_names();
+
+}  // namespace paradyse

@@ -1,0 +1,87 @@
+// What the tracing backend records for one rank: the ops a strategy issued, in issue order, with
+// their streams, dependencies, work and bytes, and the memory events of the tensors they made.
+// costmodel/ prices programs analytically; sim/ executes them. Both see nothing else of a strategy.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strategies/backend.hpp"
+
+namespace paradyse {
+
+enum class OpKind : uint8_t {
+  gemm,                // dims {m, n, k}
+  attention_forward,   // dims {batch·heads, s_q, s_k, head_dim}; flops count computed pairs only
+  attention_backward,  // same dims; FlashAttention's recompute counted (2.5× forward)
+  scores_gemm,         // unfused attention GEMM, dims {batch·heads, m, n, k}
+  memory_bound,        // norms, activations, softmax, merges, copies, optimizer: priced by bytes
+  all_gather,
+  reduce_scatter,
+  all_reduce,
+  all_to_all,
+  broadcast,
+  reduce,
+  send_recv,
+  wait,  // the compute stream waits for a communication op (its only dependency)
+};
+std::string_view to_string(OpKind kind);
+constexpr bool is_communication(OpKind kind) {
+  return kind >= OpKind::all_gather && kind <= OpKind::send_recv;
+}
+
+enum class Stream : uint8_t { compute, communication };
+
+using OpId = uint32_t;
+
+struct Op {
+  OpKind kind = OpKind::memory_bound;
+  Stream stream = Stream::compute;
+  Phase phase = Phase::layer_forward;
+  int16_t layer = -1;
+  uint16_t label = 0;             // index into Program::labels
+  bool partially_masked = false;  // attention: the causal mask cuts this block
+  std::vector<OpId> deps;         // ops that must finish before this one starts
+  double flops = 0;
+  double memory_bytes = 0;  // HBM bytes read and written
+  // Communication, counted as nccl-tests does (REFERENCE.md §1): `size_bytes` is the collective's
+  // size (the full buffer; per-rank buffer for all_to_all and send_recv), `bus_bytes` what each rank
+  // moves: (p−1)/p·size for all_gather and reduce_scatter, 2(p−1)/p·size for all_reduce, (p−1)/p·size
+  // for all_to_all, size for broadcast, reduce and send_recv.
+  double size_bytes = 0;
+  double bus_bytes = 0;
+  int16_t group_size = 1;
+  int16_t root = -1;     // broadcast, reduce
+  int16_t send_to = -1;  // send_recv
+  int16_t recv_from = -1;
+  std::array<int64_t, 4> dims{};
+};
+
+// A buffer allocated (bytes > 0) or freed (bytes < 0) when `before_op` ops had been issued.
+struct MemoryEvent {
+  OpId before_op = 0;
+  int64_t bytes = 0;
+};
+
+struct PhaseMark {
+  Phase phase;
+  int layer;
+  OpId first_op;
+  uint32_t first_memory_event;
+};
+
+struct Program {
+  int rank = 0;
+  int degree = 1;
+  std::vector<Op> ops;
+  std::vector<MemoryEvent> memory;
+  std::vector<PhaseMark> phases;
+  std::vector<std::string> labels{""};
+
+  std::string_view label(const Op& op) const { return labels[op.label]; }
+};
+
+}  // namespace paradyse

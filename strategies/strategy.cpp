@@ -1,0 +1,66 @@
+#include "strategies/strategy.hpp"
+
+#include "strategies/library.hpp"
+
+namespace paradyse {
+
+std::string_view to_string(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::none:
+      return "none";
+    case Recompute::selective:
+      return "selective";
+    case Recompute::full:
+      return "full";
+  }
+  return "?";
+}
+
+std::optional<Recompute> parse_recompute(std::string_view text) {
+  for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
+    if (to_string(r) == text) return r;
+  return std::nullopt;
+}
+
+std::vector<int64_t> LayerWeights::qkv_groups(const ModelSpec& model, int degree) {
+  const int64_t d = model.head_dim();
+  return {model.heads / degree * d, model.kv_heads / degree * d, model.kv_heads / degree * d};
+}
+
+std::vector<int64_t> LayerWeights::mlp_in_groups(const ModelSpec& model, int degree) {
+  if (model.mlp == MlpKind::swiglu) return {model.ffn_hidden / degree, model.ffn_hidden / degree};
+  return {model.ffn_hidden / degree};
+}
+
+std::optional<std::string> Strategy::unsupported(const ModelSpec& model, int degree) const {
+  const std::string p = std::to_string(degree);
+  if (degree < 1) return "the degree must be at least 1, got " + p;
+  if (model.heads % degree != 0)
+    return "degree " + p + " must divide the " + std::to_string(model.heads) +
+           " attention heads (every rank owns whole heads in the unified layout)";
+  if (model.kv_heads % degree != 0)
+    return "degree " + p + " must divide the " + std::to_string(model.kv_heads) +
+           " key/value heads (every rank owns whole heads in the unified layout)";
+  if (model.ffn_hidden % degree != 0)
+    return "degree " + p + " must divide the FFN size " + std::to_string(model.ffn_hidden);
+  return std::nullopt;
+}
+
+const std::vector<const Strategy*>& all_strategies() {
+  static const std::vector<const Strategy*> strategies{&megatron_ts()};
+  return strategies;
+}
+
+const Strategy* find_strategy(std::string_view name) {
+  for (const Strategy* s : all_strategies())
+    if (s->name() == name) return s;
+  return nullptr;
+}
+
+std::string strategy_names() {
+  std::string names;
+  for (const Strategy* s : all_strategies()) names += (names.empty() ? "" : ", ") + std::string(s->name());
+  return names;
+}
+
+}  // namespace paradyse

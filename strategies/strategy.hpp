@@ -1,0 +1,99 @@
+// A parallel strategy: how one Transformer layer's attention and MLP run on p ranks, forward and
+// backward, written once against Backend. Every strategy takes and returns activations in the
+// unified layout [b, s/p, h] (sequence_layout.hpp) and keeps weights in the fixed shards of
+// LayerWeights, so plans may switch strategy at any layer boundary with no data movement.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "strategies/backend.hpp"
+#include "strategies/model.hpp"
+#include "strategies/sequence_layout.hpp"
+
+namespace paradyse {
+
+// What a layer keeps for backward. none: everything backward needs. selective: the MLP activation's
+// output and materialised attention probabilities are recomputed from their inputs (FlashAttention
+// already recomputes the scores; Korthikanti et al. 2022 §4.2). full: only the layer input is kept
+// and the whole layer runs again before its backward.
+enum class Recompute : uint8_t { none, selective, full };
+std::string_view to_string(Recompute recompute);
+std::optional<Recompute> parse_recompute(std::string_view text);
+
+// This rank's fixed 1/p shard of one layer's weights (ParaDySe's unified layout, REFERENCE.md §2).
+// Dim 0 is the sharded dim of every matrix, so the tensor-parallel shard is also the ZeRO-3 shard:
+// W_qkv and W_in are stored [out, in] and used as x·Wᵀ (column-parallel), W_proj and W_out stored
+// [in, out] and used as x·W (row-parallel). Rank r's rows are its heads r·a/p … (r+1)·a/p − 1.
+struct LayerWeights {
+  Tensor qkv;      // [(h + 2·h_kv)/p, h]: this rank's a/p query heads, then a_kv/p key, then value heads
+  Tensor proj;     // [h/p, h]: the rows of this rank's heads
+  Tensor mlp_in;   // [f/p, h] (GELU) or [2f/p, h]: this rank's f/p gate rows, then its f/p up rows
+  Tensor mlp_out;  // [f/p, h]
+  Tensor norm1_gamma, norm1_beta, norm2_gamma, norm2_beta;  // [h], on every rank; beta only for LayerNorm
+
+  // Rows of each rank's shard that belong together when a whole matrix is rebuilt from the shards:
+  // {a/p·d, a_kv/p·d, a_kv/p·d} for W_qkv, {f/p, f/p} for a SwiGLU W_in, {rows} otherwise.
+  static std::vector<int64_t> qkv_groups(const ModelSpec& model, int degree);
+  static std::vector<int64_t> mlp_in_groups(const ModelSpec& model, int degree);
+};
+
+struct LayerContext {
+  const ModelSpec& model;
+  const SequenceLayout& layout;  // which tokens this rank holds
+  int64_t batch = 1;
+  Recompute recompute = Recompute::none;
+};
+
+class SavedActivations {
+ public:
+  virtual ~SavedActivations() = default;
+};
+
+struct SublayerOutput {
+  Tensor y;                                 // [b, s/p, h]
+  std::unique_ptr<SavedActivations> saved;  // what backward needs
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+
+  virtual std::string_view name() const = 0;  // the paper's name in snake case: "megatron_ts"
+  virtual std::string_view summary() const = 0;
+
+  // Why this strategy cannot run `model` at `degree`, if it cannot. The unified layout itself needs
+  // p | a and p | a_kv (every rank owns whole heads); strategies add their own conditions.
+  virtual std::optional<std::string> unsupported(const ModelSpec& model, int degree) const;
+  // True when the strategy always keeps only the layer input and recomputes (METP).
+  virtual bool always_recomputes() const { return false; }
+
+  // x is the normalised sublayer input [b, s/p, h]; the result is the sublayer output [b, s/p, h].
+  virtual SublayerOutput attention_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
+                                           const Tensor& x) const = 0;
+  // Returns d_x [b, s/p, h]; adds this rank's weight-shard gradients into `grads`.
+  virtual Tensor attention_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
+                                    SavedActivations& saved, const Tensor& d_y,
+                                    LayerWeights& grads) const = 0;
+  virtual SublayerOutput mlp_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
+                                     const Tensor& x) const = 0;
+  virtual Tensor mlp_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
+                              SavedActivations& saved, const Tensor& d_y, LayerWeights& grads) const = 0;
+};
+
+// The strategies of the paper, by name; nullptr for an unknown name.
+const Strategy* find_strategy(std::string_view name);
+const std::vector<const Strategy*>& all_strategies();
+std::string strategy_names();  // "megatron_ts, megatron_cz, ..." for messages
+
+// Downcast of a strategy's own saved state.
+template <class Saved>
+Saved& saved_as(SavedActivations& saved) {
+  auto* typed = dynamic_cast<Saved*>(&saved);
+  PARADYSE_CHECK(typed != nullptr, "saved activations of another strategy");
+  return *typed;
+}
+
+}  // namespace paradyse

@@ -1,0 +1,595 @@
+#include "strategies/tracing_backend.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace paradyse {
+namespace {
+
+constexpr OpId kNoOp = UINT32_MAX;
+
+int normalize_dim(const Tensor& x, int dim) {
+  return dim < 0 ? dim + x.rank() : dim;
+}
+
+int64_t leading(const Tensor& x) {
+  return x.numel() / x.size(-1);
+}
+
+}  // namespace
+
+struct TracingBackend::Recorder {
+  Program program;
+  Phase phase = Phase::layer_forward;
+  int16_t layer = -1;
+  uint16_t label = 0;
+  std::unordered_map<std::string, uint16_t> label_ids{{"", 0}};
+
+  OpId next_op() const { return static_cast<OpId>(program.ops.size()); }
+  void memory_event(int64_t bytes) { program.memory.push_back({next_op(), bytes}); }
+};
+
+namespace {
+
+// A shape-only buffer. Views share it; the free is recorded when the last view goes.
+struct TracedBuffer final : TensorImpl {
+  std::shared_ptr<TracingBackend::Recorder> recorder;
+  int64_t bytes = 0;  // 0 for static buffers (weights, gradients): not on the activation timeline
+  OpId producer = kNoOp;
+
+  ~TracedBuffer() override {
+    if (bytes > 0) recorder->memory_event(-bytes);
+  }
+};
+
+TracedBuffer& buffer(const Tensor& t) {
+  return t.impl<TracedBuffer>();
+}
+
+}  // namespace
+
+TracingBackend::TracingBackend(int rank, int degree)
+    : rank_(rank), degree_(degree), recorder_(std::make_shared<Recorder>()) {
+  PARADYSE_CHECK(degree >= 1 && rank >= 0 && rank < degree, "rank outside the group");
+  recorder_->program.rank = rank;
+  recorder_->program.degree = degree;
+}
+
+TracingBackend::~TracingBackend() = default;
+
+const Program& TracingBackend::program() const {
+  return recorder_->program;
+}
+
+Program TracingBackend::take_program() {
+  return std::move(recorder_->program);
+}
+
+void TracingBackend::begin_phase(Phase phase, int layer) {
+  recorder_->phase = phase;
+  recorder_->layer = static_cast<int16_t>(layer);
+  recorder_->program.phases.push_back(
+      {phase, layer, recorder_->next_op(), static_cast<uint32_t>(recorder_->program.memory.size())});
+}
+
+void TracingBackend::label(std::string_view name) {
+  auto [it, inserted] = recorder_->label_ids.try_emplace(
+      std::string(name), static_cast<uint16_t>(recorder_->program.labels.size()));
+  if (inserted) recorder_->program.labels.emplace_back(name);
+  recorder_->label = it->second;
+}
+
+Tensor TracingBackend::allocate(const Shape& shape, DType dtype) {
+  auto impl = std::make_shared<TracedBuffer>();
+  impl->recorder = recorder_;
+  Tensor t(shape, dtype, impl);
+  impl->bytes = static_cast<int64_t>(t.bytes());
+  if (impl->bytes > 0) recorder_->memory_event(impl->bytes);
+  return t;
+}
+
+Op& TracingBackend::record(OpKind kind, std::initializer_list<const Tensor*> inputs) {
+  Op op;
+  op.kind = kind;
+  op.stream = is_communication(kind) ? Stream::communication : Stream::compute;
+  op.phase = recorder_->phase;
+  op.layer = recorder_->layer;
+  op.label = recorder_->label;
+  for (const Tensor* input : inputs)
+    if (input != nullptr && input->defined()) depend_on(op, *input);
+  recorder_->program.ops.push_back(std::move(op));
+  return recorder_->program.ops.back();
+}
+
+void TracingBackend::depend_on(Op& op, const Tensor& input) {
+  const OpId producer = input.impl<TracedBuffer>().producer;
+  if (producer != kNoOp && std::find(op.deps.begin(), op.deps.end(), producer) == op.deps.end())
+    op.deps.push_back(producer);
+}
+
+void TracingBackend::produced_by(const Tensor& t, OpId op) {
+  buffer(t).producer = op;
+}
+
+Tensor TracingBackend::parameter(std::string_view, const Shape& shape, int) {
+  auto impl = std::make_shared<TracedBuffer>();
+  impl->recorder = recorder_;
+  return Tensor(shape, DType::bf16, impl);
+}
+
+Tensor TracingBackend::gradient_buffer(const Shape& shape) {
+  return parameter("", shape, 0);
+}
+
+Tensor TracingBackend::zeros(const Shape& shape, DType dtype) {
+  Tensor t = allocate(shape, dtype);
+  Op& op = record(OpKind::memory_bound, {});
+  op.memory_bytes = static_cast<double>(t.bytes());
+  produced_by(t, recorder_->next_op() - 1);
+  return t;
+}
+
+Tensor TracingBackend::view(const Tensor& x, const Shape& shape) {
+  Tensor t(shape, x.dtype(), x.shared_impl());
+  PARADYSE_CHECK(t.numel() == x.numel(), "view " + to_string(x.shape()) + " as " + to_string(shape));
+  return t;
+}
+
+Tensor TracingBackend::slice(const Tensor& x, int dim, int64_t start, int64_t length) {
+  dim = normalize_dim(x, dim);
+  PARADYSE_CHECK(start >= 0 && length > 0 && start + length <= x.size(dim),
+                 "slice outside " + to_string(x.shape()));
+  Shape shape = x.shape();
+  shape[static_cast<std::size_t>(dim)] = length;
+  return Tensor(shape, x.dtype(), x.shared_impl());
+}
+
+Tensor TracingBackend::concat(const std::vector<Tensor>& parts, int dim) {
+  PARADYSE_CHECK(!parts.empty(), "concat of nothing");
+  dim = normalize_dim(parts[0], dim);
+  Shape shape = parts[0].shape();
+  shape[static_cast<std::size_t>(dim)] = 0;
+  for (const Tensor& part : parts) shape[static_cast<std::size_t>(dim)] += part.size(dim);
+  Tensor out = allocate(shape, parts[0].dtype());
+  Op& op = record(OpKind::memory_bound, {});
+  for (const Tensor& part : parts) depend_on(op, part);
+  op.memory_bytes = 2.0 * static_cast<double>(out.bytes());
+  produced_by(out, recorder_->next_op() - 1);
+  return out;
+}
+
+namespace {
+double gemm_bytes(int64_t m, int64_t n, int64_t k) {
+  return 2.0 * static_cast<double>(m * k + k * n + m * n);
+}
+}  // namespace
+
+Tensor TracingBackend::linear(const Tensor& x, const Tensor& w) {
+  PARADYSE_CHECK(w.rank() == 2 && x.size(-1) == w.size(1),
+                 "linear " + to_string(x.shape()) + " · " + to_string(w.shape()) + "ᵀ");
+  Shape shape = x.shape();
+  shape.back() = w.size(0);
+  Tensor y = allocate(shape, DType::bf16);
+  const int64_t m = leading(x), n = w.size(0), k = w.size(1);
+  Op& op = record(OpKind::gemm, {&x, &w});
+  op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  op.memory_bytes = gemm_bytes(m, n, k);
+  op.dims = {m, n, k, 0};
+  produced_by(y, recorder_->next_op() - 1);
+  return y;
+}
+
+Tensor TracingBackend::matmul(const Tensor& x, const Tensor& w) {
+  PARADYSE_CHECK(w.rank() == 2 && x.size(-1) == w.size(0),
+                 "matmul " + to_string(x.shape()) + " · " + to_string(w.shape()));
+  Shape shape = x.shape();
+  shape.back() = w.size(1);
+  Tensor y = allocate(shape, DType::bf16);
+  const int64_t m = leading(x), n = w.size(1), k = w.size(0);
+  Op& op = record(OpKind::gemm, {&x, &w});
+  op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  op.memory_bytes = gemm_bytes(m, n, k);
+  op.dims = {m, n, k, 0};
+  produced_by(y, recorder_->next_op() - 1);
+  return y;
+}
+
+Tensor TracingBackend::weight_grad(const Tensor& a, const Tensor& b) {
+  PARADYSE_CHECK(leading(a) == leading(b),
+                 "weight_grad " + to_string(a.shape()) + "ᵀ · " + to_string(b.shape()));
+  const int64_t m = a.size(-1), n = b.size(-1), k = leading(a);
+  Tensor y = allocate({m, n}, DType::bf16);
+  Op& op = record(OpKind::gemm, {&a, &b});
+  op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  op.memory_bytes = gemm_bytes(m, n, k);
+  op.dims = {m, n, k, 0};
+  produced_by(y, recorder_->next_op() - 1);
+  return y;
+}
+
+namespace {
+void check_attention_shapes(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
+  PARADYSE_CHECK(q.rank() == 4 && k.rank() == 4 && v.shape() == k.shape() && q.size(0) == k.size(0) &&
+                     q.size(3) == k.size(3) && q.size(2) % k.size(2) == 0,
+                 "attention q " + to_string(q.shape()) + " k " + to_string(k.shape()));
+  PARADYSE_CHECK(
+      mask.query_count() == q.size(1) && mask.key_count() == k.size(1),
+      "attention mask positions do not match q " + to_string(q.shape()) + " k " + to_string(k.shape()));
+}
+
+// Multiply-adds of q·kᵀ and p·v over the computed pairs: 4·b·a·pairs·d (Korthikanti et al. 2022, App. A).
+double attention_forward_flops(const Tensor& q, const AttentionMask& mask) {
+  return 4.0 * static_cast<double>(q.size(0) * q.size(2) * q.size(3)) * mask.computed_pairs();
+}
+}  // namespace
+
+AttentionOutput TracingBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                  const AttentionMask& mask) {
+  check_attention_shapes(q, k, v, mask);
+  AttentionOutput result{allocate(q.shape(), DType::bf16),
+                         allocate({q.size(0), q.size(2), q.size(1)}, DType::fp32)};
+  Op& op = record(OpKind::attention_forward, {&q, &k, &v});
+  op.flops = attention_forward_flops(q, mask);
+  op.memory_bytes =
+      static_cast<double>(q.bytes() + k.bytes() + v.bytes() + result.out.bytes() + result.lse.bytes());
+  op.dims = {q.size(0) * q.size(2), q.size(1), k.size(1), q.size(3)};
+  op.partially_masked = mask.causal && mask.computed_pairs() < static_cast<double>(q.size(1) * k.size(1));
+  produced_by(result.out, recorder_->next_op() - 1);
+  produced_by(result.lse, recorder_->next_op() - 1);
+  return result;
+}
+
+AttentionGrads TracingBackend::attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k,
+                                                  const Tensor& v, const Tensor& out, const Tensor& lse,
+                                                  const AttentionMask& mask) {
+  check_attention_shapes(q, k, v, mask);
+  AttentionGrads grads{allocate(q.shape(), DType::bf16), allocate(k.shape(), DType::bf16),
+                       allocate(v.shape(), DType::bf16)};
+  Op& op = record(OpKind::attention_backward, {&d_out, &q, &k, &v, &out, &lse});
+  // FlashAttention-2's backward recomputes the scores: 2.5× the forward's FLOPs, the convention of
+  // its benchmark (flash-attention benchmarks/benchmark_flash_attention.py), whose TFLOP/s we use.
+  op.flops = 2.5 * attention_forward_flops(q, mask);
+  op.memory_bytes =
+      static_cast<double>(d_out.bytes() + q.bytes() + k.bytes() + v.bytes() + out.bytes() + lse.bytes() +
+                          grads.d_q.bytes() + grads.d_k.bytes() + grads.d_v.bytes());
+  op.dims = {q.size(0) * q.size(2), q.size(1), k.size(1), q.size(3)};
+  op.partially_masked = mask.causal && mask.computed_pairs() < static_cast<double>(q.size(1) * k.size(1));
+  const OpId id = recorder_->next_op() - 1;
+  produced_by(grads.d_q, id);
+  produced_by(grads.d_k, id);
+  produced_by(grads.d_v, id);
+  return grads;
+}
+
+void TracingBackend::merge_attention(Tensor& out, Tensor& lse, const AttentionOutput& block) {
+  PARADYSE_CHECK(out.shape() == block.out.shape() && lse.shape() == block.lse.shape(),
+                 "merge of unequal blocks");
+  Op& op = record(OpKind::memory_bound, {&out, &lse, &block.out, &block.lse});
+  op.memory_bytes = static_cast<double>(3 * out.bytes() + 3 * lse.bytes());
+  produced_by(out, recorder_->next_op() - 1);
+  produced_by(lse, recorder_->next_op() - 1);
+}
+
+namespace {
+void check_heads_match(const Tensor& a, const Tensor& b, const char* what) {
+  PARADYSE_CHECK(a.rank() == 4 && b.rank() == 4 && a.size(0) == b.size(0),
+                 std::string(what) + " " + to_string(a.shape()) + " with " + to_string(b.shape()));
+}
+}  // namespace
+
+Tensor TracingBackend::scores(const Tensor& q, const Tensor& k) {
+  check_heads_match(q, k, "scores");
+  PARADYSE_CHECK(q.size(2) == k.size(2) && q.size(3) == k.size(3), "scores needs equal heads and head dim");
+  const int64_t batch_heads = q.size(0) * q.size(2), m = q.size(1), n = k.size(1), d = q.size(3);
+  Tensor s = allocate({q.size(0), q.size(2), m, n}, DType::bf16);
+  Op& op = record(OpKind::scores_gemm, {&q, &k});
+  op.flops = 2.0 * static_cast<double>(batch_heads * m) * static_cast<double>(n * d);
+  op.memory_bytes = static_cast<double>(q.bytes() + k.bytes() + s.bytes());
+  op.dims = {batch_heads, m, n, d};
+  produced_by(s, recorder_->next_op() - 1);
+  return s;
+}
+
+Tensor TracingBackend::scores_times(const Tensor& p, const Tensor& v) {
+  check_heads_match(p, v, "scores_times");
+  PARADYSE_CHECK(p.size(1) == v.size(2) && p.size(3) == v.size(1), "scores_times shapes");
+  const int64_t batch_heads = p.size(0) * p.size(1), m = p.size(2), n = v.size(3), k = p.size(3);
+  Tensor y = allocate({p.size(0), m, p.size(1), n}, DType::bf16);
+  Op& op = record(OpKind::scores_gemm, {&p, &v});
+  op.flops = 2.0 * static_cast<double>(batch_heads * m) * static_cast<double>(n * k);
+  op.memory_bytes = static_cast<double>(p.bytes() + v.bytes() + y.bytes());
+  op.dims = {batch_heads, m, n, k};
+  produced_by(y, recorder_->next_op() - 1);
+  return y;
+}
+
+Tensor TracingBackend::scores_transposed_times(const Tensor& p, const Tensor& x) {
+  check_heads_match(p, x, "scores_transposed_times");
+  PARADYSE_CHECK(p.size(1) == x.size(2) && p.size(2) == x.size(1), "scores_transposed_times shapes");
+  const int64_t batch_heads = p.size(0) * p.size(1), m = p.size(3), n = x.size(3), k = p.size(2);
+  Tensor y = allocate({p.size(0), m, p.size(1), n}, DType::bf16);
+  Op& op = record(OpKind::scores_gemm, {&p, &x});
+  op.flops = 2.0 * static_cast<double>(batch_heads * m) * static_cast<double>(n * k);
+  op.memory_bytes = static_cast<double>(p.bytes() + x.bytes() + y.bytes());
+  op.dims = {batch_heads, m, n, k};
+  produced_by(y, recorder_->next_op() - 1);
+  return y;
+}
+
+Tensor TracingBackend::softmax(const Tensor& scores, double, const AttentionMask&) {
+  Tensor p = allocate(scores.shape(), DType::bf16);
+  Op& op = record(OpKind::memory_bound, {&scores});
+  op.memory_bytes = static_cast<double>(scores.bytes() + p.bytes());
+  produced_by(p, recorder_->next_op() - 1);
+  return p;
+}
+
+Tensor TracingBackend::softmax_backward(const Tensor& d_probs, const Tensor& probs, double) {
+  Tensor d = allocate(probs.shape(), DType::bf16);
+  Op& op = record(OpKind::memory_bound, {&d_probs, &probs});
+  op.memory_bytes = static_cast<double>(d_probs.bytes() + probs.bytes() + d.bytes());
+  produced_by(d, recorder_->next_op() - 1);
+  return d;
+}
+
+NormOutput TracingBackend::norm_forward(const Tensor& x, const Tensor& gamma, const Tensor&, NormKind kind) {
+  PARADYSE_CHECK(gamma.numel() == x.size(-1), "norm weight does not match " + to_string(x.shape()));
+  NormOutput result{allocate(x.shape(), DType::bf16),
+                    allocate({leading(x), kind == NormKind::layer_norm ? 2 : 1}, DType::fp32)};
+  Op& op = record(OpKind::memory_bound, {&x});
+  op.memory_bytes = static_cast<double>(x.bytes() + result.y.bytes() + result.stats.bytes());
+  produced_by(result.y, recorder_->next_op() - 1);
+  produced_by(result.stats, recorder_->next_op() - 1);
+  return result;
+}
+
+NormGrads TracingBackend::norm_backward(const Tensor& d_y, const Tensor& x, const Tensor& gamma,
+                                        const NormOutput& saved, NormKind kind) {
+  NormGrads grads{allocate(x.shape(), DType::bf16), allocate(gamma.shape(), DType::fp32),
+                  kind == NormKind::layer_norm ? allocate(gamma.shape(), DType::fp32) : Tensor()};
+  Op& op = record(OpKind::memory_bound, {&d_y, &x, &saved.stats});
+  op.memory_bytes = static_cast<double>(d_y.bytes() + x.bytes() + saved.stats.bytes() + grads.d_x.bytes());
+  const OpId id = recorder_->next_op() - 1;
+  produced_by(grads.d_x, id);
+  produced_by(grads.d_gamma, id);
+  if (grads.d_beta.defined()) produced_by(grads.d_beta, id);
+  return grads;
+}
+
+namespace {
+Shape with_last(Shape shape, int64_t last) {
+  shape.back() = last;
+  return shape;
+}
+}  // namespace
+
+Tensor TracingBackend::gelu(const Tensor& x) {
+  Tensor y = allocate(x.shape(), DType::bf16);
+  Op& op = record(OpKind::memory_bound, {&x});
+  op.memory_bytes = static_cast<double>(x.bytes() + y.bytes());
+  produced_by(y, recorder_->next_op() - 1);
+  return y;
+}
+
+Tensor TracingBackend::gelu_backward(const Tensor& d_y, const Tensor& x) {
+  Tensor d_x = allocate(x.shape(), DType::bf16);
+  Op& op = record(OpKind::memory_bound, {&d_y, &x});
+  op.memory_bytes = static_cast<double>(d_y.bytes() + x.bytes() + d_x.bytes());
+  produced_by(d_x, recorder_->next_op() - 1);
+  return d_x;
+}
+
+Tensor TracingBackend::swiglu(const Tensor& x) {
+  PARADYSE_CHECK(x.size(-1) % 2 == 0, "swiglu needs an even last dim, got " + to_string(x.shape()));
+  Tensor y = allocate(with_last(x.shape(), x.size(-1) / 2), DType::bf16);
+  Op& op = record(OpKind::memory_bound, {&x});
+  op.memory_bytes = static_cast<double>(x.bytes() + y.bytes());
+  produced_by(y, recorder_->next_op() - 1);
+  return y;
+}
+
+Tensor TracingBackend::swiglu_backward(const Tensor& d_y, const Tensor& x) {
+  Tensor d_x = allocate(x.shape(), DType::bf16);
+  Op& op = record(OpKind::memory_bound, {&d_y, &x});
+  op.memory_bytes = static_cast<double>(d_y.bytes() + x.bytes() + d_x.bytes());
+  produced_by(d_x, recorder_->next_op() - 1);
+  return d_x;
+}
+
+DropoutOutput TracingBackend::dropout(const Tensor& x, double) {
+  DropoutOutput result{allocate(x.shape(), DType::bf16), allocate(x.shape(), DType::u8)};
+  Op& op = record(OpKind::memory_bound, {&x});
+  op.memory_bytes = static_cast<double>(x.bytes() + result.y.bytes() + result.mask.bytes());
+  produced_by(result.y, recorder_->next_op() - 1);
+  produced_by(result.mask, recorder_->next_op() - 1);
+  return result;
+}
+
+Tensor TracingBackend::dropout_backward(const Tensor& d_y, const Tensor& mask, double) {
+  Tensor d_x = allocate(d_y.shape(), DType::bf16);
+  Op& op = record(OpKind::memory_bound, {&d_y, &mask});
+  op.memory_bytes = static_cast<double>(d_y.bytes() + mask.bytes() + d_x.bytes());
+  produced_by(d_x, recorder_->next_op() - 1);
+  return d_x;
+}
+
+Tensor TracingBackend::add(const Tensor& a, const Tensor& b) {
+  PARADYSE_CHECK(a.shape() == b.shape(), "add " + to_string(a.shape()) + " + " + to_string(b.shape()));
+  Tensor y = allocate(a.shape(), DType::bf16);
+  Op& op = record(OpKind::memory_bound, {&a, &b});
+  op.memory_bytes = static_cast<double>(a.bytes() + b.bytes() + y.bytes());
+  produced_by(y, recorder_->next_op() - 1);
+  return y;
+}
+
+void TracingBackend::add_(Tensor& accumulator, const Tensor& x) {
+  PARADYSE_CHECK(accumulator.numel() == x.numel(),
+                 "add_ " + to_string(accumulator.shape()) + " += " + to_string(x.shape()));
+  Op& op = record(OpKind::memory_bound, {&accumulator, &x});
+  op.memory_bytes = static_cast<double>(2 * accumulator.bytes() + x.bytes());
+  produced_by(accumulator, recorder_->next_op() - 1);
+}
+
+Tensor TracingBackend::embedding(const Tensor& tokens, const Tensor& table) {
+  Shape shape = tokens.shape();
+  shape.push_back(table.size(1));
+  Tensor y = allocate(shape, DType::bf16);
+  Op& op = record(OpKind::memory_bound, {&tokens, &table});
+  op.memory_bytes = static_cast<double>(tokens.bytes() + 2 * y.bytes());
+  produced_by(y, recorder_->next_op() - 1);
+  return y;
+}
+
+Tensor TracingBackend::embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t vocab) {
+  Tensor d_table = allocate({vocab, d_y.size(-1)}, DType::bf16);
+  Op& op = record(OpKind::memory_bound, {&d_y, &tokens});
+  op.memory_bytes = static_cast<double>(d_table.bytes() + tokens.bytes() + 2 * d_y.bytes());
+  produced_by(d_table, recorder_->next_op() - 1);
+  return d_table;
+}
+
+LossOutput TracingBackend::cross_entropy(const Tensor& logits, const Tensor& targets) {
+  LossOutput result{allocate({1}, DType::fp32), allocate(logits.shape(), DType::bf16)};
+  Op& op = record(OpKind::memory_bound, {&logits, &targets});
+  op.memory_bytes = static_cast<double>(2 * logits.bytes() + targets.bytes() + result.d_logits.bytes());
+  produced_by(result.loss, recorder_->next_op() - 1);
+  produced_by(result.d_logits, recorder_->next_op() - 1);
+  return result;
+}
+
+void TracingBackend::adam_step(Tensor& weight, const Tensor& grad) {
+  Op& op = record(OpKind::memory_bound, {&weight, &grad});
+  // Reads the bf16 gradient, reads and writes fp32 master weight, first and second moment, writes the
+  // bf16 weight: 2 + 3·(4 + 4) + 2 bytes per parameter.
+  op.memory_bytes = 28.0 * static_cast<double>(weight.numel());
+  produced_by(weight, recorder_->next_op() - 1);
+}
+
+Pending TracingBackend::communicate(OpKind kind, const Tensor& input, Tensor result, double size_bytes,
+                                    double bus_bytes) {
+  Op& op = record(kind, {&input});
+  op.size_bytes = size_bytes;
+  op.bus_bytes = bus_bytes;
+  op.group_size = static_cast<int16_t>(degree_);
+  const OpId id = recorder_->next_op() - 1;
+  if (result.defined()) produced_by(result, id);
+  return Pending(this, id, std::move(result));
+}
+
+Tensor TracingBackend::wait(int64_t token, Tensor result) {
+  if (token < 0) return result;  // nothing was communicated (a group of one)
+  Op& op = record(OpKind::wait, {});
+  op.deps.push_back(static_cast<OpId>(token));
+  return result;
+}
+
+namespace {
+double ring_fraction(int p) {
+  return static_cast<double>(p - 1) / p;
+}
+}  // namespace
+
+Pending TracingBackend::all_gather_async(const Tensor& x, int dim) {
+  if (degree_ == 1) return Pending(this, -1, x);
+  dim = normalize_dim(x, dim);
+  Shape shape = x.shape();
+  shape[static_cast<std::size_t>(dim)] *= degree_;
+  Tensor result = allocate(shape, x.dtype());
+  const double size = static_cast<double>(result.bytes());
+  return communicate(OpKind::all_gather, x, std::move(result), size, ring_fraction(degree_) * size);
+}
+
+Pending TracingBackend::reduce_scatter_async(const Tensor& x, int dim) {
+  if (degree_ == 1) return Pending(this, -1, x);
+  dim = normalize_dim(x, dim);
+  PARADYSE_CHECK(x.size(dim) % degree_ == 0, "reduce_scatter of " + to_string(x.shape()) + " over " +
+                                                 std::to_string(degree_) + " ranks along dim " +
+                                                 std::to_string(dim));
+  Shape shape = x.shape();
+  shape[static_cast<std::size_t>(dim)] /= degree_;
+  Tensor result = allocate(shape, x.dtype());
+  const double size = static_cast<double>(x.bytes());
+  return communicate(OpKind::reduce_scatter, x, std::move(result), size, ring_fraction(degree_) * size);
+}
+
+Pending TracingBackend::all_reduce_async(const Tensor& x) {
+  if (degree_ == 1) return Pending(this, -1, x);
+  const double size = static_cast<double>(x.bytes());
+  return communicate(OpKind::all_reduce, x, x, size, 2 * ring_fraction(degree_) * size);  // in place
+}
+
+Pending TracingBackend::all_to_all_async(const Tensor& x, int split_dim, int concat_dim) {
+  if (degree_ == 1) return Pending(this, -1, x);
+  split_dim = normalize_dim(x, split_dim);
+  concat_dim = normalize_dim(x, concat_dim);
+  PARADYSE_CHECK(x.size(split_dim) % degree_ == 0,
+                 "all_to_all of " + to_string(x.shape()) + " over " + std::to_string(degree_) + " ranks");
+  Shape shape = x.shape();
+  shape[static_cast<std::size_t>(split_dim)] /= degree_;
+  shape[static_cast<std::size_t>(concat_dim)] *= degree_;
+  Tensor result = allocate(shape, x.dtype());
+  const double size = static_cast<double>(x.bytes());
+  return communicate(OpKind::all_to_all, x, std::move(result), size, ring_fraction(degree_) * size);
+}
+
+Pending TracingBackend::broadcast_async(const Tensor& x, int root) {
+  if (degree_ == 1) return Pending(this, -1, x);
+  Tensor result = rank_ == root ? x : allocate(x.shape(), x.dtype());
+  const double size = static_cast<double>(x.bytes());
+  Pending pending = communicate(OpKind::broadcast, x, std::move(result), size, size);
+  recorder_->program.ops.back().root = static_cast<int16_t>(root);
+  return pending;
+}
+
+Pending TracingBackend::reduce_async(const Tensor& x, int root) {
+  if (degree_ == 1) return Pending(this, -1, x);
+  const double size = static_cast<double>(x.bytes());
+  Pending pending = communicate(OpKind::reduce, x, rank_ == root ? x : Tensor(), size, size);  // in place
+  recorder_->program.ops.back().root = static_cast<int16_t>(root);
+  return pending;
+}
+
+Pending TracingBackend::send_recv_async(const Tensor& x, int to, int from) {
+  PARADYSE_CHECK(to >= 0 && to < degree_ && from >= 0 && from < degree_, "send_recv peer outside the group");
+  Tensor result = allocate(x.shape(), x.dtype());
+  const double size = static_cast<double>(x.bytes());
+  Pending pending = communicate(OpKind::send_recv, x, std::move(result), size, size);
+  Op& op = recorder_->program.ops.back();
+  op.send_to = static_cast<int16_t>(to);
+  op.recv_from = static_cast<int16_t>(from);
+  return pending;
+}
+
+std::string_view to_string(OpKind kind) {
+  switch (kind) {
+    case OpKind::gemm:
+      return "gemm";
+    case OpKind::attention_forward:
+      return "attention_forward";
+    case OpKind::attention_backward:
+      return "attention_backward";
+    case OpKind::scores_gemm:
+      return "scores_gemm";
+    case OpKind::memory_bound:
+      return "memory_bound";
+    case OpKind::all_gather:
+      return "all_gather";
+    case OpKind::reduce_scatter:
+      return "reduce_scatter";
+    case OpKind::all_reduce:
+      return "all_reduce";
+    case OpKind::all_to_all:
+      return "all_to_all";
+    case OpKind::broadcast:
+      return "broadcast";
+    case OpKind::reduce:
+      return "reduce";
+    case OpKind::send_recv:
+      return "send_recv";
+    case OpKind::wait:
+      return "wait";
+  }
+  return "?";
+}
+
+}  // namespace paradyse

@@ -1,0 +1,91 @@
+// The backend that runs a strategy on shape-only tensors and records this rank's Program.
+#pragma once
+
+#include <memory>
+
+#include "strategies/backend.hpp"
+#include "strategies/program.hpp"
+
+namespace paradyse {
+
+class TracingBackend final : public Backend {
+ public:
+  TracingBackend(int rank, int degree);
+  ~TracingBackend() override;
+
+  // The program so far. Tensors still alive have not been freed in it yet.
+  const Program& program() const;
+  Program take_program();
+
+  int rank() const override { return rank_; }
+  int degree() const override { return degree_; }
+  void begin_phase(Phase phase, int layer) override;
+  void label(std::string_view name) override;
+
+  Tensor parameter(std::string_view name, const Shape& shape, int shard) override;
+  Tensor gradient_buffer(const Shape& shape) override;
+  Tensor zeros(const Shape& shape, DType dtype) override;
+  Tensor view(const Tensor& x, const Shape& shape) override;
+  Tensor slice(const Tensor& x, int dim, int64_t start, int64_t length) override;
+  Tensor concat(const std::vector<Tensor>& parts, int dim) override;
+
+  Tensor linear(const Tensor& x, const Tensor& w) override;
+  Tensor matmul(const Tensor& x, const Tensor& w) override;
+  Tensor weight_grad(const Tensor& a, const Tensor& b) override;
+
+  AttentionOutput attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionMask& mask) override;
+  AttentionGrads attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& out, const Tensor& lse, const AttentionMask& mask) override;
+  void merge_attention(Tensor& out, Tensor& lse, const AttentionOutput& block) override;
+
+  Tensor scores(const Tensor& q, const Tensor& k) override;
+  Tensor scores_times(const Tensor& p, const Tensor& v) override;
+  Tensor scores_transposed_times(const Tensor& p, const Tensor& x) override;
+  Tensor softmax(const Tensor& scores, double scale, const AttentionMask& mask) override;
+  Tensor softmax_backward(const Tensor& d_probs, const Tensor& probs, double scale) override;
+
+  NormOutput norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, NormKind kind) override;
+  NormGrads norm_backward(const Tensor& d_y, const Tensor& x, const Tensor& gamma, const NormOutput& saved,
+                          NormKind kind) override;
+  Tensor gelu(const Tensor& x) override;
+  Tensor gelu_backward(const Tensor& d_y, const Tensor& x) override;
+  Tensor swiglu(const Tensor& x) override;
+  Tensor swiglu_backward(const Tensor& d_y, const Tensor& x) override;
+  DropoutOutput dropout(const Tensor& x, double probability) override;
+  Tensor dropout_backward(const Tensor& d_y, const Tensor& mask, double probability) override;
+  Tensor add(const Tensor& a, const Tensor& b) override;
+  void add_(Tensor& accumulator, const Tensor& x) override;
+
+  Tensor embedding(const Tensor& tokens, const Tensor& table) override;
+  Tensor embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t vocab) override;
+  LossOutput cross_entropy(const Tensor& logits, const Tensor& targets) override;
+  void adam_step(Tensor& weight, const Tensor& grad) override;
+
+  Pending all_gather_async(const Tensor& x, int dim) override;
+  Pending reduce_scatter_async(const Tensor& x, int dim) override;
+  Pending all_reduce_async(const Tensor& x) override;
+  Pending all_to_all_async(const Tensor& x, int split_dim, int concat_dim) override;
+  Pending broadcast_async(const Tensor& x, int root) override;
+  Pending reduce_async(const Tensor& x, int root) override;
+  Pending send_recv_async(const Tensor& x, int to, int from) override;
+
+ protected:
+  Tensor wait(int64_t token, Tensor result) override;
+
+ public:
+  struct Recorder;  // the program being written, shared with the buffers that free into it
+
+ private:
+  Tensor allocate(const Shape& shape, DType dtype);
+  Op& record(OpKind kind, std::initializer_list<const Tensor*> inputs);
+  static void depend_on(Op& op, const Tensor& input);
+  void produced_by(const Tensor& t, OpId op);
+  Pending communicate(OpKind kind, const Tensor& input, Tensor result, double size_bytes, double bus_bytes);
+
+  int rank_;
+  int degree_;
+  std::shared_ptr<Recorder> recorder_;
+};
+
+}  // namespace paradyse

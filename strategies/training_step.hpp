@@ -1,0 +1,48 @@
+// One training iteration of the whole model on one rank of a parallel group, for any per-layer plan:
+// embedding, the layers (each with its own strategy), output head and loss, backward, optimizer step.
+// The same code runs on the tracer (one program per rank) and on real tensors.
+//
+// Embedding table and output head are sharded like every weight (rows V/p per rank, vocabulary padded
+// to a multiple of p) and gathered ZeRO-3 style when used; the loss runs over chunks of the local
+// tokens, fused with its gradient, so the logits never exist for the whole sequence at once.
+#pragma once
+
+#include <vector>
+
+#include "strategies/layer.hpp"
+
+namespace paradyse {
+
+struct StepSpec {
+  const ModelSpec* model = nullptr;
+  int64_t tokens = 0;  // per sequence, already padded (SequenceLayout::padded_length)
+  int64_t batch = 1;
+  std::vector<const Strategy*> plan;  // one strategy per layer; plan.size() layers are run
+  Recompute recompute = Recompute::none;
+  int64_t loss_chunk_tokens = 4096;  // local tokens per chunk of the fused head + loss
+};
+
+// Vocabulary rows after padding to a multiple of the degree (Megatron pads likewise).
+int64_t padded_vocab(const ModelSpec& model, int degree);
+
+// This rank's weight shards and gradient accumulators.
+struct ModelShards {
+  ModelShards(Backend& be, const ModelSpec& model, int num_layers);
+
+  Tensor embedding;  // [V/p, h]; also the output head when tied
+  Tensor head;       // [V/p, h] when not tied
+  Tensor final_norm_gamma, final_norm_beta;
+  std::vector<LayerWeights> layers;
+  Tensor embedding_grad, head_grad, final_norm_gamma_grad, final_norm_beta_grad;
+  std::vector<LayerWeights> layer_grads;
+};
+
+// Runs one step on `be`; tokens and targets are this rank's [b, s/p] int64 (in the layout's order).
+// Returns the summed loss of the local tokens ([1] fp32).
+Tensor training_step(Backend& be, const StepSpec& spec, ModelShards& shards, const Tensor& tokens,
+                     const Tensor& targets);
+
+// The layout every strategy of a step shares: zig-zag chunks for causal models.
+SequenceLayout step_layout(const StepSpec& spec, int degree);
+
+}  // namespace paradyse

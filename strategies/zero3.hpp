@@ -1,0 +1,46 @@
+// ZeRO-3 weights and the sequence-local sublayer pieces that MegatronCZ, UlyssesZ and ColossalZ share.
+// A weight is gathered whole just before use and freed after; its gradient, computed from this rank's
+// tokens, is reduce-scattered back onto the owner's shard (REFERENCE.md §2: 3(N−1)/N·Φ per layer).
+#pragma once
+
+#include <vector>
+
+#include "strategies/strategy.hpp"
+
+namespace paradyse::zero3 {
+
+// The whole matrix from every rank's shard, rows regrouped so that each group (e.g. all query heads,
+// then all key heads, then all value heads) is contiguous: [p·rows, h].
+Pending gather_async(Backend& be, const Tensor& shard);
+Tensor regroup(Backend& be, const Tensor& gathered, const std::vector<int64_t>& groups);
+Tensor gather(Backend& be, const Tensor& shard, const std::vector<int64_t>& groups);
+// Sums the whole-matrix gradient over ranks onto this rank's shard: adds it into `shard_grad`.
+void scatter_grad(Backend& be, const Tensor& full_grad, const std::vector<int64_t>& groups,
+                  Tensor& shard_grad);
+
+// q [b, s, a, d], k and v [b, s, a_kv, d] for this rank's tokens, from its normalised input x [b, s, h].
+struct Projected {
+  Tensor q, k, v;
+};
+Projected project_qkv(Backend& be, const ModelSpec& model, const LayerWeights& w, const Tensor& x);
+// Backward of project_qkv: returns d_x, adds the W_qkv gradient into grads.qkv.
+Tensor project_qkv_backward(Backend& be, const ModelSpec& model, const LayerWeights& w, const Tensor& x,
+                            const Tensor& d_q, const Tensor& d_k, const Tensor& d_v, LayerWeights& grads);
+// o [b, s, a, d] → [b, s, h] through the whole W_proj; `w_proj` may be passed in when prefetched.
+Tensor project_out(Backend& be, const ModelSpec& model, const Tensor& w_proj, const Tensor& o);
+// Backward of project_out: returns d_o [b, s, a, d], adds the W_proj gradient into grads.proj.
+Tensor project_out_backward(Backend& be, const ModelSpec& model, const LayerWeights& w, const Tensor& o,
+                            const Tensor& d_y, LayerWeights& grads);
+
+// The MLP on this rank's tokens with whole (gathered) weights; saved state for mlp_backward.
+SublayerOutput mlp_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w, const Tensor& x);
+Tensor mlp_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w, SavedActivations& saved,
+                    const Tensor& d_y, LayerWeights& grads);
+
+}  // namespace paradyse::zero3
+
+namespace paradyse {
+// The MLP activation (GELU or SwiGLU) of a model, forward and backward.
+Tensor activation(Backend& be, const ModelSpec& model, const Tensor& x);
+Tensor activation_backward(Backend& be, const ModelSpec& model, const Tensor& d_y, const Tensor& x);
+}  // namespace paradyse

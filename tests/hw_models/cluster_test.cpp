@@ -1,0 +1,331 @@
+// hw_models/cluster.cpp: the presets carry REFERENCE.md section 3's figures, curves read in log(x),
+// multi-node variants, and every kind of bad cluster input fails with an InputError naming the field.
+#include "hw_models/cluster.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <random>
+#include <string>
+
+#include "common/errors.hpp"
+#include "common/json_input.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+using paradyse::InputError;
+using paradyse::InternalError;
+using paradyse::hw::ClusterSpec;
+using paradyse::hw::Curve;
+using paradyse::hw::load_cluster;
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// A fresh directory under the system temp dir, removed with everything in it at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device random;
+    path_ = fs::temp_directory_path() / ("paradyse-cluster-test-" + std::to_string(random()));
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  std::string write(const std::string& name, const std::string& text) const {
+    fs::path file = path_ / name;
+    std::ofstream(file) << text;
+    return file.string();
+  }
+
+ private:
+  fs::path path_;
+};
+
+// The dgx-a100 preset, edited, written as a file: the way a user starts a custom cluster.
+std::string write_edited_a100(const TempDir& dir, const std::string& name,
+                              const std::function<void(paradyse::json_input::Json&)>& edit) {
+  auto json = paradyse::json_input::parse(paradyse::hw::cluster_preset_text("dgx-a100"), "test");
+  edit(json);
+  return dir.write(name, json.dump(2));
+}
+
+// Loading must throw an InputError; returns it for the caller to inspect.
+InputError load_error(const std::string& name_or_path, int num_nodes = 1) {
+  REQUIRE_THROWS_AS(load_cluster(name_or_path, num_nodes), InputError);
+  std::optional<InputError> caught;
+  try {
+    load_cluster(name_or_path, num_nodes);
+  } catch (const InputError& e) {
+    caught = e;
+  }
+  REQUIRE(caught.has_value());
+  return *caught;
+}
+
+}  // namespace
+
+TEST_CASE("cluster presets: names are sorted and all load as one node of 8 GPUs", "[hw_models]") {
+  const std::vector<std::string> expected = {"dgx-a100", "dgx-h100", "dgx-h200"};
+  REQUIRE(paradyse::hw::cluster_preset_names() == expected);
+  for (const std::string& name : expected) {
+    ClusterSpec cluster = load_cluster(name);
+    CHECK(cluster.name == name);
+    CHECK(cluster.source == "preset " + name);
+    CHECK(cluster.num_nodes == 1);
+    CHECK(cluster.gpus_per_node == 8);
+    CHECK(cluster.nics_per_node == 8);
+    CHECK(cluster.num_gpus() == 8);
+    CHECK_FALSE(cluster.description.empty());
+    CHECK(cluster.tensor_capacity_bytes() == cluster.gpu.hbm_bytes - cluster.gpu.reserved_bytes);
+    CHECK(cluster.tensor_capacity_bytes() > 0.9 * cluster.gpu.hbm_bytes);
+  }
+}
+
+TEST_CASE("cluster presets: dgx-a100 carries the A100 figures of REFERENCE.md", "[hw_models]") {
+  ClusterSpec a100 = load_cluster("dgx-a100");
+  CHECK(a100.gpu.bf16_flops_per_second == 312e12);
+  CHECK(a100.gpu.hbm_bytes == 80 * kGiB);  // the datasheet's 80 GB are GiB (nvidia-smi: 81920 MiB)
+  CHECK(a100.gpu.hbm_bytes_per_second == 1.61e12);
+  // cuBLASLt: a 1024^3 GEMM (2·1024^3 FLOPs) at 119 TFLOP/s, 8192^3 at 254.
+  CHECK(a100.gpu.gemm_efficiency_by_flops.at(2.0 * std::pow(1024, 3)) == Approx(119.0 / 312));
+  CHECK(a100.gpu.gemm_efficiency_by_flops.at(2.0 * std::pow(8192, 3)) == Approx(254.0 / 312));
+  // FlashAttention-2 fwd+bwd: 4K tokens 196 TFLOP/s, causal 16K 189.
+  CHECK(a100.gpu.attention_efficiency_by_seq.at(4096) == Approx(196.0 / 312).epsilon(1e-4));
+  CHECK(a100.gpu.causal_attention_efficiency_by_seq.at(16384) == Approx(189.0 / 312).epsilon(1e-4));
+  CHECK(a100.intra_node.bytes_per_second == 300e9);
+  CHECK(a100.intra_node.bus_bandwidth_by_bytes.at(1 * kMiB) == 36.2e9);
+  CHECK(a100.intra_node.bus_bandwidth_by_bytes.at(64 * kMiB) == 166.6e9);
+  CHECK(a100.intra_node.bus_bandwidth_by_bytes.at(1 * kGiB) == 228.1e9);
+  CHECK(a100.intra_node.bus_bandwidth_by_bytes.at(8 * kGiB) == 231.6e9);
+  // FlexSP: a Ulysses all-to-all within 8 A100s at 96–120 GB/s.
+  double all_to_all = a100.intra_node.all_to_all_efficiency * 231.6e9;
+  CHECK(all_to_all >= 96e9);
+  CHECK(all_to_all <= 120e9);
+  CHECK(a100.inter_node.bytes_per_second == 23.5e9);  // HDR 200 Gb/s, effective
+}
+
+TEST_CASE("cluster presets: dgx-h100 and dgx-h200 carry the Hopper figures of REFERENCE.md", "[hw_models]") {
+  ClusterSpec h100 = load_cluster("dgx-h100");
+  ClusterSpec h200 = load_cluster("dgx-h200");
+  CHECK(h100.gpu.bf16_flops_per_second == 989e12);
+  CHECK(h200.gpu.bf16_flops_per_second == 989e12);
+  CHECK(h100.gpu.hbm_bytes == 80 * kGiB);
+  CHECK(h200.gpu.hbm_bytes == 141 * kGiB);  // nvidia-smi: 143771 MiB usable of it
+  CHECK(h100.gpu.hbm_bytes_per_second == 2.90e12);
+  CHECK(h200.gpu.hbm_bytes_per_second == 4.01e12);
+  CHECK(h100.gpu.attention_efficiency_by_seq.at(1024) == Approx(294.0 / 989).epsilon(1e-4));
+  CHECK(h100.gpu.causal_attention_efficiency_by_seq.at(4096) == Approx(294.0 / 989).epsilon(1e-4));
+  // H200 reuses the H100 FlashAttention table: same die, no separate chart.
+  CHECK(h200.gpu.attention_efficiency_by_seq.points() == h100.gpu.attention_efficiency_by_seq.points());
+  CHECK(h100.intra_node.bytes_per_second == 450e9);
+  CHECK(h200.intra_node.bytes_per_second == 450e9);
+  CHECK(h100.intra_node.bus_bandwidth_by_bytes.at(16 * kMiB) == 234.5e9);
+  CHECK(h100.intra_node.bus_bandwidth_by_bytes.at(8 * kGiB) == 478.9e9);
+  CHECK(h200.intra_node.bus_bandwidth_by_bytes.at(256 * kMiB) == 432.2e9);
+  CHECK(h200.intra_node.bus_bandwidth_by_bytes.at(8 * kGiB) == 480.0e9);
+  CHECK(h100.inter_node.bytes_per_second == 47e9);  // NDR 400 Gb/s, effective
+  CHECK(h200.inter_node.bytes_per_second == 47e9);
+}
+
+TEST_CASE("cluster presets: the derived multi-node figures agree with the NIC figures", "[hw_models]") {
+  for (const std::string& name : paradyse::hw::cluster_preset_names()) {
+    ClusterSpec cluster = load_cluster(name);
+    INFO(name);
+    const double nic = cluster.inter_node.bytes_per_second;
+    const double ring = cluster.inter_node.bus_bandwidth_by_bytes.at(8 * kGiB);
+    // A ring across nodes uses one channel per NIC: no more than all NICs together, nor NVLink's.
+    CHECK(ring <= cluster.nics_per_node * nic);
+    CHECK(ring <= cluster.intra_node.bus_bandwidth_by_bytes.at(8 * kGiB));
+    CHECK(ring >= 0.95 * std::min(cluster.nics_per_node * nic, 370e9));
+    // All-to-all across nodes at about one NIC's bandwidth (nccl-tests #267).
+    CHECK(cluster.inter_node.all_to_all_efficiency * ring == Approx(nic).epsilon(1e-3));
+    for (const Curve* curve :
+         {&cluster.gpu.gemm_efficiency_by_flops, &cluster.gpu.attention_efficiency_by_seq,
+          &cluster.gpu.causal_attention_efficiency_by_seq})
+      for (const auto& [x, y] : curve->points()) CHECK(y <= 1);
+  }
+}
+
+TEST_CASE("Curve: linear in log(x) between points, clamped at both ends", "[hw_models]") {
+  Curve two({{1, 10}, {100, 30}});
+  CHECK(two.at(1) == 10);
+  CHECK(two.at(100) == 30);
+  CHECK(two.at(10) == Approx(20));  // log-midpoint of 1 and 100
+  CHECK(two.at(1000) == 30);
+  CHECK(two.at(0.5) == 10);
+  CHECK(two.at(0) == 10);
+  CHECK(two.at(-3) == 10);
+
+  Curve three({{1, 1}, {10, 2}, {1000, 5}});
+  CHECK(three.at(std::sqrt(10.0)) == Approx(1.5));
+  CHECK(three.at(100) == Approx(3.5));  // half way from 10 to 1000 in log: 2 + 0.5·3
+  CHECK(three.at(10) == Approx(2));
+
+  Curve single({{4, 7}});
+  CHECK(single.at(1) == 7);
+  CHECK(single.at(100) == 7);
+
+  // A preset's busbw at 2 MiB, half way in log from 1 MiB (36.2 GB/s) to 4 MiB (71.4 GB/s).
+  CHECK(load_cluster("dgx-a100").intra_node.bus_bandwidth_by_bytes.at(2 * kMiB) ==
+        Approx((36.2e9 + 71.4e9) / 2));
+}
+
+TEST_CASE("Curve: broken invariants are internal errors", "[hw_models]") {
+  CHECK_THROWS_AS(Curve().at(1), InternalError);
+  CHECK_THROWS_AS(Curve(std::vector<std::pair<double, double>>{}), InternalError);
+  CHECK_THROWS_AS(Curve({{10, 1}, {1, 2}}), InternalError);
+  CHECK_THROWS_AS(Curve({{1, 1}, {1, 2}}), InternalError);
+  CHECK_THROWS_AS(Curve({{0, 1}, {1, 2}}), InternalError);
+  CHECK_THROWS_AS(Curve({{1, 0}}), InternalError);
+  CHECK_THROWS_AS(Curve({{1, 1}}).at(std::nan("")), InternalError);
+}
+
+TEST_CASE("load_cluster: multi-node variants replicate the node", "[hw_models]") {
+  ClusterSpec one = load_cluster("dgx-h100", 1);
+  ClusterSpec four = load_cluster("dgx-h100", 4);
+  CHECK(one.name == "dgx-h100");
+  CHECK(four.name == "dgx-h100 x4");
+  CHECK(four.num_nodes == 4);
+  CHECK(four.gpus_per_node == 8);
+  CHECK(four.num_gpus() == 32);
+  CHECK(load_cluster("dgx-a100", 2).num_gpus() == 16);
+  CHECK(four.gpu.bf16_flops_per_second == one.gpu.bf16_flops_per_second);
+  CHECK(four.tensor_capacity_bytes() == one.tensor_capacity_bytes());
+  CHECK(four.inter_node.bytes_per_second == one.inter_node.bytes_per_second);
+}
+
+TEST_CASE("load_cluster: a JSON file of the preset schema loads from its path", "[hw_models]") {
+  TempDir dir;
+  std::string path = write_edited_a100(dir, "my-cluster.json", [](auto& json) {
+    json["name"] = "my-cluster";
+    json["gpus_per_node"] = 4;
+    json["gpu"]["bf16_flops_per_second"] = 100e12;
+  });
+  ClusterSpec cluster = load_cluster(path, 3);
+  CHECK(cluster.name == "my-cluster x3");
+  CHECK(cluster.source == path);
+  CHECK(cluster.num_gpus() == 12);
+  CHECK(cluster.gpu.bf16_flops_per_second == 100e12);
+  CHECK(cluster.gpu.hbm_bytes == 80 * kGiB);
+}
+
+TEST_CASE("load_cluster: bad input is an InputError naming the file and field", "[hw_models]") {
+  TempDir dir;
+
+  SECTION("unknown preset name: the message lists the presets") {
+    InputError e = load_error("dgx-a1000");
+    CHECK(e.field() == "cluster");
+    CHECK_THAT(e.what(), Contains("dgx-a1000") && Contains("dgx-a100,") && Contains("dgx-h100") &&
+                             Contains("dgx-h200"));
+    CHECK_THROWS_AS(paradyse::hw::cluster_preset_text("dgx-a1000"), InputError);
+  }
+  SECTION("a path that does not exist") {
+    std::string missing = (fs::temp_directory_path() / "paradyse-no-such-cluster.json").string();
+    InputError e = load_error(missing);
+    CHECK_THAT(e.what(), Contains(missing) && Contains("dgx-h200"));
+  }
+  SECTION("num_nodes below 1") {
+    CHECK(load_error("dgx-a100", 0).field() == "nodes");
+    CHECK_THAT(load_error("dgx-a100", -2).what(), Contains("nodes") && Contains("-2"));
+  }
+  SECTION("a missing field") {
+    std::string path =
+        write_edited_a100(dir, "missing.json", [](auto& json) { json["gpu"].erase("hbm_bytes"); });
+    InputError e = load_error(path);
+    CHECK(e.file() == path);
+    CHECK_THAT(e.what(), Contains(path) && Contains("gpu.hbm_bytes"));
+  }
+  SECTION("a misspelt field") {
+    std::string path = write_edited_a100(dir, "misspelt.json", [](auto& json) {
+      auto& fabric = json["intra_node"];
+      fabric["latency_second"] = fabric["latency_seconds"];
+      fabric.erase("latency_seconds");
+    });
+    InputError e = load_error(path);
+    CHECK(e.file() == path);
+    CHECK_THAT(e.what(), Contains("latency_second"));
+  }
+  SECTION("an unknown top-level field") {
+    std::string path = write_edited_a100(dir, "unknown.json", [](auto& json) { json["gpu_count"] = 8; });
+    CHECK_THAT(load_error(path).what(), Contains("gpu_count"));
+  }
+  SECTION("a figure without a source") {
+    std::string path = write_edited_a100(dir, "unsourced.json",
+                                         [](auto& json) { json["gpu"]["source"].erase("hbm_bytes"); });
+    CHECK_THAT(load_error(path).what(), Contains("gpu.source.hbm_bytes"));
+  }
+  SECTION("a source for a figure that does not exist") {
+    std::string path = write_edited_a100(dir, "extra-source.json", [](auto& json) {
+      json["inter_node"]["source"]["jitter_seconds"] = "assumed";
+    });
+    CHECK_THAT(load_error(path).what(), Contains("jitter_seconds"));
+  }
+  SECTION("a negative bandwidth") {
+    std::string path = write_edited_a100(
+        dir, "negative.json", [](auto& json) { json["inter_node"]["bytes_per_second"] = -23.5e9; });
+    InputError e = load_error(path);
+    CHECK(e.file() == path);
+    CHECK_THAT(e.what(), Contains("inter_node.bytes_per_second"));
+  }
+  SECTION("a negative latency") {
+    std::string path = write_edited_a100(dir, "latency.json",
+                                         [](auto& json) { json["intra_node"]["latency_seconds"] = -1e-5; });
+    CHECK_THAT(load_error(path).what(), Contains("intra_node.latency_seconds"));
+  }
+  SECTION("a non-monotone curve") {
+    std::string path = write_edited_a100(dir, "non-monotone.json", [](auto& json) {
+      auto& curve = json["intra_node"]["bus_bandwidth_by_bytes"];
+      std::swap(curve[2], curve[3]);
+    });
+    CHECK_THAT(load_error(path).what(), Contains("intra_node.bus_bandwidth_by_bytes"));
+  }
+  SECTION("an efficiency above 1") {
+    std::string path = write_edited_a100(
+        dir, "efficiency.json", [](auto& json) { json["gpu"]["gemm_efficiency_by_flops"][3][1] = 1.2; });
+    CHECK_THAT(load_error(path).what(), Contains("gpu.gemm_efficiency_by_flops"));
+  }
+  SECTION("a curve at x = 0, which log(x) cannot read") {
+    std::string path = write_edited_a100(
+        dir, "zero-x.json", [](auto& json) { json["gpu"]["attention_efficiency_by_seq"][0][0] = 0; });
+    CHECK_THAT(load_error(path).what(), Contains("gpu.attention_efficiency_by_seq"));
+  }
+  SECTION("reserved memory as large as the HBM") {
+    std::string path = write_edited_a100(
+        dir, "reserved.json", [](auto& json) { json["gpu"]["reserved_bytes"] = json["gpu"]["hbm_bytes"]; });
+    CHECK_THAT(load_error(path).what(), Contains("gpu.reserved_bytes"));
+  }
+  SECTION("an all-to-all efficiency of 0") {
+    std::string path = write_edited_a100(dir, "all-to-all.json",
+                                         [](auto& json) { json["inter_node"]["all_to_all_efficiency"] = 0; });
+    CHECK_THAT(load_error(path).what(), Contains("inter_node.all_to_all_efficiency"));
+  }
+  SECTION("a fractional GPU count") {
+    std::string path =
+        write_edited_a100(dir, "fractional.json", [](auto& json) { json["gpus_per_node"] = 7.5; });
+    CHECK_THAT(load_error(path).what(), Contains("gpus_per_node"));
+  }
+  SECTION("malformed JSON: the error names the file and the line") {
+    std::string path = dir.write("malformed.json", "{\n  \"name\": \"broken\",\n  \"gpus_per_node\" 8\n}\n");
+    InputError e = load_error(path);
+    CHECK(e.file() == path);
+    CHECK(e.line() == 3);
+    CHECK_THAT(e.what(), Contains(path + ":3"));
+  }
+  SECTION("not a JSON object") {
+    std::string path = dir.write("array.json", "[1, 2]\n");
+    InputError e = load_error(path);
+    CHECK(e.file() == path);
+  }
+}

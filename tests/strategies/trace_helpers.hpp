@@ -1,0 +1,99 @@
+// Tracing a training step in tests, and summing what its layers did.
+#pragma once
+
+#include <map>
+
+#include "strategies/tracing_backend.hpp"
+#include "strategies/training_step.hpp"
+
+namespace paradyse::testing {
+
+// A generic pre-LN block with MHA and a GELU MLP, small enough to trace in microseconds.
+inline ModelSpec small_model(bool causal, int64_t kv_heads = 16, MlpKind mlp = MlpKind::gelu) {
+  ModelSpec m;
+  m.name = "test";
+  m.hidden = 1024;
+  m.heads = 16;
+  m.kv_heads = kv_heads;
+  m.ffn_hidden = mlp == MlpKind::gelu ? 4096 : 2816;
+  m.num_layers = 2;
+  m.vocab = 32000;
+  m.causal = causal;
+  m.mlp = mlp;
+  m.norm = mlp == MlpKind::gelu ? NormKind::layer_norm : NormKind::rms_norm;
+  return m;
+}
+
+// Traces one step of `num_layers` layers of `strategy` on `rank` of `degree`.
+inline Program trace_step(const Strategy& strategy, const ModelSpec& model, int degree, int64_t tokens,
+                          int64_t batch = 1, Recompute recompute = Recompute::none, int rank = 0,
+                          int num_layers = 1) {
+  TracingBackend be(rank, degree);
+  StepSpec spec;
+  spec.model = &model;
+  spec.tokens = tokens;
+  spec.batch = batch;
+  spec.plan.assign(static_cast<std::size_t>(num_layers), &strategy);
+  spec.recompute = recompute;
+  {
+    ModelShards shards(be, model, num_layers);
+    Tensor tokens_in = be.zeros({batch, tokens / degree}, DType::int64);
+    Tensor targets = be.zeros({batch, tokens / degree}, DType::int64);
+    training_step(be, spec, shards, tokens_in, targets);
+  }
+  return be.take_program();
+}
+
+// What the ops of some phases add up to.
+struct Totals {
+  double flops = 0;
+  double bus_bytes = 0;  // all communication, nccl-tests bus bytes
+  std::map<OpKind, double> bus_bytes_by_kind;
+  std::map<OpKind, int> count_by_kind;
+};
+
+inline Totals totals(const Program& program, std::initializer_list<Phase> phases) {
+  Totals t;
+  for (const Op& op : program.ops) {
+    bool wanted = false;
+    for (Phase p : phases) wanted = wanted || op.phase == p;
+    if (!wanted) continue;
+    t.flops += op.flops;
+    t.bus_bytes += op.bus_bytes;
+    t.bus_bytes_by_kind[op.kind] += op.bus_bytes;
+    t.count_by_kind[op.kind] += 1;
+  }
+  return t;
+}
+
+inline Totals layer_totals(const Program& program) {
+  return totals(program, {Phase::layer_forward, Phase::layer_backward});
+}
+
+// Bytes allocated and not freed during a phase (of a given layer): for a layer's forward, the
+// activations it keeps for backward (its output standing in for its input, which the previous phase made).
+inline double phase_memory_delta(const Program& program, Phase phase, int layer) {
+  for (std::size_t i = 0; i < program.phases.size(); ++i) {
+    const PhaseMark& mark = program.phases[i];
+    if (mark.phase != phase || mark.layer != layer) continue;
+    const std::size_t end =
+        i + 1 < program.phases.size() ? program.phases[i + 1].first_memory_event : program.memory.size();
+    double delta = 0;
+    for (std::size_t e = mark.first_memory_event; e < end; ++e)
+      delta += static_cast<double>(program.memory[e].bytes);
+    return delta;
+  }
+  return 0;
+}
+
+// Highest live bytes of the whole program's activation timeline.
+inline double peak_live_bytes(const Program& program) {
+  double live = 0, peak = 0;
+  for (const MemoryEvent& e : program.memory) {
+    live += static_cast<double>(e.bytes);
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
+}  // namespace paradyse::testing
