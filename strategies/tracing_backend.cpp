@@ -316,7 +316,9 @@ Tensor TracingBackend::scores_transposed_times(const Tensor& p, const Tensor& x)
   return y;
 }
 
-Tensor TracingBackend::softmax(const Tensor& scores, double, const AttentionMask&) {
+Tensor TracingBackend::softmax(const Tensor& scores, double, const AttentionMask& mask) {
+  PARADYSE_CHECK(scores.rank() == 4 && mask.query_count() == scores.size(2) && mask.key_count() == scores.size(3),
+                 "softmax mask positions do not match scores " + to_string(scores.shape()));
   Tensor p = allocate(scores.shape(), DType::bf16);
   Op& op = record(OpKind::memory_bound, {&scores});
   op.memory_bytes = static_cast<double>(scores.bytes() + p.bytes());
@@ -415,7 +417,7 @@ Tensor TracingBackend::dropout_backward(const Tensor& d_y, const Tensor& mask, d
 
 Tensor TracingBackend::add(const Tensor& a, const Tensor& b) {
   PARADYSE_CHECK(a.shape() == b.shape(), "add " + to_string(a.shape()) + " + " + to_string(b.shape()));
-  Tensor y = allocate(a.shape(), DType::bf16);
+  Tensor y = allocate(a.shape(), a.dtype());
   Op& op = record(OpKind::memory_bound, {&a, &b});
   op.memory_bytes = static_cast<double>(a.bytes() + b.bytes() + y.bytes());
   produced_by(y, recorder_->next_op() - 1);

@@ -1,0 +1,118 @@
+#include "costmodel/estimate.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "strategies/library.hpp"
+#include "tests/strategies/trace_helpers.hpp"
+
+using namespace paradyse;
+using namespace paradyse::testing;
+
+namespace {
+
+ModelSpec four_layers(bool causal) {
+  ModelSpec m = small_model(causal);
+  m.num_layers = 4;
+  return m;
+}
+
+double static_bytes(const costmodel::Estimate& e) {
+  return e.memory.weights + e.memory.gradients + e.memory.optimizer_states;
+}
+
+}  // namespace
+
+TEST_CASE("Estimator: one traced layer per strategy prices the whole traced iteration", "[costmodel]") {
+  // The estimate folds phases of a one-layer trace; an independent check traces every layer of the
+  // model and reads the peak straight off the whole program's allocation timeline.
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  for (const Strategy* strategy : all_strategies())
+    for (bool causal : {false, true}) {
+      const ModelSpec model = four_layers(causal);
+      if (strategy->unsupported(model, 8)) continue;
+      costmodel::Estimator estimator(model, cluster);
+      const int64_t s = 16384;
+      const costmodel::Estimate e = estimator.estimate(*strategy, {.tokens = s, .degree = 8});
+      Program whole = trace_step(*strategy, model, 8, s, 1, Recompute::none, 0, 4);
+      INFO(strategy->name() << " causal " << causal);
+      REQUIRE(e.memory.peak - static_bytes(e) - e.memory.fragmentation ==
+              Approx(peak_live_bytes(whole)).epsilon(1e-12));
+
+      // Time: the phases are priced with no overlap across their boundaries; scheduling the whole
+      // program at once may hide a little more communication, never less.
+      whole.phases.resize(1);
+      const costmodel::OpTimer timer(cluster, 8);
+      const double unbroken = costmodel::cost_phases(whole, timer).front().cost.seconds;
+      REQUIRE(unbroken <= e.time.total_seconds * (1 + 1e-12));
+      REQUIRE(unbroken >= e.time.total_seconds * 0.95);
+      REQUIRE(e.flops == Approx(8 * layer_totals(whole).flops +
+                                8 * totals(whole, {Phase::embedding_forward, Phase::head,
+                                                   Phase::embedding_backward, Phase::optimizer})
+                                        .flops)
+                             .epsilon(1e-9));
+    }
+}
+
+TEST_CASE("Estimator: static memory is 16 bytes per parameter, sharded 1/p", "[costmodel]") {
+  const ModelSpec model = load_model("llama3-8b");
+  costmodel::Estimator estimator(model, hw::load_cluster("dgx-a100"));
+  const costmodel::Estimate e = estimator.estimate(megatron_ts(), {.tokens = 8192});
+  // Norm weights are replicated and the vocabulary is padded to a multiple of p: both below 0.1 %.
+  REQUIRE(static_bytes(e) == Approx(16.0 * static_cast<double>(model.total_parameters()) / 8).epsilon(1e-3));
+  REQUIRE(e.memory.optimizer_states == Approx(6 * e.memory.weights));
+}
+
+TEST_CASE("model_flops: Korthikanti et al. 2022, Appendix A", "[costmodel]") {
+  // 72·B·L·s·h²·(1 + s/(6h) + V/(12hL)) for a GELU MHA model with non-causal attention.
+  ModelSpec m = four_layers(false);
+  const double b = 2, s = 32768, h = static_cast<double>(m.hidden), L = 4, V = static_cast<double>(m.vocab);
+  REQUIRE(costmodel::model_flops(m, 32768, 2) ==
+          Approx(72 * b * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L))).epsilon(1e-12));
+  // Causal attention does half the attention FLOPs.
+  m.causal = true;
+  REQUIRE(costmodel::model_flops(m, 32768, 2) ==
+          Approx(72 * b * L * s * h * h * (1 + s / (12 * h) + V / (12 * h * L))).epsilon(1e-12));
+}
+
+TEST_CASE("Estimator: a mixed plan costs its layers' shares of the pure plans", "[costmodel]") {
+  const ModelSpec model = four_layers(true);
+  costmodel::Estimator estimator(model, hw::load_cluster("dgx-a100"));
+  const std::vector<const Strategy*>& strategies = all_strategies();
+  for (const Strategy* a : strategies)
+    for (const Strategy* b : strategies) {
+      if (a == b || a->unsupported(model, 8) || b->unsupported(model, 8)) continue;
+      const costmodel::EstimateRequest request{.tokens = 32768};
+      const double ta = estimator.estimate(*a, request).time.total_seconds;
+      const double tb = estimator.estimate(*b, request).time.total_seconds;
+      const costmodel::Estimate mixed = estimator.estimate({a, b, a, b}, request);
+      INFO(a->name() << " + " << b->name());
+      REQUIRE(mixed.time.total_seconds == Approx((ta + tb) / 2).epsilon(1e-9));
+      REQUIRE(mixed.plan == std::string(a->name()) + "," + std::string(b->name()) + "," +
+                                std::string(a->name()) + "," + std::string(b->name()));
+    }
+}
+
+TEST_CASE("Estimator: bad requests are input errors", "[costmodel]") {
+  costmodel::Estimator estimator(four_layers(true), hw::load_cluster("dgx-a100"));
+  REQUIRE_THROWS_WITH(estimator.estimate(megatron_ts(), {.tokens = 0}),
+                      Catch::Contains("positive sequence length"));
+  REQUIRE_THROWS_WITH(estimator.estimate(megatron_ts(), {.tokens = 4096, .degree = 16}),
+                      Catch::Contains("between 1 and the 8 GPUs"));
+  REQUIRE_THROWS_WITH(estimator.estimate(megatron_ts(), {.tokens = 4096, .degree = 3}),
+                      Catch::Contains("must divide the 16 attention heads"));
+  REQUIRE_THROWS_WITH(estimator.estimate(megatron_ts(), {.tokens = 4096, .batch = -1}),
+                      Catch::Contains("positive batch"));
+  REQUIRE_THROWS_WITH(estimator.estimate({&megatron_ts()}, {.tokens = 4096}),
+                      Catch::Contains("one strategy per layer"));
+}
+
+TEST_CASE("Estimator: lengths are padded to the layout's multiple, and padding is not model FLOPs",
+          "[costmodel]") {
+  costmodel::Estimator estimator(four_layers(true), hw::load_cluster("dgx-a100"));
+  const costmodel::Estimate e = estimator.estimate(megatron_ts(), {.tokens = 4097});
+  REQUIRE(e.padded_tokens == 4112);  // next multiple of 2p = 16
+  REQUIRE(e.tokens == 4097);
+  REQUIRE(e.model_flops == Approx(costmodel::model_flops(estimator.model(), 4097, 1)));
+  const costmodel::Estimate again = estimator.estimate(megatron_ts(), {.tokens = 4097});
+  REQUIRE(again.time.total_seconds == e.time.total_seconds);
+}

@@ -1,0 +1,58 @@
+#include "costmodel/op_time.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace paradyse;
+
+TEST_CASE("OpTimer: a GEMM runs at the preset's efficiency for its size", "[costmodel]") {
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  const costmodel::OpTimer timer(cluster, 8);
+  // 8192³ GEMM: 2·8192³ FLOPs at the cuBLASLt figure of REFERENCE.md §3 (254 of 312 TFLOP/s).
+  Op op;
+  op.kind = OpKind::gemm;
+  op.flops = 2.0 * 8192 * 8192 * 8192;
+  op.memory_bytes = 3 * 2.0 * 8192 * 8192;
+  const double expected = op.flops / 254e12 + cluster.gpu.kernel_launch_seconds;
+  REQUIRE(timer.seconds(op) == Approx(expected).epsilon(0.01));
+}
+
+TEST_CASE("OpTimer: memory-bound kernels move their bytes at HBM copy bandwidth", "[costmodel]") {
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-h100");
+  const costmodel::OpTimer timer(cluster, 8);
+  Op op;
+  op.kind = OpKind::memory_bound;
+  op.memory_bytes = 1e9;
+  REQUIRE(timer.seconds(op) ==
+          Approx(1e9 / cluster.gpu.hbm_bytes_per_second + cluster.gpu.kernel_launch_seconds).epsilon(1e-12));
+}
+
+TEST_CASE("OpTimer: a collective takes bus bytes over NCCL's bus bandwidth at its size", "[costmodel]") {
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  const costmodel::OpTimer intra(cluster, 8);
+  // 1 GiB all-reduce on 8 A100s: REFERENCE.md §3 measures 228.1 GB/s bus bandwidth.
+  Op op;
+  op.kind = OpKind::all_reduce;
+  op.stream = Stream::communication;
+  op.size_bytes = 1024.0 * 1024 * 1024;
+  op.bus_bytes = 2.0 * 7 / 8 * op.size_bytes;
+  REQUIRE(intra.seconds(op) == Approx(op.bus_bytes / 228.1e9).epsilon(1e-3));
+
+  SECTION("all-to-all runs at the preset's fraction of the ring") {
+    op.kind = OpKind::all_to_all;
+    op.bus_bytes = 7.0 / 8 * op.size_bytes;
+    REQUIRE(intra.seconds(op) ==
+            Approx(op.bus_bytes / (228.1e9 * cluster.intra_node.all_to_all_efficiency)).epsilon(1e-3));
+  }
+  SECTION("tiny messages pay the latency floor") {
+    op.size_bytes = 64;
+    op.bus_bytes = 112;
+    REQUIRE(intra.seconds(op) == Approx(cluster.intra_node.latency_seconds));
+  }
+  SECTION("a group wider than a node goes over the NICs") {
+    const hw::ClusterSpec two = hw::load_cluster("dgx-a100", 2);
+    const costmodel::OpTimer inter(two, 16);
+    REQUIRE(inter.seconds(op) > intra.seconds(op));
+    REQUIRE(inter.seconds(op) ==
+            Approx(op.bus_bytes / two.inter_node.bus_bandwidth_by_bytes.at(op.size_bytes)).epsilon(1e-9));
+  }
+}

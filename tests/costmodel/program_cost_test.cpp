@@ -1,0 +1,84 @@
+#include "costmodel/program_cost.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "strategies/tracing_backend.hpp"
+
+using namespace paradyse;
+
+namespace {
+
+// A cluster whose every op time is easy to compute: 1 FLOP/s-free GEMMs are replaced by
+// memory-bound ops of known bytes, and communication by a flat bus bandwidth.
+hw::ClusterSpec flat_cluster() {
+  hw::ClusterSpec c = hw::load_cluster("dgx-a100");
+  c.gpu.kernel_launch_seconds = 0;
+  c.gpu.hbm_bytes_per_second = 1e9;  // 1 byte per ns
+  c.intra_node.bus_bandwidth_by_bytes = hw::Curve({{1, 1e9}, {2, 1e9}});
+  c.intra_node.latency_seconds = 0;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("cost_phases: communication overlaps compute exactly where the program allows", "[costmodel]") {
+  const hw::ClusterSpec cluster = flat_cluster();
+  const costmodel::OpTimer timer(cluster, 2);
+  TracingBackend be(0, 2);
+  be.begin_phase(Phase::layer_forward, 0);
+  Tensor a = be.zeros({1000}, DType::u8);        // compute 1 µs (1000 bytes written)
+  Pending gathered = be.all_gather_async(a, 0);  // [2000] bytes: bus bytes 1000 → 1 µs, after a
+  Tensor b = be.zeros({3000}, DType::u8);        // compute 3 µs, independent: overlaps the gather
+  Tensor g = gathered.wait();
+  Tensor c = be.add(b, be.view(be.slice(b, 0, 0, 3000), {3000}));  // 9000 bytes: 9 µs
+  const Program program = be.program();
+  const auto phases = costmodel::cost_phases(program, timer);
+  REQUIRE(phases.size() == 1);
+  const costmodel::SegmentCost& cost = phases[0].cost;
+  // compute: zeros a (1) + zeros b (3) + add (9) = 13 µs; the gather (1 µs, from 1 to 2) hides under b.
+  REQUIRE(cost.compute_seconds == Approx(13e-6));
+  REQUIRE(cost.communication_seconds == Approx(1e-6));
+  REQUIRE(cost.seconds == Approx(13e-6));
+  REQUIRE(cost.exposed_communication_seconds() == Approx(0).margin(1e-15));
+}
+
+TEST_CASE("cost_phases: a wait exposes communication the compute stream cannot hide", "[costmodel]") {
+  const hw::ClusterSpec cluster = flat_cluster();
+  const costmodel::OpTimer timer(cluster, 2);
+  TracingBackend be(0, 2);
+  be.begin_phase(Phase::layer_forward, 0);
+  Tensor a = be.zeros({1000}, DType::u8);                       // 1 µs
+  Tensor big = be.all_gather(be.zeros({10000}, DType::u8), 0);  // zeros 10 µs, then gather 10 µs, waited
+  Tensor b = be.zeros({1000}, DType::u8);                       // 1 µs after the wait
+  const auto phases = costmodel::cost_phases(be.program(), timer);
+  const costmodel::SegmentCost& cost = phases[0].cost;
+  REQUIRE(cost.seconds == Approx(22e-6));
+  REQUIRE(cost.exposed_communication_seconds() == Approx(10e-6));
+}
+
+TEST_CASE("cost_phases: memory peak and delta follow tensor lifetimes", "[costmodel]") {
+  const hw::ClusterSpec cluster = flat_cluster();
+  const costmodel::OpTimer timer(cluster, 1);
+  TracingBackend be(0, 1);
+  Tensor before = be.zeros({100}, DType::u8);  // before the first phase: not in it
+  be.begin_phase(Phase::layer_forward, 0);
+  Tensor kept = be.zeros({1000}, DType::u8);
+  {
+    Tensor transient = be.zeros({5000}, DType::fp32);  // 20000 bytes, freed at the end of the block
+    Tensor view = be.slice(transient, 0, 0, 10);       // a view keeps the whole buffer alive
+  }
+  be.begin_phase(Phase::layer_backward, 0);
+  kept = Tensor();
+  const auto phases = costmodel::cost_phases(be.program(), timer);
+  REQUIRE(phases[0].cost.memory_peak_bytes == Approx(21000));
+  REQUIRE(phases[0].cost.memory_delta_bytes == Approx(1000));
+  REQUIRE(phases[1].cost.memory_delta_bytes == Approx(-1000));
+
+  SECTION("then() folds segments: the later peak counts from the earlier delta") {
+    costmodel::SegmentCost folded = phases[0].cost;
+    costmodel::SegmentCost again = phases[0].cost;
+    folded.then(again);
+    REQUIRE(folded.memory_peak_bytes == Approx(22000));
+    REQUIRE(folded.memory_delta_bytes == Approx(2000));
+  }
+}

@@ -1,0 +1,75 @@
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "tests/experiments/run_paradyse.hpp"
+
+using namespace paradyse::testing;
+
+TEST_CASE("estimate --json prints the documented keys", "[experiments]") {
+  const RunResult r = run_paradyse("estimate --model llama-8l --strategy megatron_ts --seq 8K --json");
+  REQUIRE(r.exit_code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j.at("strategy") == "megatron_ts");
+  REQUIRE(j.at("seq") == 8192);
+  for (const char* key : {"total", "forward", "backward"}) REQUIRE(j.at("time_s").at(key).get<double>() > 0);
+  REQUIRE(j.at("time_s").at("total").get<double>() >=
+          j.at("time_s").at("forward").get<double>() + j.at("time_s").at("backward").get<double>());
+  REQUIRE(j.at("memory_bytes").at("peak").get<double>() > 0);
+  REQUIRE(j.at("memory_bytes").at("capacity").get<double>() > 80e9);
+  REQUIRE(j.at("fits").is_boolean());
+  REQUIRE(j.at("flops").get<double>() > 0);
+  REQUIRE(j.at("comm_bytes").get<double>() > 0);
+}
+
+TEST_CASE("estimate: several strategies and lengths give a list; output is deterministic", "[experiments]") {
+  const std::string args = "estimate --model bert-large --strategy all --seq 4K,32K --json";
+  const RunResult first = run_paradyse(args);
+  REQUIRE(first.exit_code == 0);
+  const auto j = nlohmann::json::parse(first.out);
+  REQUIRE(j.is_array());
+  REQUIRE(j.size() % 2 == 0);
+  REQUIRE(j.size() >= 2);
+  REQUIRE(run_paradyse(args).out == first.out);
+  const RunResult table = run_paradyse("estimate --model bert-large --strategy all --seq 4K,32K");
+  REQUIRE(table.exit_code == 0);
+  REQUIRE_THAT(table.out, Catch::Contains("megatron_ts") && Catch::Contains("total_ms"));
+}
+
+TEST_CASE("estimate: bad inputs fail with a clear message and no output", "[experiments]") {
+  struct Case {
+    std::string args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"estimate --model nosuch --seq 4096", "nosuch"},
+      {"estimate --cluster nosuch --seq 4096", "dgx-a100"},
+      {"estimate --strategy nosuch --seq 4096", "unknown strategy 'nosuch'"},
+      {"estimate --seq 0", "--seq: expected a positive token count"},
+      {"estimate --seq -4096", "expected a positive token count"},
+      {"estimate --seq abc", "got 'abc'"},
+      {"estimate --seq 4096,,8192", "got ''"},
+      {"estimate --strategy megatron_ts --seq 4096 --degree 5", "must divide the 96 attention heads"},
+      {"estimate --strategy megatron_ts --seq 4096 --degree 16", "between 1 and the 8 GPUs"},
+      {"estimate --seq 4096 --recompute sometimes", "expected none, selective or full"},
+      {"estimate --seq 4096 --nodes 0", "nodes"},
+      {"estimate --model tests/experiments/data/missing_hidden_size.json --seq 4096",
+       "missing_hidden_size.json: field 'hidden_size'"},
+      {"estimate --model tests/experiments/data/malformed.json --seq 4096", "malformed.json:3"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    const RunResult r = run_paradyse(c.args);
+    REQUIRE(r.exit_code != 0);
+    REQUIRE_THAT(r.err, Catch::Contains(c.message));
+    REQUIRE(r.out.empty());
+  }
+}
+
+TEST_CASE("every subcommand explains itself with --help", "[experiments]") {
+  for (const char* command : {"", "estimate", "bench"}) {
+    const RunResult r = run_paradyse(std::string(command) + " --help");
+    INFO(command);
+    REQUIRE(r.exit_code == 0);
+    REQUIRE_THAT(r.out, Catch::Contains("Usage") || Catch::Contains("usage"));
+  }
+}

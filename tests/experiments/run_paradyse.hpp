@@ -1,0 +1,48 @@
+// Runs the paradyse executable (PARADYSE_BIN, set by ctest) and captures what it printed.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include <sys/wait.h>
+
+namespace paradyse::testing {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+inline std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+inline std::filesystem::path temp_dir() {
+  std::random_device random;
+  auto dir = std::filesystem::temp_directory_path() / ("paradyse-test-" + std::to_string(random()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+inline RunResult run_paradyse(const std::string& arguments) {
+  const char* bin = std::getenv("PARADYSE_BIN");
+  const std::string binary = bin != nullptr ? bin : "build/experiments/paradyse";
+  const auto dir = temp_dir();
+  const std::string command =
+      binary + " " + arguments + " >" + (dir / "out").string() + " 2>" + (dir / "err").string();
+  const int status = std::system(command.c_str());
+  RunResult result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(dir / "out"),
+                   read_text(dir / "err")};
+  std::filesystem::remove_all(dir);
+  return result;
+}
+
+}  // namespace paradyse::testing
