@@ -37,8 +37,7 @@ const Estimator::StrategyCosts& Estimator::strategy_costs(const Strategy& strate
   spec.model = &model_;
   spec.tokens = padded_tokens;
   spec.batch = batch;
-  spec.plan = {&strategy};
-  spec.recompute = recompute;
+  spec.plan = {{&strategy, recompute}};
   {
     ModelShards shards(be, model_, 1);
     Tensor tokens = be.zeros({batch, padded_tokens / degree}, DType::int64);
@@ -103,15 +102,6 @@ void validate(const hw::ClusterSpec& cluster, const EstimateRequest& request) {
                          " GPUs of " + cluster.name + ", got " + std::to_string(request.degree));
 }
 
-std::string plan_name(const std::vector<const Strategy*>& plan) {
-  bool uniform = true;
-  for (const Strategy* s : plan) uniform = uniform && s == plan.front();
-  if (uniform) return std::string(plan.front()->name());
-  std::string name;
-  for (const Strategy* s : plan) name += (name.empty() ? "" : ",") + std::string(s->name());
-  return name;
-}
-
 // Bytes per rank of weights, gradients and optimizer state: every matrix is sharded 1/p, norm
 // weights are replicated (REFERENCE.md §2: 16 bytes per parameter with mixed-precision Adam).
 void static_memory(const ModelSpec& model, int degree, MemoryBreakdown& memory) {
@@ -132,12 +122,11 @@ void static_memory(const ModelSpec& model, int degree, MemoryBreakdown& memory) 
 
 }  // namespace
 
-Estimate Estimator::estimate(const Strategy& strategy, const EstimateRequest& request) {
-  const auto layers = static_cast<std::size_t>(model_.num_layers);
-  return estimate(std::vector<const Strategy*>(layers, &strategy), request);
+Estimate Estimator::estimate(const Strategy& strategy, const EstimateRequest& request, Recompute recompute) {
+  return estimate(uniform_plan(strategy, model_.num_layers, recompute), request);
 }
 
-Estimate Estimator::estimate(const std::vector<const Strategy*>& plan, const EstimateRequest& request_in) {
+Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in) {
   EstimateRequest request = request_in;
   if (request.degree == 0) request.degree = cluster_.num_gpus();
   validate(cluster_, request);
@@ -147,16 +136,16 @@ Estimate Estimator::estimate(const std::vector<const Strategy*>& plan, const Est
                          std::to_string(plan.size()));
   const int p = request.degree;
   const int64_t padded = SequenceLayout::padded_length(request.tokens, p, model_.causal);
-  auto key = std::make_tuple(plan, p, request.tokens, request.batch, request.recompute);
+  auto key = std::make_tuple(plan, p, request.tokens, request.batch);
   if (auto found = estimates_.find(key); found != estimates_.end()) return found->second;
-  for (const Strategy* strategy : plan)
-    if (auto why = strategy->unsupported(model_, p))
+  for (const LayerChoice& layer : plan)
+    if (auto why = layer.strategy->unsupported(model_, p))
       throw InputError("", 0, "strategy",
-                       std::string(strategy->name()) + " cannot run " + model_.name + ": " + *why);
+                       std::string(layer.strategy->name()) + " cannot run " + model_.name + ": " + *why);
 
   std::vector<const StrategyCosts*> costs;
-  for (const Strategy* strategy : plan)
-    costs.push_back(&strategy_costs(*strategy, p, padded, request.batch, request.recompute));
+  for (const LayerChoice& layer : plan)
+    costs.push_back(&strategy_costs(*layer.strategy, p, padded, request.batch, layer.recompute));
   const StrategyCosts& ends = *costs.front();
 
   // The iteration in execution order; memory folds along it.
@@ -179,7 +168,6 @@ Estimate Estimator::estimate(const std::vector<const Strategy*>& plan, const Est
   e.padded_tokens = padded;
   e.degree = p;
   e.batch = request.batch;
-  e.recompute = request.recompute;
   e.time.forward_seconds = forward.seconds;
   e.time.backward_seconds = backward.seconds;
   e.time.optimizer_seconds = optimizer.seconds;

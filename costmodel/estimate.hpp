@@ -4,6 +4,7 @@
 // Usage:
 //   costmodel::Estimator estimator(model, cluster);
 //   Estimate e = estimator.estimate(megatron_ts(), {.tokens = 32768});
+//   Estimate mixed = estimator.estimate(plan, {.tokens = 32768});  // a strategy per layer
 //
 // A plan's layers are priced from one traced layer per strategy: the iteration is the embedding,
 // each layer's forward (its own strategy's), the head, each layer's backward, the embedding's
@@ -29,7 +30,6 @@ struct EstimateRequest {
   int64_t tokens = 0;  // per sequence, before padding
   int degree = 0;      // 0: every GPU of the cluster
   int64_t batch = 1;
-  Recompute recompute = Recompute::none;
 };
 
 struct TimeBreakdown {
@@ -53,12 +53,11 @@ struct MemoryBreakdown {         // bytes per rank
 };
 
 struct Estimate {
-  std::string plan;  // strategy name, or names per layer joined by ','
+  std::string plan;  // plan_name(): the strategy, or one name per layer
   int64_t tokens = 0;
   int64_t padded_tokens = 0;  // SequenceLayout::padded_length: the next multiple of p (2p when causal)
   int degree = 0;
   int64_t batch = 1;
-  Recompute recompute = Recompute::none;
   TimeBreakdown time;
   MemoryBreakdown memory;
   bool fits = false;
@@ -74,8 +73,10 @@ class Estimator {
   ~Estimator();
 
   // Throws InputError when the request is invalid or a strategy cannot run it (the message says why).
-  Estimate estimate(const std::vector<const Strategy*>& plan, const EstimateRequest& request);
-  Estimate estimate(const Strategy& strategy, const EstimateRequest& request);
+  Estimate estimate(const Plan& plan, const EstimateRequest& request);
+  // Every layer `strategy` with `recompute`.
+  Estimate estimate(const Strategy& strategy, const EstimateRequest& request,
+                    Recompute recompute = Recompute::none);
   // Why `strategy` cannot run at `degree`, if it cannot.
   std::optional<std::string> unsupported(const Strategy& strategy, int degree) const;
 
@@ -93,8 +94,7 @@ class Estimator {
   hw::ClusterSpec cluster_;
   std::map<std::tuple<const Strategy*, int, int64_t, int64_t, Recompute>, std::unique_ptr<StrategyCosts>>
       traced_;
-  std::map<std::tuple<std::vector<const Strategy*>, int, int64_t, int64_t, Recompute>, Estimate>
-      estimates_;  // by tokens
+  std::map<std::tuple<Plan, int, int64_t, int64_t>, Estimate> estimates_;  // by requested tokens
 };
 
 // Model FLOPs of one iteration (forward and backward, no recomputation), as MFU counts them.

@@ -44,7 +44,7 @@ nlohmann::ordered_json to_json(const Row& row) {
   j["padded_seq"] = e.padded_tokens;
   j["degree"] = e.degree;
   j["batch"] = e.batch;
-  j["recompute"] = to_string(e.recompute);
+  j["plan"] = e.plan;
   j["time_s"] = {
       {"total", e.time.total_seconds},       {"forward", e.time.forward_seconds},
       {"backward", e.time.backward_seconds}, {"optimizer", e.time.optimizer_seconds},
@@ -128,12 +128,10 @@ void run(const EstimateOptions& options) {
         rows.push_back({strategy, tokens, std::nullopt, *why});
         continue;
       }
-      rows.push_back(
-          {strategy, tokens,
-           estimator.estimate(
-               *strategy,
-               {.tokens = tokens, .degree = degree, .batch = options.batch, .recompute = recompute}),
-           ""});
+      rows.push_back({strategy, tokens,
+                      estimator.estimate(
+                          *strategy, {.tokens = tokens, .degree = degree, .batch = options.batch}, recompute),
+                      ""});
     }
   }
 

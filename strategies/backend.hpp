@@ -110,6 +110,7 @@ class Backend {
   virtual Tensor view(const Tensor& x, const Shape& shape) = 0;
   virtual Tensor slice(const Tensor& x, int dim, int64_t start, int64_t length) = 0;
   virtual Tensor concat(const std::vector<Tensor>& parts, int dim) = 0;
+  virtual Tensor cast(const Tensor& x, DType dtype) = 0;  // a copy in another element type
 
   // GEMMs. linear: x [..., k] · wᵀ with w [n, k]. matmul: x [..., k] · w with w [k, n].
   // weight_grad: aᵀ · b over the flattened leading dims, a [..., m], b [..., n] → [m, n].

@@ -1,5 +1,7 @@
 #include "strategies/strategy.hpp"
 
+#include <algorithm>
+
 #include "strategies/library.hpp"
 
 namespace paradyse {
@@ -46,8 +48,26 @@ std::optional<std::string> Strategy::unsupported(const ModelSpec& model, int deg
   return std::nullopt;
 }
 
+Plan uniform_plan(const Strategy& strategy, int64_t num_layers, Recompute recompute) {
+  return Plan(static_cast<std::size_t>(num_layers), LayerChoice{&strategy, recompute});
+}
+
+std::string plan_name(const Plan& plan) {
+  auto layer_name = [](const LayerChoice& layer) {
+    std::string name(layer.strategy->name());
+    if (layer.recompute != Recompute::none) name.append(":").append(to_string(layer.recompute));
+    return name;
+  };
+  if (std::all_of(plan.begin(), plan.end(), [&](const LayerChoice& l) { return l == plan.front(); }))
+    return plan.empty() ? "" : layer_name(plan.front());
+  std::string name;
+  for (const LayerChoice& layer : plan) name.append(name.empty() ? "" : ",").append(layer_name(layer));
+  return name;
+}
+
 const std::vector<const Strategy*>& all_strategies() {
-  static const std::vector<const Strategy*> strategies{&megatron_ts()};
+  static const std::vector<const Strategy*> strategies{&megatron_ts(), &megatron_cz(), &ulysses_z(),
+                                                       &colossal_z()};
   return strategies;
 }
 

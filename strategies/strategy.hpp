@@ -83,6 +83,18 @@ class Strategy {
                               SavedActivations& saved, const Tensor& d_y, LayerWeights& grads) const = 0;
 };
 
+// One layer of a plan: its strategy and what it recomputes.
+struct LayerChoice {
+  const Strategy* strategy = nullptr;
+  Recompute recompute = Recompute::none;
+  friend auto operator<=>(const LayerChoice&, const LayerChoice&) = default;
+};
+using Plan = std::vector<LayerChoice>;  // one entry per layer
+// Every layer the same: the paper's static plans.
+Plan uniform_plan(const Strategy& strategy, int64_t num_layers, Recompute recompute = Recompute::none);
+// "megatron_ts" for a uniform plan, else the layers' names joined by ','; ":full" marks recomputation.
+std::string plan_name(const Plan& plan);
+
 // The strategies of the paper, by name; nullptr for an unknown name.
 const Strategy* find_strategy(std::string_view name);
 const std::vector<const Strategy*>& all_strategies();

@@ -158,6 +158,14 @@ Tensor TracingBackend::concat(const std::vector<Tensor>& parts, int dim) {
   return out;
 }
 
+Tensor TracingBackend::cast(const Tensor& x, DType dtype) {
+  Tensor y = allocate(x.shape(), dtype);
+  Op& op = record(OpKind::memory_bound, {&x});
+  op.memory_bytes = static_cast<double>(x.bytes() + y.bytes());
+  produced_by(y, recorder_->next_op() - 1);
+  return y;
+}
+
 namespace {
 double gemm_bytes(int64_t m, int64_t n, int64_t k) {
   return 2.0 * static_cast<double>(m * k + k * n + m * n);

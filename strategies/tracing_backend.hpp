@@ -28,6 +28,7 @@ class TracingBackend final : public Backend {
   Tensor view(const Tensor& x, const Shape& shape) override;
   Tensor slice(const Tensor& x, int dim, int64_t start, int64_t length) override;
   Tensor concat(const std::vector<Tensor>& parts, int dim) override;
+  Tensor cast(const Tensor& x, DType dtype) override;
 
   Tensor linear(const Tensor& x, const Tensor& w) override;
   Tensor matmul(const Tensor& x, const Tensor& w) override;

@@ -74,7 +74,6 @@ Tensor training_step(Backend& be, const StepSpec& spec, ModelShards& shards, con
   PARADYSE_CHECK(static_cast<int>(shards.layers.size()) >= num_layers,
                  "fewer layer shards than plan entries");
   const SequenceLayout layout = step_layout(spec, be.degree());
-  const LayerContext ctx{model, layout, spec.batch, spec.recompute};
   const int64_t vocab = padded_vocab(model, be.degree());
 
   be.begin_phase(Phase::embedding_forward, -1);
@@ -88,8 +87,10 @@ Tensor training_step(Backend& be, const StepSpec& spec, ModelShards& shards, con
   std::vector<std::unique_ptr<LayerSaved>> saved(static_cast<std::size_t>(num_layers));
   for (int layer = 0; layer < num_layers; ++layer) {
     be.begin_phase(Phase::layer_forward, layer);
-    LayerForward out = layer_forward(be, *spec.plan[static_cast<std::size_t>(layer)], ctx,
-                                     shards.layers[static_cast<std::size_t>(layer)], x);
+    const LayerChoice& choice = spec.plan[static_cast<std::size_t>(layer)];
+    const LayerContext ctx{model, layout, spec.batch, choice.recompute};
+    LayerForward out =
+        layer_forward(be, *choice.strategy, ctx, shards.layers[static_cast<std::size_t>(layer)], x);
     x = std::move(out.y);
     saved[static_cast<std::size_t>(layer)] = std::move(out.saved);
   }
@@ -138,8 +139,9 @@ Tensor training_step(Backend& be, const StepSpec& spec, ModelShards& shards, con
   for (int layer = num_layers - 1; layer >= 0; --layer) {
     be.begin_phase(Phase::layer_backward, layer);
     const auto index = static_cast<std::size_t>(layer);
-    d_x = layer_backward(be, *spec.plan[index], ctx, shards.layers[index], std::move(saved[index]), d_x,
-                         shards.layer_grads[index]);
+    const LayerContext ctx{model, layout, spec.batch, spec.plan[index].recompute};
+    d_x = layer_backward(be, *spec.plan[index].strategy, ctx, shards.layers[index], std::move(saved[index]),
+                         d_x, shards.layer_grads[index]);
   }
 
   be.begin_phase(Phase::embedding_backward, -1);

@@ -17,8 +17,7 @@ struct StepSpec {
   const ModelSpec* model = nullptr;
   int64_t tokens = 0;  // per sequence, already padded (SequenceLayout::padded_length)
   int64_t batch = 1;
-  std::vector<const Strategy*> plan;  // one strategy per layer; plan.size() layers are run
-  Recompute recompute = Recompute::none;
+  Plan plan;                         // one strategy (and recomputation) per layer; plan.size() layers are run
   int64_t loss_chunk_tokens = 4096;  // local tokens per chunk of the fused head + loss
 };
 

@@ -84,7 +84,8 @@ TEST_CASE("Estimator: a mixed plan costs its layers' shares of the pure plans", 
       const costmodel::EstimateRequest request{.tokens = 32768};
       const double ta = estimator.estimate(*a, request).time.total_seconds;
       const double tb = estimator.estimate(*b, request).time.total_seconds;
-      const costmodel::Estimate mixed = estimator.estimate({a, b, a, b}, request);
+      const LayerChoice la{a}, lb{b};
+      const costmodel::Estimate mixed = estimator.estimate(Plan{la, lb, la, lb}, request);
       INFO(a->name() << " + " << b->name());
       REQUIRE(mixed.time.total_seconds == Approx((ta + tb) / 2).epsilon(1e-9));
       REQUIRE(mixed.plan == std::string(a->name()) + "," + std::string(b->name()) + "," +
@@ -102,7 +103,7 @@ TEST_CASE("Estimator: bad requests are input errors", "[costmodel]") {
                       Catch::Contains("must divide the 16 attention heads"));
   REQUIRE_THROWS_WITH(estimator.estimate(megatron_ts(), {.tokens = 4096, .batch = -1}),
                       Catch::Contains("positive batch"));
-  REQUIRE_THROWS_WITH(estimator.estimate({&megatron_ts()}, {.tokens = 4096}),
+  REQUIRE_THROWS_WITH(estimator.estimate(Plan{{&megatron_ts()}}, {.tokens = 4096}),
                       Catch::Contains("one strategy per layer"));
 }
 
@@ -115,4 +116,22 @@ TEST_CASE("Estimator: lengths are padded to the layout's multiple, and padding i
   REQUIRE(e.model_flops == Approx(costmodel::model_flops(estimator.model(), 4097, 1)));
   const costmodel::Estimate again = estimator.estimate(megatron_ts(), {.tokens = 4097});
   REQUIRE(again.time.total_seconds == e.time.total_seconds);
+}
+
+TEST_CASE("Estimator: recomputation is chosen per layer", "[costmodel]") {
+  const ModelSpec model = four_layers(true);
+  costmodel::Estimator estimator(model, hw::load_cluster("dgx-a100"));
+  const costmodel::EstimateRequest request{.tokens = 65536};
+  const costmodel::Estimate none = estimator.estimate(megatron_ts(), request);
+  const costmodel::Estimate full = estimator.estimate(megatron_ts(), request, Recompute::full);
+  const LayerChoice keep{&megatron_ts(), Recompute::none}, redo{&megatron_ts(), Recompute::full};
+  const costmodel::Estimate half = estimator.estimate(Plan{keep, redo, keep, redo}, request);
+  // Every layer's saved activations are its own: half the layers keep everything, half only their input.
+  REQUIRE(half.memory.saved_activations ==
+          Approx((none.memory.saved_activations + full.memory.saved_activations) / 2).epsilon(1e-9));
+  REQUIRE(half.time.total_seconds ==
+          Approx((none.time.total_seconds + full.time.total_seconds) / 2).epsilon(1e-9));
+  REQUIRE(full.time.total_seconds > none.time.total_seconds);
+  REQUIRE(full.memory.peak < none.memory.peak);
+  REQUIRE(half.plan == "megatron_ts,megatron_ts:full,megatron_ts,megatron_ts:full");
 }

@@ -33,8 +33,7 @@ inline Program trace_step(const Strategy& strategy, const ModelSpec& model, int 
   spec.model = &model;
   spec.tokens = tokens;
   spec.batch = batch;
-  spec.plan.assign(static_cast<std::size_t>(num_layers), &strategy);
-  spec.recompute = recompute;
+  spec.plan = uniform_plan(strategy, num_layers, recompute);
   {
     ModelShards shards(be, model, num_layers);
     Tensor tokens_in = be.zeros({batch, tokens / degree}, DType::int64);

@@ -1,0 +1,225 @@
+// ColossalZ: Colossal-AI ring self-attention (Li et al. 2021, "Sequence Parallelism: Long Sequence
+// Training from System Perspective": RingQK, RingAV) + ZeRO-3 weights. In/out [b, s/p, h].
+//
+// Attention is unfused: this rank materialises the scores and probabilities of its s/p queries
+// against the whole sequence, [b, a, s/p, s], so no FlashAttention and an s² activation term.
+// Forward: K blocks circulate (RingQK) to fill the score row, softmax over the full row, then V blocks
+// circulate (RingAV) to accumulate p·v. Backward: V circulates again for d_P and the partial dV of
+// every key block, K circulates again for dq and the partial dK; the full-length dK and dV partial
+// sums are all-reduced and each rank keeps its own block (Colossal-AI's way). The projections and the
+// MLP are sequence-local with ZeRO-3-gathered weights (zero3.hpp).
+//
+// Constraints: only the unified layout's (p | a, p | a_kv, p | f). GQA (a_kv < a) is supported: the
+// ring carries the compact a_kv-head blocks and each block is expanded to a heads just before its
+// score GEMM (Hugging Face's repeat_kv, a local copy); dK and dV are summed back over each KV head's
+// query group before the all-reduce, so the reductions stay a_kv heads wide.
+//
+// Volume per layer (elements per GPU, REFERENCE.md §2 "≈ 8(p−1)/p·bsh"): forward (p−1) K + (p−1) V
+// block sends of b·(s/p)·h_kv, backward the same again, plus two all-reduces of b·s·h_kv (dK, dV):
+// exactly 4(p−1)/p·b·s·h_kv + 4(p−1)/p·b·s·h_kv = 8(p−1)/p·b·s·h_kv, i.e. 8(p−1)/p·bsh for MHA.
+// Selective recomputation rebuilds the probabilities in backward: one more K ring, +(p−1)/p·b·s·h_kv.
+// ZeRO-3 adds 3(N−1)/N·Φ_layer (independent of s). Saved activations: ≈ 34·sbh/p + 2·a·b·s²/p bytes
+// (the probabilities P in bf16; Korthikanti's 5·a·s²·b also counts an attention dropout this model
+// does not have).
+#include <cmath>
+
+#include "strategies/library.hpp"
+#include "strategies/zero3.hpp"
+
+namespace paradyse {
+namespace {
+
+struct AttentionSaved final : SavedActivations {
+  Tensor x;      // [b, s/p, h] normalised input, for the W_qkv gradient
+  Tensor q;      // [b, s/p, a, d]
+  Tensor k, v;   // [b, s/p, a_kv, d]: this rank's blocks, circulated again in backward
+  Tensor probs;  // [b, a, s/p, s], keys in gathered order; undefined under selective recomputation
+  Tensor out;    // [b, s/p, a, d] attention output, for the W_proj gradient
+};
+
+double softmax_scale(const ModelSpec& model) {
+  return 1.0 / std::sqrt(static_cast<double>(model.head_dim()));
+}
+
+// This rank's queries against the whole sequence in gathered order (every rank's local tokens in rank
+// order), which is the column order of the score row: the mask compares positions, not indices.
+AttentionMask row_mask(const LayerContext& ctx, int rank) {
+  return {ctx.model.causal, ctx.layout.local(rank), ctx.layout.gathered()};
+}
+
+// The ring of RingQK / RingAV: at step i this rank holds the block of rank (r − i) mod p. The next
+// exchange is posted before this block's compute so that the transfer hides behind it; the block
+// received replaces the one used (double buffering).
+template <class OnBlock>
+void for_each_ring_block(Backend& be, Tensor block, OnBlock&& on_block) {
+  const int p = be.degree(), r = be.rank();
+  for (int step = 0; step < p; ++step) {
+    Pending next = step + 1 < p ? be.send_recv_async(block, (r + 1) % p, (r - 1 + p) % p) : Pending{};
+    on_block((r - step + p) % p, block);
+    if (next.valid()) block = next.wait();
+  }
+}
+
+// Joins blocks indexed by origin rank along `dim`, so that their order is the gathered order; the
+// blocks are freed here.
+Tensor concat_blocks(Backend& be, std::vector<Tensor>&& blocks, int dim) {
+  std::vector<Tensor> parts = std::move(blocks);
+  return parts.size() == 1 ? parts[0] : be.concat(parts, dim);
+}
+
+// Key block `origin` of a score row [b, a, s/p, s] → [b, a, s/p, s/p].
+Tensor key_block(Backend& be, const Tensor& row, int origin) {
+  const int64_t block = row.size(2);
+  return be.slice(row, 3, origin * block, block);
+}
+
+// GQA: [b, n, a_kv, d] → [b, n, a, d], query head i reading KV head i / (a/a_kv). The unfused score
+// ops need equal heads, so each KV head is copied to its query group.
+Tensor expand_heads(Backend& be, const ModelSpec& model, const Tensor& x) {
+  const int64_t group = model.heads / model.kv_heads;
+  if (group == 1) return x;
+  const int64_t b = x.size(0), n = x.size(1), d = x.size(3);
+  const std::vector<Tensor> copies(static_cast<std::size_t>(group), be.view(x, {b, n, model.kv_heads, 1, d}));
+  return be.view(be.concat(copies, 3), {b, n, model.heads, d});  // [b, n, a_kv, group, d] → [b, n, a, d]
+}
+
+// Backward of expand_heads: [b, n, a, d] → [b, n, a_kv, d], summing each KV head's query group.
+Tensor reduce_heads(Backend& be, const ModelSpec& model, const Tensor& x) {
+  const int64_t group = model.heads / model.kv_heads;
+  if (group == 1) return x;
+  const int64_t b = x.size(0), n = x.size(1), d = x.size(3);
+  const Tensor grouped = be.view(x, {b, n, model.kv_heads, group, d});
+  Tensor sum = be.add(be.slice(grouped, 3, 0, 1), be.slice(grouped, 3, 1, 1));  // [b, n, a_kv, 1, d]
+  for (int64_t j = 2; j < group; ++j) be.add_(sum, be.slice(grouped, 3, j, 1));
+  return be.view(sum, {b, n, model.kv_heads, d});
+}
+
+// RingQK: the raw scores q·kᵀ of this rank's queries against every key block, [b, a, s/p, s].
+Tensor ring_scores(Backend& be, const ModelSpec& model, const Tensor& q, const Tensor& k) {
+  std::vector<Tensor> blocks(static_cast<std::size_t>(be.degree()));
+  for_each_ring_block(be, k, [&](int origin, const Tensor& k_block) {
+    blocks[static_cast<std::size_t>(origin)] =
+        be.scores(q, expand_heads(be, model, k_block));  // [b, a, s/p, s/p]
+  });
+  // Blocks arrive in ring order r, r−1, …; the row is laid out in gathered order 0, 1, …, p−1.
+  return concat_blocks(be, std::move(blocks), 3);
+}
+
+class ColossalZ final : public Strategy {
+ public:
+  std::string_view name() const override { return "colossal_z"; }
+  std::string_view summary() const override {
+    return "Colossal-AI ring self-attention (materialised s/p × s scores, K then V ring) + ZeRO-3 weights";
+  }
+
+  SublayerOutput attention_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
+                                   const Tensor& x) const override {
+    const ModelSpec& model = ctx.model;
+    auto saved = std::make_unique<AttentionSaved>();
+    saved->x = x;
+    zero3::Projected qkv = zero3::project_qkv(be, model, w, x);  // q [b, s/p, a, d], k, v [b, s/p, a_kv, d]
+    be.label("attention");
+    Tensor scores = ring_scores(be, model, qkv.q, qkv.k);  // [b, a, s/p, s]
+    be.label("proj");
+    // Prefetch W_proj now: the softmax below communicates nothing, so the gather hides behind it.
+    Pending w_proj = zero3::gather_async(be, w.proj);
+    be.label("attention");
+    Tensor probs = be.softmax(scores, softmax_scale(model), row_mask(ctx, be.rank()));  // [b, a, s/p, s]
+    scores = Tensor();
+
+    // RingAV: out = Σ over key blocks of P[:, :, :, block]·v_block.
+    Tensor out;  // [b, s/p, a, d]
+    for_each_ring_block(be, qkv.v, [&](int origin, const Tensor& v_block) {
+      Tensor part = be.scores_times(key_block(be, probs, origin), expand_heads(be, model, v_block));
+      if (out.defined())
+        be.add_(out, part);
+      else
+        out = std::move(part);
+    });
+    // Selective recomputation rebuilds P in backward; under full recomputation this forward is the
+    // one that runs just before backward, so it keeps P like the plain one.
+    if (ctx.recompute != Recompute::selective) saved->probs = std::move(probs);
+    probs = Tensor();
+
+    Tensor y = zero3::project_out(be, model, w_proj.wait(), out);  // [b, s/p, h]
+    saved->q = std::move(qkv.q);
+    saved->k = std::move(qkv.k);
+    saved->v = std::move(qkv.v);
+    saved->out = std::move(out);
+    return {std::move(y), std::move(saved)};
+  }
+
+  Tensor attention_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
+                            SavedActivations& saved_base, const Tensor& d_y,
+                            LayerWeights& grads) const override {
+    const ModelSpec& model = ctx.model;
+    auto& saved = saved_as<AttentionSaved>(saved_base);
+    const int p = be.degree(), r = be.rank();
+    const int64_t block = saved.q.size(1);  // s/p
+    const double scale = softmax_scale(model);
+    Tensor d_o = zero3::project_out_backward(be, model, w, saved.out, d_y, grads);  // [b, s/p, a, d]
+    saved.out = Tensor();
+
+    be.label("attention");
+    Tensor probs = std::move(saved.probs);
+    if (!probs.defined())  // selective recomputation: RingQK again
+      probs = be.softmax(ring_scores(be, model, saved.q, saved.k), scale, row_mask(ctx, r));
+
+    // RingAV backward, V circulating again: d_P = d_o·vᵀ per key block, and this rank's queries'
+    // contribution to every block's dV, Pᵀ·d_o.
+    std::vector<Tensor> d_prob_blocks(static_cast<std::size_t>(p)), d_v_blocks(static_cast<std::size_t>(p));
+    for_each_ring_block(be, saved.v, [&](int origin, const Tensor& v_block) {
+      const auto i = static_cast<std::size_t>(origin);
+      d_prob_blocks[i] = be.scores(d_o, expand_heads(be, model, v_block));  // [b, a, s/p, s/p]
+      d_v_blocks[i] = reduce_heads(be, model, be.scores_transposed_times(key_block(be, probs, origin), d_o));
+    });
+    saved.v = Tensor();
+    d_o = Tensor();
+    // [b, s, a_kv, d] partial sums over the ranks' queries; summed while the softmax backward and the
+    // K ring run.
+    Pending d_v_full = be.all_reduce_async(concat_blocks(be, std::move(d_v_blocks), 1));
+    Tensor d_scores = be.softmax_backward(concat_blocks(be, std::move(d_prob_blocks), 3), probs, scale);
+    probs = Tensor();  // d_scores [b, a, s/p, s]: the gradient of the raw scores q·kᵀ
+
+    // RingQK backward, K circulating again: dq = d_S·k over key blocks, and every block's dK, d_Sᵀ·q.
+    Tensor d_q;  // [b, s/p, a, d]
+    std::vector<Tensor> d_k_blocks(static_cast<std::size_t>(p));
+    for_each_ring_block(be, saved.k, [&](int origin, const Tensor& k_block) {
+      const Tensor d_scores_block = key_block(be, d_scores, origin);
+      Tensor part = be.scores_times(d_scores_block, expand_heads(be, model, k_block));
+      if (d_q.defined())
+        be.add_(d_q, part);
+      else
+        d_q = std::move(part);
+      d_k_blocks[static_cast<std::size_t>(origin)] =
+          reduce_heads(be, model, be.scores_transposed_times(d_scores_block, saved.q));  // [b, s/p, a_kv, d]
+    });
+    d_scores = Tensor();
+    saved.q = Tensor();
+    saved.k = Tensor();
+
+    // Rank r's own tokens are block r of the gathered order: [b, s, a_kv, d] → [b, s/p, a_kv, d].
+    Tensor d_k = be.slice(be.all_reduce(concat_blocks(be, std::move(d_k_blocks), 1)), 1, r * block, block);
+    Tensor d_v = be.slice(d_v_full.wait(), 1, r * block, block);
+    return zero3::project_qkv_backward(be, model, w, saved.x, d_q, d_k, d_v, grads);
+  }
+
+  SublayerOutput mlp_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
+                             const Tensor& x) const override {
+    return zero3::mlp_forward(be, ctx, w, x);
+  }
+
+  Tensor mlp_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w, SavedActivations& saved,
+                      const Tensor& d_y, LayerWeights& grads) const override {
+    return zero3::mlp_backward(be, ctx, w, saved, d_y, grads);
+  }
+};
+
+}  // namespace
+
+const Strategy& colossal_z() {
+  static const ColossalZ strategy;
+  return strategy;
+}
+
+}  // namespace paradyse

@@ -1,0 +1,139 @@
+// UlyssesZ: DeepSpeed-Ulysses sequence parallelism (Jacobs et al. 2023) with ZeRO-3 weights.
+// In/out [b, s/p, h]. Attention: project this rank's tokens to q, k, v through the whole (gathered)
+// W_qkv, all-to-all each from sequence-sharded to head-sharded, [b, s/p, a, d] → [b, s, a/p, d], run
+// attention over the whole sequence on this rank's a/p query and a_kv/p key/value heads, all-to-all
+// the output back to sequence-sharded and project it through the whole W_proj. The whole sequence
+// arrives in rank order of the layout's chunks (zig-zag when causal); attention masks by position
+// (SequenceLayout::gathered), so no permutation is needed. Backward mirrors it: the all-to-all of
+// d_out to heads, and of d_q, d_k, d_v back to the sequence. The MLP is zero3's, sequence-local.
+//
+// Constraints: p | a and p | a_kv (every rank attends with whole heads, and the GQA group of each of
+// its query heads is among its key/value heads); the unified layout already requires both.
+// Volume per layer (REFERENCE.md §2): 4 all-to-all forward (q, k, v, out) and 4 backward (d_out,
+// d_q, d_k, d_v) of b·s/p·(h or h_kv) elements each: 2(p−1)/p²·b·s·(2h + 2h_kv) elements, plus
+// ZeRO-3's 3(p−1)/p·Φ_layer (each weight gathered in forward and again in backward, each gradient
+// reduce-scattered once), independent of s.
+#include "strategies/library.hpp"
+#include "strategies/zero3.hpp"
+
+namespace paradyse {
+namespace {
+
+// Sequence dim and head dim of the [b, s, heads, d] tensors attention takes.
+constexpr int kSequenceDim = 1;
+constexpr int kHeadDim = 2;
+
+struct AttentionSaved final : SavedActivations {
+  Tensor x;                   // [b, s/p, h] normalised input: the W_qkv gradient's left operand
+  Tensor q, k, v;             // [b, s, a/p, d], [b, s, a_kv/p, d] ×2: this rank's heads, whole sequence
+  AttentionOutput attention;  // out [b, s, a/p, d] and lse [b, a/p, s]: FlashAttention's backward needs both
+  // [b, s/p, a, d]: out back on this rank's tokens, the W_proj gradient's left operand. Keeping it costs
+  // 2·b·s·h/p bytes; dropping it would cost a fifth all-to-all in backward to rebuild it from `out`.
+  Tensor o;
+};
+
+AttentionMask full_sequence_mask(const LayerContext& ctx) {
+  Positions all = ctx.layout.gathered();
+  return {ctx.model.causal, all, all};
+}
+
+// [b, s/p, heads, d] → [b, s, heads/p, d]: part j of the heads goes to rank j, which concatenates
+// every rank's tokens in rank order.
+Pending sequence_to_heads_async(Backend& be, const Tensor& x) {
+  return be.all_to_all_async(x, kHeadDim, kSequenceDim);
+}
+
+// [b, s, heads/p, d] → [b, s/p, heads, d]: rank j's tokens (part j of the rank-ordered sequence) go
+// back to it, which concatenates every rank's heads in rank order.
+Pending heads_to_sequence_async(Backend& be, const Tensor& x) {
+  return be.all_to_all_async(x, kSequenceDim, kHeadDim);
+}
+
+class UlyssesZ final : public Strategy {
+ public:
+  std::string_view name() const override { return "ulysses_z"; }
+  std::string_view summary() const override {
+    return "DeepSpeed-Ulysses: all-to-all from sequence to heads around attention + ZeRO-3 weights";
+  }
+
+  std::optional<std::string> unsupported(const ModelSpec& model, int degree) const override {
+    std::optional<std::string> reason = Strategy::unsupported(model, degree);
+    if (!reason || degree < 1) return reason;
+    // The base's head conditions are exactly Ulysses' own; say why Ulysses needs them.
+    const std::string p = std::to_string(degree);
+    if (model.heads % degree != 0)
+      return "Ulysses degree " + p + " must divide the " + std::to_string(model.heads) +
+             " attention heads: its all-to-all gives every rank whole query heads of the full sequence";
+    if (model.kv_heads % degree != 0)
+      return "Ulysses degree " + p + " must divide the " + std::to_string(model.kv_heads) +
+             " key/value heads: its all-to-all gives every rank whole key/value heads of the full sequence "
+             "(replicating key/value heads is not implemented)";
+    return reason;
+  }
+
+  SublayerOutput attention_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
+                                   const Tensor& x) const override {
+    auto saved = std::make_unique<AttentionSaved>();
+    saved->x = x;
+    zero3::Projected local = zero3::project_qkv(be, ctx.model, w, x);  // [b, s/p, a | a_kv, d]
+    be.label("attention");
+    // [b, s/p, a, d] → [b, s, a/p, d]; k and v [b, s/p, a_kv, d] → [b, s, a_kv/p, d]. All three leave
+    // together: they come from one GEMM.
+    Pending q = sequence_to_heads_async(be, local.q);
+    Pending k = sequence_to_heads_async(be, local.k);
+    Pending v = sequence_to_heads_async(be, local.v);
+    saved->q = q.wait();
+    saved->k = k.wait();
+    saved->v = v.wait();
+    local = {};
+    be.label("proj");
+    Pending w_proj = zero3::gather_async(be, w.proj);  // prefetch: hidden behind attention
+    be.label("attention");
+    saved->attention = be.attention_forward(saved->q, saved->k, saved->v, full_sequence_mask(ctx));
+    saved->o = heads_to_sequence_async(be, saved->attention.out).wait();  // [b, s, a/p, d] → [b, s/p, a, d]
+    Tensor y = zero3::project_out(be, ctx.model, w_proj.wait(), saved->o);  // [b, s/p, h]
+    return {std::move(y), std::move(saved)};
+  }
+
+  Tensor attention_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
+                            SavedActivations& saved_base, const Tensor& d_y,
+                            LayerWeights& grads) const override {
+    auto& saved = saved_as<AttentionSaved>(saved_base);
+    Tensor d_o = zero3::project_out_backward(be, ctx.model, w, saved.o, d_y, grads);  // [b, s/p, a, d]
+    saved.o = Tensor();
+    be.label("attention");
+    Tensor d_out = sequence_to_heads_async(be, d_o).wait();  // [b, s/p, a, d] → [b, s, a/p, d]
+    d_o = Tensor();
+    AttentionGrads d = be.attention_backward(d_out, saved.q, saved.k, saved.v, saved.attention.out,
+                                             saved.attention.lse, full_sequence_mask(ctx));
+    d_out = Tensor();
+    saved.q = saved.k = saved.v = Tensor();
+    saved.attention = {};
+    // [b, s, a/p, d] → [b, s/p, a, d]; d_k and d_v [b, s, a_kv/p, d] → [b, s/p, a_kv, d].
+    Pending d_q = heads_to_sequence_async(be, d.d_q);
+    Pending d_k = heads_to_sequence_async(be, d.d_k);
+    Pending d_v = heads_to_sequence_async(be, d.d_v);
+    zero3::Projected d_local{d_q.wait(), d_k.wait(), d_v.wait()};
+    d = {};
+    return zero3::project_qkv_backward(be, ctx.model, w, saved.x, d_local.q, d_local.k, d_local.v, grads);
+  }
+
+  SublayerOutput mlp_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
+                             const Tensor& x) const override {
+    return zero3::mlp_forward(be, ctx, w, x);
+  }
+
+  Tensor mlp_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w, SavedActivations& saved,
+                      const Tensor& d_y, LayerWeights& grads) const override {
+    return zero3::mlp_backward(be, ctx, w, saved, d_y, grads);
+  }
+};
+
+}  // namespace
+
+const Strategy& ulysses_z() {
+  static const UlyssesZ strategy;
+  return strategy;
+}
+
+}  // namespace paradyse
