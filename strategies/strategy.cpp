@@ -67,7 +67,7 @@ std::string plan_name(const Plan& plan) {
 
 const std::vector<const Strategy*>& all_strategies() {
   static const std::vector<const Strategy*> strategies{&megatron_ts(), &megatron_cz(), &ulysses_z(),
-                                                       &colossal_z()};
+                                                       &colossal_z(), &metp()};
   return strategies;
 }
 

@@ -1,0 +1,461 @@
+// METP: memory-efficient tensor parallelism (ParaDySe, AAAI-26; DESIGN.md "The paper in one page").
+// In/out [b, s/p, h], and the activations never leave that sequence shard: the WEIGHTS move instead.
+// No rank ever holds a whole weight matrix or a full-sequence activation.
+//
+// Attention, a two-level loop over the p head groups (group i = the a/p query and a_kv/p KV heads that
+// rank i owns): broadcast group i's weights [W_qkv shard; W_proj shard] from rank i, posting group i+1's
+// broadcast before group i's compute (double buffered); q_i, k|v_i = this rank's tokens through them;
+// ring attention over the sequence for these heads (p steps: post the next K|V exchange, attend to the
+// block with a mask by position, merge by log-sum-exp; zig-zag chunks when causal); then
+// y += out_i · W_proj_i, whose p row blocks sum to the whole output projection.
+// MLP, a ring of weight shards: at step j this rank holds [W_in shard; W_out shard] of rank (r−j) mod p,
+// passes it on (double buffered) and adds act(x·W_in_jᵀ)·W_out_j to y; a_j is one [b, s/p, f_in/p] chunk.
+// Backward: the layer always recomputes (always_recomputes(): only the layer input is kept between
+// forward and backward; layer.cpp re-runs the forward first). Attention: each group's weights are
+// broadcast again; the block ring runs again as in ring-flash-attention (K|V re-circulate, the fp32
+// dK|dV accumulator of a block travels p−1 hops to its owner, which adds its own block's share last);
+// d_x sums over the groups; group i's weight gradients from this rank's tokens are reduced onto rank i,
+// which adds them to its shard's gradient. MLP: the weight ring again, the bf16 weight-gradient partial
+// sums travelling one step behind the shards, so each rank's own shard gradient arrives back complete.
+//
+// Recomputation is always full: ctx.recompute (none, selective, full) is ignored; the pre-activation
+// chunks a_j are kept through the (recomputed) layer's backward, the activation output is rebuilt.
+// Constraints: only the unified layout's (Strategy::unsupported): p | a, p | a_kv, p | f.
+//
+// Messages per layer and rank (REFERENCE.md §2: "many small messages (p broadcasts + p(p−1) ring steps
+// per layer)"), with f_in = f (GELU) or 2f (SwiGLU), all bf16 unless said:
+//   forward:    p broadcasts of (2h + 2h_kv)/p·h elements (the attention weights, whole once per pass),
+//               p(p−1) K|V ring steps of b·(s/p)·2h_kv/p, p−1 MLP weight ring steps of (f_in + f)/p·h;
+//   recompute:  the same again;
+//   backward:   p broadcasts and p reduces of (2h + 2h_kv)/p·h, p(p−1) K|V ring steps and p(p−1) fp32
+//               dK|dV steps of b·(s/p)·2h_kv/p, p−1 MLP weight steps and p−1 gradient steps.
+//   In all 3p broadcasts, p reduces, 4(p²−1) send/recvs. Bus bytes: 16·h·(h + h_kv) for the attention
+//   weights (independent of p and s), 8(p−1)/p·(f_in + f)·h for the MLP weights, and 20(p−1)/p·b·s·h_kv
+//   for K, V (three passes) and dK, dV (fp32, one pass): MegatronCZ's ring traffic, 16(p−1)/p·b·s·h_kv,
+//   plus the recompute pass's K|V ring. Only that last term grows with s.
+// Saved between forward and backward: the layer input only, 2·b·s·h/p bytes (REFERENCE.md §2). While a
+// layer runs (forward, or recompute + backward) it also holds per head group q, K|V, out, lse and the p
+// chunks a_j, b·(s/p)·(2h + 2h_kv + f_in) bf16 elements, but never a [b, s, ·] tensor.
+#include "strategies/library.hpp"
+#include "strategies/zero3.hpp"
+
+namespace paradyse {
+namespace {
+
+// One head group's tensors that its backward needs; they live only while their layer is recomputed.
+struct HeadGroup {
+  Tensor q;    // [b, s/p, a/p, d]
+  Tensor kv;   // [b, s/p, 2a_kv/p, d]: this rank's keys then values; starts the backward ring again
+  Tensor out;  // [b, s/p, a/p, d], merged over all key blocks
+  Tensor lse;  // [b, a/p, s/p] fp32, of the merged rows
+};
+
+struct AttentionSaved final : SavedActivations {
+  Tensor x;                       // [b, s/p, h] normalised input: every group's W_qkv gradient needs it
+  std::vector<HeadGroup> groups;  // indexed by head group = owner rank
+};
+
+struct MlpSaved final : SavedActivations {
+  Tensor x;                 // [b, s/p, h]: the W_in gradients need it
+  std::vector<Tensor> pre;  // by ring step: a_j [b, s/p, f_in/p], W_in shard of rank (r − j) mod p
+};
+
+struct Ring {
+  int next, previous;  // send to next, receive from previous
+};
+
+Ring ring_of(const Backend& be) {
+  const int p = be.degree(), r = be.rank();
+  return {(r + 1) % p, (r - 1 + p) % p};
+}
+
+// Sizes of one head group (= one rank's share of the heads).
+struct GroupDims {
+  int64_t q_cols;    // h/p
+  int64_t kv_cols;   // 2·h_kv/p: keys then values
+  int64_t kv_heads;  // a_kv/p
+  int64_t qkv_rows;  // (h + 2h_kv)/p, rows of a W_qkv shard
+};
+
+GroupDims group_dims(const ModelSpec& model, int degree) {
+  const int64_t q_cols = model.hidden / degree, kv_cols = 2 * model.kv_hidden() / degree;
+  return {q_cols, kv_cols, model.kv_heads / degree, q_cols + kv_cols};
+}
+
+// Keys and values of a K|V block [b, n, 2a_kv/p, d].
+Tensor keys(Backend& be, const Tensor& kv) {
+  return be.slice(kv, 2, 0, kv.size(2) / 2);
+}
+Tensor values(Backend& be, const Tensor& kv) {
+  return be.slice(kv, 2, kv.size(2) / 2, kv.size(2) / 2);
+}
+
+void add_into(Backend& be, Tensor target_view, const Tensor& x) {
+  be.add_(target_view, x);
+}
+
+// Which (query, key) pairs of this rank's queries and the block that originated on `owner` attention
+// computes: masks compare positions, so the zig-zag chunks stay where they are.
+AttentionMask block_mask(const LayerContext& ctx, int rank, int owner) {
+  return {ctx.model.causal, ctx.layout.local(rank), ctx.layout.local(owner)};
+}
+
+// This rank's weight shards as one buffer with their rows stacked, so that a group's attention weights
+// travel in one broadcast and an MLP shard pair in one ring step (half the messages of sending them apart).
+Tensor stack_rows(Backend& be, const Tensor& top, const Tensor& bottom) {
+  return be.concat({top, bottom}, 0);  // [rows_top + rows_bottom, h]
+}
+
+// The broadcasts of the p head groups' weights, group i from rank i, one in flight ahead of the group
+// being computed (double buffering).
+class GroupWeights {
+ public:
+  GroupWeights(Backend& be, const LayerWeights& w) : be_(be) {
+    be_.label("attention weights");
+    own_ = stack_rows(be_, w.qkv, w.proj);
+    arriving_ = be_.broadcast_async(own_, 0);  // [(2h + 2h_kv)/p, h]
+    if (be_.degree() == 1) own_ = Tensor();
+  }
+
+  // Group i's [W_qkv_i; W_proj_i]; posts group i+1's broadcast before returning, so that group i's
+  // compute hides it. Call with i = 0, 1, …, p−1.
+  Tensor take(int group) {
+    be_.label("attention weights");
+    Tensor weights = arriving_.wait();
+    if (group + 1 < be_.degree()) {
+      arriving_ = be_.broadcast_async(own_, group + 1);  // other ranks: own_ only gives the shape
+      if (group + 2 == be_.degree()) own_ = Tensor();    // the last broadcast is posted
+    }
+    return weights;
+  }
+
+ private:
+  Backend& be_;
+  Tensor own_;  // this rank's stacked shards, which rank r broadcasts as group r
+  Pending arriving_;
+};
+
+// Ring attention of this rank's queries of one head group over the whole sequence: at step j it holds
+// the K|V block of rank (r − j) mod p, posts the exchange of that block first, attends, merges.
+AttentionOutput ring_attention_forward(Backend& be, const LayerContext& ctx, const Tensor& q,
+                                       const Tensor& kv) {
+  const int p = be.degree(), r = be.rank();
+  const Ring ring = ring_of(be);
+  Tensor block = kv;  // [b, s/p, 2a_kv/p, d]
+  AttentionOutput merged;
+  for (int step = 0; step < p; ++step) {
+    Pending next = step + 1 < p ? be.send_recv_async(block, ring.next, ring.previous) : Pending{};
+    const AttentionMask mask = block_mask(ctx, r, (r - step + p) % p);
+    if (!mask.empty()) {  // a block entirely above the causal diagonal costs nothing; K|V still travel
+      AttentionOutput part = be.attention_forward(q, keys(be, block), values(be, block), mask);
+      if (!merged.out.defined())
+        merged = std::move(part);
+      else
+        be.merge_attention(merged.out, merged.lse, part);
+    }
+    if (next.valid()) block = next.wait();
+  }
+  PARADYSE_CHECK(merged.out.defined(), "ring attention computed no block");  // the own block has the diagonal
+  return merged;
+}
+
+// Backward of one head group's ring attention (ring-flash-attention's ring_flash_attn_backward): K|V
+// circulate again; dq sums locally in fp32; the fp32 dK|dV accumulator of the block held at step j ≥ 1
+// is passed on with it and lands on the block's owner after p−1 hops, where the owner's own share
+// (step 0) is added last. Returns d_qkv [b, s/p, (h + 2h_kv)/p] in W_qkv's row order (q, k, v).
+Tensor ring_attention_backward(Backend& be, const LayerContext& ctx, const HeadGroup& group,
+                               const Tensor& d_out) {
+  const int p = be.degree(), r = be.rank();
+  const Ring ring = ring_of(be);
+  Tensor d_q = be.zeros(group.q.shape(), DType::fp32);
+  Tensor d_k_own, d_v_own;  // bf16: step 0's gradients of this rank's own block
+  Pending d_kv_arriving;    // the fp32 accumulator of the block held next step
+  Tensor d_kv_sent;         // kept alive until its exchange completes
+  Tensor block = group.kv;
+  for (int step = 0; step < p; ++step) {
+    Pending next = step + 1 < p ? be.send_recv_async(block, ring.next, ring.previous) : Pending{};
+    const AttentionMask mask = block_mask(ctx, r, (r - step + p) % p);
+    AttentionGrads grads;
+    if (!mask.empty()) {
+      grads = be.attention_backward(d_out, group.q, keys(be, block), values(be, block), group.out, group.lse,
+                                    mask);
+      be.add_(d_q, grads.d_q);
+      grads.d_q = Tensor();
+    }
+    if (step == 0) {
+      d_k_own = std::move(grads.d_k);
+      d_v_own = std::move(grads.d_v);
+    } else {
+      // Waited only now: this block's compute hid the accumulator's arrival.
+      Tensor d_kv;
+      if (step == 1) {
+        d_kv = be.zeros(block.shape(), DType::fp32);
+      } else {
+        d_kv = d_kv_arriving.wait();
+        d_kv_sent = Tensor();  // that exchange has completed: its send buffer is free
+      }
+      if (grads.d_k.defined()) {
+        add_into(be, keys(be, d_kv), grads.d_k);
+        add_into(be, values(be, d_kv), grads.d_v);
+      }
+      grads = {};
+      d_kv_arriving = be.send_recv_async(d_kv, ring.next, ring.previous);
+      d_kv_sent = std::move(d_kv);
+    }
+    if (next.valid()) block = next.wait();
+  }
+  block = Tensor();
+  PARADYSE_CHECK(d_k_own.defined(), "ring attention skipped this rank's own block");
+
+  const int64_t b = group.q.size(0), n = group.q.size(1), d = group.q.size(3);
+  const int64_t q_cols = group.q.size(2) * d, kv_cols = group.kv.size(2) * d;
+  Tensor d_qkv = be.zeros({b, n, q_cols + kv_cols}, DType::bf16);  // fp32 → bf16 by adding into zeros
+  add_into(be, be.view(be.slice(d_qkv, 2, 0, q_cols), group.q.shape()),
+           d_q);  // [b, s/p, h/p] as [b, s/p, a/p, d]
+  d_q = Tensor();
+  Tensor d_kv_part =
+      be.view(be.slice(d_qkv, 2, q_cols, kv_cols), group.kv.shape());  // as [b, s/p, 2a_kv/p, d]
+  if (p > 1) {  // this rank's accumulator, back from its p−1 hops, plus the own block's share
+    Tensor d_kv = d_kv_arriving.wait();
+    d_kv_sent = Tensor();
+    add_into(be, keys(be, d_kv), d_k_own);
+    add_into(be, values(be, d_kv), d_v_own);
+    be.add_(d_kv_part, d_kv);
+  } else {
+    add_into(be, keys(be, d_kv_part), d_k_own);
+    add_into(be, values(be, d_kv_part), d_v_own);
+  }
+  return d_qkv;
+}
+
+// The reduction of one head group's weight gradients onto its owner, finished while the next group computes.
+class GradientReduction {
+ public:
+  void start(Backend& be, Tensor stacked, int root) {
+    be.label("attention grads");
+    pending_ = be.reduce_async(stacked, root);
+    sent_ = std::move(stacked);
+    root_ = root;
+  }
+  // The owner adds the sum into its shards' gradients ([W_qkv rows; W_proj rows]).
+  void finish(Backend& be, LayerWeights& grads) {
+    if (!pending_.valid()) return;
+    be.label("attention grads");
+    Tensor sum = pending_.wait();
+    sent_ = Tensor();
+    if (be.rank() != root_) return;
+    const int64_t qkv_rows = grads.qkv.size(0);
+    be.add_(grads.qkv, be.slice(sum, 0, 0, qkv_rows));
+    be.add_(grads.proj, be.slice(sum, 0, qkv_rows, grads.proj.size(0)));
+  }
+
+ private:
+  Pending pending_;
+  Tensor sent_;  // kept alive until the reduction completes
+  int root_ = -1;
+};
+
+class Metp final : public Strategy {
+ public:
+  std::string_view name() const override { return "metp"; }
+  std::string_view summary() const override {
+    return "memory-efficient tensor parallelism: activations stay sequence-sharded, weights move "
+           "(head-group broadcasts, weight ring), backward recomputes";
+  }
+  bool always_recomputes() const override { return true; }
+
+  SublayerOutput attention_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
+                                   const Tensor& x) const override {
+    const int p = be.degree();
+    PARADYSE_CHECK(ctx.layout.degree() == p, "the sequence layout's degree is not the group's");
+    const GroupDims dims = group_dims(ctx.model, p);
+    const int64_t b = x.size(0), n = x.size(1), d = ctx.model.head_dim();
+    auto saved = std::make_unique<AttentionSaved>();
+    saved->x = x;
+    saved->groups.resize(static_cast<std::size_t>(p));
+
+    GroupWeights weights(be, w);
+    Tensor y;  // [b, s/p, h]: the sum over groups of out_i · W_proj_i
+    for (int i = 0; i < p; ++i) {
+      const Tensor group_weights = weights.take(i);  // [(2h + 2h_kv)/p, h]
+      HeadGroup& group = saved->groups[static_cast<std::size_t>(i)];
+      be.label("qkv");
+      const Tensor w_q = be.slice(group_weights, 0, 0, dims.q_cols);
+      const Tensor w_kv = be.slice(group_weights, 0, dims.q_cols, dims.kv_cols);
+      group.q = be.view(be.linear(x, w_q), {b, n, dims.q_cols / d, d});  // [b, s/p, h] → [b, s/p, a/p, d]
+      group.kv = be.view(be.linear(x, w_kv), {b, n, 2 * dims.kv_heads, d});  // → [b, s/p, 2a_kv/p, d]
+      be.label("attention");
+      AttentionOutput attention = ring_attention_forward(be, ctx, group.q, group.kv);
+      be.label("proj");
+      const Tensor w_proj = be.slice(group_weights, 0, dims.qkv_rows, dims.q_cols);  // [h/p, h]
+      Tensor part =
+          be.matmul(be.view(attention.out, {b, n, dims.q_cols}), w_proj);  // [b, s/p, h/p] → [b, s/p, h]
+      if (!y.defined())
+        y = std::move(part);
+      else
+        be.add_(y, part);
+      group.out = std::move(attention.out);
+      group.lse = std::move(attention.lse);
+    }
+    return {std::move(y), std::move(saved)};
+  }
+
+  Tensor attention_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
+                            SavedActivations& saved_base, const Tensor& d_y,
+                            LayerWeights& grads) const override {
+    auto& saved = saved_as<AttentionSaved>(saved_base);
+    const int p = be.degree();
+    const GroupDims dims = group_dims(ctx.model, p);
+    const int64_t b = d_y.size(0), n = d_y.size(1);
+
+    GroupWeights weights(be, w);
+    GradientReduction reduction;
+    Tensor d_x;  // [b, s/p, h]: the sum over groups of d_qkv_i · W_qkv_i
+    for (int i = 0; i < p; ++i) {
+      const Tensor group_weights = weights.take(i);
+      HeadGroup& group = saved.groups[static_cast<std::size_t>(i)];
+      be.label("proj");
+      const Tensor w_proj = be.slice(group_weights, 0, dims.qkv_rows, dims.q_cols);  // [h/p, h]
+      Tensor d_out = be.view(be.linear(d_y, w_proj), group.out.shape());  // [b, s/p, h/p] → [b, s/p, a/p, d]
+      Tensor d_w_proj = be.weight_grad(be.view(group.out, {b, n, dims.q_cols}), d_y);  // [h/p, h]
+      be.label("attention");
+      Tensor d_qkv = ring_attention_backward(be, ctx, group, d_out);  // [b, s/p, (h + 2h_kv)/p]
+      d_out = Tensor();
+      group = {};
+      be.label("qkv");
+      const Tensor w_qkv = be.slice(group_weights, 0, 0, dims.qkv_rows);  // [(h + 2h_kv)/p, h]
+      Tensor part = be.matmul(d_qkv, w_qkv);                              // [b, s/p, h]
+      if (!d_x.defined())
+        d_x = std::move(part);
+      else
+        be.add_(d_x, part);
+      Tensor d_w_qkv = be.weight_grad(d_qkv, saved.x);  // [(h + 2h_kv)/p, h], from this rank's tokens
+      d_qkv = Tensor();
+      be.label("attention grads");
+      Tensor stacked = stack_rows(be, d_w_qkv, d_w_proj);  // [(2h + 2h_kv)/p, h]
+      d_w_qkv = Tensor();
+      d_w_proj = Tensor();
+      reduction.finish(be, grads);  // the previous group's: this group's compute hid it
+      reduction.start(be, std::move(stacked), i);
+    }
+    reduction.finish(be, grads);
+    saved.x = Tensor();
+    return d_x;
+  }
+
+  SublayerOutput mlp_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
+                             const Tensor& x) const override {
+    const int p = be.degree();
+    const Ring ring = ring_of(be);
+    const int64_t in_rows = w.mlp_in.size(0), out_rows = w.mlp_out.size(0);  // f_in/p, f/p
+    auto saved = std::make_unique<MlpSaved>();
+    saved->x = x;
+    saved->pre.resize(static_cast<std::size_t>(p));
+    be.label("mlp weights");
+    Tensor shard = stack_rows(be, w.mlp_in, w.mlp_out);  // [(f_in + f)/p, h]: this rank's, then the ring's
+    Tensor y;                                            // [b, s/p, h]: the sum over shards
+    for (int step = 0; step < p; ++step) {
+      be.label("mlp weights");
+      Pending next = step + 1 < p ? be.send_recv_async(shard, ring.next, ring.previous) : Pending{};
+      be.label("mlp_in");
+      Tensor pre = be.linear(x, be.slice(shard, 0, 0, in_rows));  // [b, s/p, h] → [b, s/p, f_in/p]
+      be.label("activation");
+      Tensor act = activation(be, ctx.model, pre);  // [b, s/p, f/p]; SwiGLU: the shard's gate | up rows
+      be.label("mlp_out");
+      Tensor part = be.matmul(act, be.slice(shard, 0, in_rows, out_rows));  // [b, s/p, f/p] → [b, s/p, h]
+      act = Tensor();
+      saved->pre[static_cast<std::size_t>(step)] = std::move(pre);
+      if (!y.defined())
+        y = std::move(part);
+      else
+        be.add_(y, part);
+      if (next.valid()) {
+        be.label("mlp weights");
+        shard = next.wait();
+      }
+    }
+    return {std::move(y), std::move(saved)};
+  }
+
+  Tensor mlp_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
+                      SavedActivations& saved_base, const Tensor& d_y, LayerWeights& grads) const override {
+    auto& saved = saved_as<MlpSaved>(saved_base);
+    const int p = be.degree();
+    const Ring ring = ring_of(be);
+    const int64_t in_rows = w.mlp_in.size(0), out_rows = w.mlp_out.size(0);
+    be.label("mlp weights");
+    Tensor shard =
+        stack_rows(be, w.mlp_in, w.mlp_out);  // the same ring as forward: step j holds rank r − j's
+    Pending grad_arriving;                    // the partial gradient of the shard held next step
+    Tensor grad_sent;                         // kept alive until its exchange completes
+    Tensor d_x;                               // [b, s/p, h]
+    for (int step = 0; step < p; ++step) {
+      be.label("mlp weights");
+      Pending next = step + 1 < p ? be.send_recv_async(shard, ring.next, ring.previous) : Pending{};
+      Tensor& pre = saved.pre[static_cast<std::size_t>(step)];
+      be.label("mlp_out");
+      Tensor d_act = be.linear(d_y, be.slice(shard, 0, in_rows, out_rows));  // [b, s/p, h] → [b, s/p, f/p]
+      be.label("activation");
+      Tensor act = activation(be, ctx.model, pre);  // rebuilt: cheaper than keeping p chunks of it
+      be.label("mlp_out");
+      Tensor d_w_out = be.weight_grad(act, d_y);  // [f/p, h]
+      act = Tensor();
+      be.label("activation");
+      Tensor d_pre = activation_backward(be, ctx.model, d_act, pre);  // [b, s/p, f_in/p]
+      d_act = Tensor();
+      pre = Tensor();
+      be.label("mlp_in");
+      Tensor part = be.matmul(d_pre, be.slice(shard, 0, 0, in_rows));  // [b, s/p, f_in/p] → [b, s/p, h]
+      if (!d_x.defined())
+        d_x = std::move(part);
+      else
+        be.add_(d_x, part);
+      Tensor d_w_in = be.weight_grad(d_pre, saved.x);  // [f_in/p, h], from this rank's tokens
+      d_pre = Tensor();
+      be.label("mlp grads");
+      if (step == 0) {  // this rank's own shard: its share goes straight into its gradient
+        be.add_(grads.mlp_in, d_w_in);
+        be.add_(grads.mlp_out, d_w_out);
+      } else {
+        // The partial sum of the shard of rank r − step starts on rank r − step + 1 and follows the shard
+        // one step behind: p − 1 hops, after the last of which it lands on the owner.
+        Tensor partial;
+        if (step == 1) {
+          partial = stack_rows(be, d_w_in, d_w_out);  // [(f_in + f)/p, h]
+        } else {
+          partial = grad_arriving.wait();  // waited only now: this step's GEMMs hid it
+          grad_sent = Tensor();            // that exchange has completed: its send buffer is free
+          add_into(be, be.slice(partial, 0, 0, in_rows), d_w_in);
+          add_into(be, be.slice(partial, 0, in_rows, out_rows), d_w_out);
+        }
+        grad_arriving = be.send_recv_async(partial, ring.next, ring.previous);
+        grad_sent = std::move(partial);
+      }
+      d_w_in = Tensor();
+      d_w_out = Tensor();
+      if (next.valid()) {
+        be.label("mlp weights");
+        shard = next.wait();
+      }
+    }
+    shard = Tensor();
+    saved.x = Tensor();
+    if (grad_arriving.valid()) {  // this rank's shard gradient, summed over all ranks' tokens
+      be.label("mlp grads");
+      Tensor sum = grad_arriving.wait();
+      grad_sent = Tensor();
+      be.add_(grads.mlp_in, be.slice(sum, 0, 0, in_rows));
+      be.add_(grads.mlp_out, be.slice(sum, 0, in_rows, out_rows));
+    }
+    return d_x;
+  }
+};
+
+}  // namespace
+
+const Strategy& metp() {
+  static const Metp strategy;
+  return strategy;
+}
+
+}  // namespace paradyse
