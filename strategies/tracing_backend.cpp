@@ -325,8 +325,9 @@ Tensor TracingBackend::scores_transposed_times(const Tensor& p, const Tensor& x)
 }
 
 Tensor TracingBackend::softmax(const Tensor& scores, double, const AttentionMask& mask) {
-  PARADYSE_CHECK(scores.rank() == 4 && mask.query_count() == scores.size(2) && mask.key_count() == scores.size(3),
-                 "softmax mask positions do not match scores " + to_string(scores.shape()));
+  PARADYSE_CHECK(
+      scores.rank() == 4 && mask.query_count() == scores.size(2) && mask.key_count() == scores.size(3),
+      "softmax mask positions do not match scores " + to_string(scores.shape()));
   Tensor p = allocate(scores.shape(), DType::bf16);
   Op& op = record(OpKind::memory_bound, {&scores});
   op.memory_bytes = static_cast<double>(scores.bytes() + p.bytes());

@@ -39,7 +39,8 @@ TEST_CASE("regimes: a ZeRO-3 sequence strategy is fastest on long sequences", "[
   // blocks hide behind the quadratic attention compute.
   Setting setting;
   for (int64_t tokens : {131072, 262144}) {
-    const double best_zero3 = std::min(setting.seconds(ulysses_z(), tokens), setting.seconds(megatron_cz(), tokens));
+    const double best_zero3 =
+        std::min(setting.seconds(ulysses_z(), tokens), setting.seconds(megatron_cz(), tokens));
     INFO("at " << tokens);
     REQUIRE(best_zero3 < setting.seconds(megatron_ts(), tokens));
   }
