@@ -105,7 +105,7 @@ Tensor ring_scores(Backend& be, const ModelSpec& model, const Tensor& q, const T
   return concat_blocks(be, std::move(blocks), 3);
 }
 
-class ColossalZ final : public Strategy {
+class ColossalZ final : public zero3::Zero3MlpStrategy {
  public:
   std::string_view name() const override { return "colossal_z"; }
   std::string_view summary() const override {
@@ -202,16 +202,6 @@ class ColossalZ final : public Strategy {
     Tensor d_k = be.slice(be.all_reduce(concat_blocks(be, std::move(d_k_blocks), 1)), 1, r * block, block);
     Tensor d_v = be.slice(d_v_full.wait(), 1, r * block, block);
     return zero3::project_qkv_backward(be, model, w, saved.x, d_q, d_k, d_v, grads);
-  }
-
-  SublayerOutput mlp_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
-                             const Tensor& x) const override {
-    return zero3::mlp_forward(be, ctx, w, x);
-  }
-
-  Tensor mlp_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w, SavedActivations& saved,
-                      const Tensor& d_y, LayerWeights& grads) const override {
-    return zero3::mlp_backward(be, ctx, w, saved, d_y, grads);
   }
 };
 

@@ -49,7 +49,7 @@ Ring ring_of(const Backend& be) {
   return {(r + 1) % p, (r - 1 + p) % p};
 }
 
-class MegatronCZ final : public Strategy {
+class MegatronCZ final : public zero3::Zero3MlpStrategy {
  public:
   std::string_view name() const override { return "megatron_cz"; }
   std::string_view summary() const override {
@@ -200,16 +200,6 @@ class MegatronCZ final : public Strategy {
     Tensor d_x = zero3::project_qkv_backward(be, ctx.model, w, saved.x, d_q_bf16, d_k, d_v, grads);
     saved.x = Tensor();
     return d_x;
-  }
-
-  SublayerOutput mlp_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
-                             const Tensor& x) const override {
-    return zero3::mlp_forward(be, ctx, w, x);
-  }
-
-  Tensor mlp_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w, SavedActivations& saved,
-                      const Tensor& d_y, LayerWeights& grads) const override {
-    return zero3::mlp_backward(be, ctx, w, saved, d_y, grads);
   }
 };
 

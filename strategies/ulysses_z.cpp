@@ -49,7 +49,7 @@ Pending heads_to_sequence_async(Backend& be, const Tensor& x) {
   return be.all_to_all_async(x, kSequenceDim, kHeadDim);
 }
 
-class UlyssesZ final : public Strategy {
+class UlyssesZ final : public zero3::Zero3MlpStrategy {
  public:
   std::string_view name() const override { return "ulysses_z"; }
   std::string_view summary() const override {
@@ -116,16 +116,6 @@ class UlyssesZ final : public Strategy {
     zero3::Projected d_local{d_q.wait(), d_k.wait(), d_v.wait()};
     d = {};
     return zero3::project_qkv_backward(be, ctx.model, w, saved.x, d_local.q, d_local.k, d_local.v, grads);
-  }
-
-  SublayerOutput mlp_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
-                             const Tensor& x) const override {
-    return zero3::mlp_forward(be, ctx, w, x);
-  }
-
-  Tensor mlp_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w, SavedActivations& saved,
-                      const Tensor& d_y, LayerWeights& grads) const override {
-    return zero3::mlp_backward(be, ctx, w, saved, d_y, grads);
   }
 };
 

@@ -37,6 +37,19 @@ SublayerOutput mlp_forward(Backend& be, const LayerContext& ctx, const LayerWeig
 Tensor mlp_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w, SavedActivations& saved,
                     const Tensor& d_y, LayerWeights& grads);
 
+// A strategy whose MLP is the sequence-local ZeRO-3 one above (MegatronCZ, UlyssesZ, ColossalZ).
+class Zero3MlpStrategy : public Strategy {
+ public:
+  SublayerOutput mlp_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
+                             const Tensor& x) const final {
+    return zero3::mlp_forward(be, ctx, w, x);
+  }
+  Tensor mlp_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w, SavedActivations& saved,
+                      const Tensor& d_y, LayerWeights& grads) const final {
+    return zero3::mlp_backward(be, ctx, w, saved, d_y, grads);
+  }
+};
+
 }  // namespace paradyse::zero3
 
 namespace paradyse {
