@@ -67,7 +67,7 @@ class UlyssesZ final : public zero3::Zero3MlpStrategy {
     if (model.kv_heads % degree != 0)
       return "Ulysses degree " + p + " must divide the " + std::to_string(model.kv_heads) +
              " key/value heads: its all-to-all gives every rank whole key/value heads of the full sequence "
-             "(replicating key/value heads is not implemented)";
+             "(paradyse does not replicate key/value heads across ranks)";
     return reason;
   }
 

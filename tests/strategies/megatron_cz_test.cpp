@@ -9,10 +9,6 @@ using namespace paradyse::testing;
 
 namespace {
 
-double as_double(int64_t x) {
-  return static_cast<double>(x);
-}
-
 // Φ_layer: elements of one layer's four weight matrices, what ZeRO-3 gathers and reduce-scatters.
 double layer_matrix_elements(const ModelSpec& m) {
   const double h = as_double(m.hidden), h_kv = as_double(m.kv_hidden());

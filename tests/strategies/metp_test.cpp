@@ -9,10 +9,6 @@ using namespace paradyse::testing;
 
 namespace {
 
-double as_double(int64_t x) {
-  return static_cast<double>(x);
-}
-
 ModelSpec wide_gqa_model(bool causal) {  // another shape: h 2048, 32 query heads, 8 KV heads, SwiGLU
   ModelSpec m = small_model(causal, 8, MlpKind::swiglu);
   m.hidden = 2048;

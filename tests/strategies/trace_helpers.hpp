@@ -8,6 +8,10 @@
 
 namespace paradyse::testing {
 
+inline double as_double(int64_t x) {
+  return static_cast<double>(x);
+}
+
 // A generic pre-LN block with MHA and a GELU MLP, small enough to trace in microseconds.
 inline ModelSpec small_model(bool causal, int64_t kv_heads = 16, MlpKind mlp = MlpKind::gelu) {
   ModelSpec m;
