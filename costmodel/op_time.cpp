@@ -4,8 +4,27 @@
 
 namespace paradyse::costmodel {
 
+int latency_hops(OpKind kind, int p) {
+  switch (kind) {
+    case OpKind::all_gather:
+    case OpKind::reduce_scatter:
+    case OpKind::broadcast:
+    case OpKind::reduce:
+      return p - 1;
+    case OpKind::all_reduce:
+      return 2 * (p - 1);
+    case OpKind::all_to_all:
+    case OpKind::send_recv:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 OpTimer::OpTimer(const hw::ClusterSpec& cluster, int degree)
-    : cluster_(cluster), fabric_(degree > cluster.gpus_per_node ? cluster.inter_node : cluster.intra_node) {}
+    : cluster_(cluster),
+      fabric_(degree > cluster.gpus_per_node ? cluster.inter_node : cluster.intra_node),
+      degree_(degree) {}
 
 double OpTimer::seconds(const Op& op) const {
   if (op.kind == OpKind::wait) return 0;
@@ -39,10 +58,11 @@ double OpTimer::compute_seconds(const Op& op) const {
 
 double OpTimer::communication_seconds(const Op& op) const {
   // nccl-tests' bus bandwidth at the collective's size turns bus bytes into time (REFERENCE.md §1, §3);
-  // the latency floor covers small messages below the measured sizes.
-  double bandwidth = fabric_.bus_bandwidth_by_bytes.at(op.size_bytes);
+  // the hops' latency is the floor of small messages.
+  double bandwidth = fabric_.streaming_bandwidth(op.size_bytes);
   if (op.kind == OpKind::all_to_all) bandwidth *= fabric_.all_to_all_efficiency;
-  return std::max(fabric_.latency_seconds, op.bus_bytes / bandwidth);
+  return latency_hops(op.kind, op.group_size > 1 ? op.group_size : degree_) * fabric_.hop_latency_seconds() +
+         op.bus_bytes / bandwidth;
 }
 
 }  // namespace paradyse::costmodel

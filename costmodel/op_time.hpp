@@ -1,12 +1,18 @@
 // Seconds of one traced op on a cluster: GEMMs and attention at size-dependent efficiency, memory-bound
 // kernels at HBM copy bandwidth, collectives and transfers by the α–β model over NCCL's measured bus
-// bandwidth by message size (REFERENCE.md §3).
+// bandwidth by message size (REFERENCE.md §3): a collective takes its ring's hops times the fabric's hop
+// latency plus its bus bytes at the fabric's streaming bandwidth for its size.
 #pragma once
 
 #include "hw_models/cluster.hpp"
 #include "strategies/program.hpp"
 
 namespace paradyse::costmodel {
+
+// Latency-bound steps of NCCL's algorithm for a collective over p ranks: p−1 ring steps for
+// all-gather and reduce-scatter, 2(p−1) for all-reduce, p−1 pipeline stages for broadcast and
+// reduce, one for all-to-all (all pairs at once) and for a point-to-point transfer.
+int latency_hops(OpKind kind, int p);
 
 class OpTimer {
  public:
@@ -20,6 +26,7 @@ class OpTimer {
  private:
   const hw::ClusterSpec& cluster_;
   const hw::FabricSpec& fabric_;
+  int degree_;
 };
 
 }  // namespace paradyse::costmodel

@@ -44,6 +44,32 @@ double Curve::at(double x) const {
   return y0 + (y1 - y0) * std::log(x / x0) / std::log(x1 / x0);
 }
 
+double FabricSpec::peak_bus_bandwidth() const {
+  double peak = 0;
+  for (const auto& [bytes, bandwidth] : bus_bandwidth_by_bytes.points()) peak = std::max(peak, bandwidth);
+  return peak;
+}
+
+namespace {
+double ring_all_reduce_hops(int ranks) {
+  return std::max(1.0, 2.0 * (ranks - 1));
+}
+}  // namespace
+
+double FabricSpec::hop_latency_seconds() const {
+  return latency_seconds / ring_all_reduce_hops(measured_ranks);
+}
+
+double FabricSpec::streaming_bandwidth(double size_bytes) const {
+  const double g = std::max(1, measured_ranks);
+  const double bus_bytes = 2 * (g - 1) / g * size_bytes;
+  const double peak = peak_bus_bandwidth();
+  const double streaming_seconds = bus_bytes / bus_bandwidth_by_bytes.at(size_bytes) - latency_seconds;
+  // Below the measured sizes the latency is all of the time: the bytes then stream at the peak.
+  if (streaming_seconds * peak <= bus_bytes) return peak;
+  return bus_bytes / streaming_seconds;
+}
+
 namespace {
 
 using json_input::Object;
@@ -160,6 +186,8 @@ ClusterSpec read_cluster(const json_input::Json& json, const std::string& source
   spec.gpu = read_gpu(top.object("gpu"));
   spec.intra_node = read_fabric(top.object("intra_node"));
   spec.inter_node = read_fabric(top.object("inter_node"));
+  spec.intra_node.measured_ranks = spec.gpus_per_node;
+  spec.inter_node.measured_ranks = 2 * spec.gpus_per_node;
   return spec;
 }
 

@@ -41,6 +41,15 @@ struct FabricSpec {
   Curve bus_bandwidth_by_bytes;      // NCCL ring all-reduce bus bandwidth (bytes/s) by message bytes
   double all_to_all_efficiency = 0;  // all-to-all bus bandwidth as a fraction of the ring's
   double latency_seconds = 0;        // smallest time of any collective or transfer at this level
+  int measured_ranks = 0;            // the all-reduce group of the curve: one node inside, two between
+
+  double peak_bus_bandwidth() const;  // the curve's highest point
+  // A ring all-reduce over measured_ranks crosses 2(g−1) hops, and latency_seconds is its floor.
+  double hop_latency_seconds() const;
+  // The rate at which a collective of `size_bytes` streams once its hops' latency is set apart: the
+  // measured all-reduce time at that size minus 2(g−1) hop latencies, so that hops · hop latency +
+  // bus bytes / streaming bandwidth gives back the measured time; at most peak_bus_bandwidth().
+  double streaming_bandwidth(double size_bytes) const;
 };
 
 struct ClusterSpec {

@@ -35,24 +35,44 @@ TEST_CASE("OpTimer: a collective takes bus bytes over NCCL's bus bandwidth at it
   op.stream = Stream::communication;
   op.size_bytes = 1024.0 * 1024 * 1024;
   op.bus_bytes = 2.0 * 7 / 8 * op.size_bytes;
-  REQUIRE(intra.seconds(op) == Approx(op.bus_bytes / 228.1e9).epsilon(1e-3));
+  // The measured all-reduce is reproduced exactly: its 14 hops' latency plus the streaming time.
+  REQUIRE(intra.seconds(op) == Approx(op.bus_bytes / 228.1e9).epsilon(1e-12));
+  const double hop = cluster.intra_node.latency_seconds / 14;
+  REQUIRE(cluster.intra_node.hop_latency_seconds() == Approx(hop));
 
-  SECTION("all-to-all runs at the preset's fraction of the ring") {
+  SECTION("1 MiB, where latency is a fifth of the time, is still the measured time") {
+    op.size_bytes = 1024.0 * 1024;
+    op.bus_bytes = 2.0 * 7 / 8 * op.size_bytes;
+    REQUIRE(intra.seconds(op) == Approx(op.bus_bytes / 36.2e9).epsilon(1e-12));
+  }
+  SECTION("an all-gather of the same size pays half the hops and half the bytes") {
+    op.kind = OpKind::all_gather;
+    op.bus_bytes = 7.0 / 8 * op.size_bytes;
+    const double streaming = 2.0 * 7 / 8 * op.size_bytes / (op.bus_bytes * 2 / 228.1e9 - 14 * hop);
+    REQUIRE(intra.seconds(op) == Approx(7 * hop + op.bus_bytes / streaming).epsilon(1e-12));
+  }
+  SECTION("all-to-all runs at the preset's fraction of the ring, after one hop") {
     op.kind = OpKind::all_to_all;
     op.bus_bytes = 7.0 / 8 * op.size_bytes;
-    REQUIRE(intra.seconds(op) ==
-            Approx(op.bus_bytes / (228.1e9 * cluster.intra_node.all_to_all_efficiency)).epsilon(1e-3));
+    const double streaming = cluster.intra_node.streaming_bandwidth(op.size_bytes);
+    REQUIRE(streaming > 228.1e9);
+    REQUIRE(streaming < 231.6e9);
+    REQUIRE(
+        intra.seconds(op) ==
+        Approx(hop + op.bus_bytes / (streaming * cluster.intra_node.all_to_all_efficiency)).epsilon(1e-12));
   }
-  SECTION("tiny messages pay the latency floor") {
+  SECTION("tiny messages pay the hops' latency and stream at the peak") {
     op.size_bytes = 64;
     op.bus_bytes = 112;
-    REQUIRE(intra.seconds(op) == Approx(cluster.intra_node.latency_seconds));
+    REQUIRE(intra.seconds(op) == Approx(cluster.intra_node.latency_seconds + 112 / 231.6e9).epsilon(1e-12));
   }
   SECTION("a group wider than a node goes over the NICs") {
     const hw::ClusterSpec two = hw::load_cluster("dgx-a100", 2);
     const costmodel::OpTimer inter(two, 16);
+    op.bus_bytes = 2.0 * 15 / 16 * op.size_bytes;
     REQUIRE(inter.seconds(op) > intra.seconds(op));
-    REQUIRE(inter.seconds(op) ==
-            Approx(op.bus_bytes / two.inter_node.bus_bandwidth_by_bytes.at(op.size_bytes)).epsilon(1e-9));
+    REQUIRE(inter.seconds(op) == Approx(30 * two.inter_node.hop_latency_seconds() +
+                                        op.bus_bytes / two.inter_node.streaming_bandwidth(op.size_bytes))
+                                     .epsilon(1e-12));
   }
 }
