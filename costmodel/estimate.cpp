@@ -1,6 +1,5 @@
 #include "costmodel/estimate.hpp"
 
-#include "strategies/tracing_backend.hpp"
 #include "strategies/training_step.hpp"
 
 namespace paradyse::costmodel {
@@ -32,19 +31,12 @@ const Estimator::StrategyCosts& Estimator::strategy_costs(const Strategy& strate
   if (found != traced_.end()) return *found->second;
 
   // One layer of this strategy inside a whole step, so that its phases are those of any layer.
-  TracingBackend be(0, degree);
   StepSpec spec;
   spec.model = &model_;
   spec.tokens = padded_tokens;
   spec.batch = batch;
   spec.plan = {{&strategy, recompute}};
-  {
-    ModelShards shards(be, model_, 1);
-    Tensor tokens = be.zeros({batch, padded_tokens / degree}, DType::int64);
-    Tensor targets = be.zeros({batch, padded_tokens / degree}, DType::int64);
-    training_step(be, spec, shards, tokens, targets);
-  }
-  const Program program = be.take_program();
+  const Program program = trace_training_step(spec, 0, degree);
   const OpTimer timer(cluster_, degree);
 
   auto costs = std::make_unique<StrategyCosts>();
@@ -88,9 +80,9 @@ double model_flops(const ModelSpec& model, int64_t tokens, int64_t batch) {
   return 3 * (static_cast<double>(model.num_layers) * layer + logits);  // backward is twice the forward
 }
 
-namespace {
-
-void validate(const hw::ClusterSpec& cluster, const EstimateRequest& request) {
+EstimateRequest checked_request(const ModelSpec& model, const hw::ClusterSpec& cluster, const Plan& plan,
+                                EstimateRequest request) {
+  if (request.degree == 0) request.degree = cluster.num_gpus();
   if (request.tokens <= 0)
     throw InputError("", 0, "seq",
                      "expected a positive sequence length, got " + std::to_string(request.tokens));
@@ -100,10 +92,17 @@ void validate(const hw::ClusterSpec& cluster, const EstimateRequest& request) {
     throw InputError("", 0, "degree",
                      "expected a degree between 1 and the " + std::to_string(cluster.num_gpus()) +
                          " GPUs of " + cluster.name + ", got " + std::to_string(request.degree));
+  if (plan.size() != static_cast<std::size_t>(model.num_layers))
+    throw InputError("", 0, "plan",
+                     "expected one strategy per layer (" + std::to_string(model.num_layers) + "), got " +
+                         std::to_string(plan.size()));
+  for (const LayerChoice& layer : plan)
+    if (auto why = layer.strategy->unsupported(model, request.degree))
+      throw InputError("", 0, "strategy",
+                       std::string(layer.strategy->name()) + " cannot run " + model.name + ": " + *why);
+  return request;
 }
 
-// Bytes per rank of weights, gradients and optimizer state: every matrix is sharded 1/p, norm
-// weights are replicated (REFERENCE.md §2: 16 bytes per parameter with mixed-precision Adam).
 void static_memory(const ModelSpec& model, int degree, MemoryBreakdown& memory) {
   const double p = degree;
   const double h = static_cast<double>(model.hidden);
@@ -120,28 +119,16 @@ void static_memory(const ModelSpec& model, int degree, MemoryBreakdown& memory) 
   memory.optimizer_states = 12 * parameters;
 }
 
-}  // namespace
-
 Estimate Estimator::estimate(const Strategy& strategy, const EstimateRequest& request, Recompute recompute) {
   return estimate(uniform_plan(strategy, model_.num_layers, recompute), request);
 }
 
 Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in) {
-  EstimateRequest request = request_in;
-  if (request.degree == 0) request.degree = cluster_.num_gpus();
-  validate(cluster_, request);
-  if (plan.size() != static_cast<std::size_t>(model_.num_layers))
-    throw InputError("", 0, "plan",
-                     "expected one strategy per layer (" + std::to_string(model_.num_layers) + "), got " +
-                         std::to_string(plan.size()));
+  const EstimateRequest request = checked_request(model_, cluster_, plan, request_in);
   const int p = request.degree;
   const int64_t padded = SequenceLayout::padded_length(request.tokens, p, model_.causal);
   auto key = std::make_tuple(plan, p, request.tokens, request.batch);
   if (auto found = estimates_.find(key); found != estimates_.end()) return found->second;
-  for (const LayerChoice& layer : plan)
-    if (auto why = layer.strategy->unsupported(model_, p))
-      throw InputError("", 0, "strategy",
-                       std::string(layer.strategy->name()) + " cannot run " + model_.name + ": " + *why);
 
   std::vector<const StrategyCosts*> costs;
   for (const LayerChoice& layer : plan)

@@ -97,6 +97,16 @@ class Estimator {
   std::map<std::tuple<Plan, int, int64_t, int64_t>, Estimate> estimates_;  // by requested tokens
 };
 
+// `request` with its degree filled in (0: every GPU); throws InputError unless `plan` has one
+// strategy per layer of `model`, each able to run at that degree, and the request is in range.
+EstimateRequest checked_request(const ModelSpec& model, const hw::ClusterSpec& cluster, const Plan& plan,
+                                EstimateRequest request);
+
+// Bytes per rank of weights, gradients and optimizer state (into those fields of `memory`): every
+// matrix is sharded 1/p, norm weights are replicated (REFERENCE.md §2: 16 bytes per parameter with
+// mixed-precision Adam).
+void static_memory(const ModelSpec& model, int degree, MemoryBreakdown& memory);
+
 // Model FLOPs of one iteration (forward and backward, no recomputation), as MFU counts them.
 double model_flops(const ModelSpec& model, int64_t tokens, int64_t batch);
 

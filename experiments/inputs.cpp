@@ -88,6 +88,19 @@ std::vector<const Strategy*> parse_strategies(const std::string& text, const std
   return strategies;
 }
 
+Plan parse_plan(const std::string& text, const ModelSpec& model, Recompute recompute) {
+  if (text == "all") throw InputError("--plan", 0, "", "expected one strategy or one per layer, got 'all'");
+  const std::vector<const Strategy*> strategies = parse_strategies(text, "--plan");
+  if (strategies.size() == 1) return uniform_plan(*strategies.front(), model.num_layers, recompute);
+  if (strategies.size() != static_cast<std::size_t>(model.num_layers))
+    throw InputError("--plan", 0, "",
+                     "expected one strategy, or one per layer of " + model.name + " (" +
+                         std::to_string(model.num_layers) + "), got " + std::to_string(strategies.size()));
+  Plan plan;
+  for (const Strategy* strategy : strategies) plan.push_back({strategy, recompute});
+  return plan;
+}
+
 Recompute parse_recompute_flag(const std::string& text) {
   if (auto recompute = parse_recompute(text)) return *recompute;
   throw InputError("--recompute", 0, "", "expected none, selective or full, got '" + text + "'");

@@ -31,5 +31,7 @@ std::vector<int64_t> parse_lengths(const std::string& text, const std::string& f
 // "all", or comma-separated strategy names.
 std::vector<const Strategy*> parse_strategies(const std::string& text, const std::string& flag);
 Recompute parse_recompute_flag(const std::string& text);
+// One strategy name (every layer), or a comma-separated name per layer of `model`.
+Plan parse_plan(const std::string& text, const ModelSpec& model, Recompute recompute);
 
 }  // namespace paradyse::cli

@@ -5,6 +5,7 @@
 #include "common/errors.hpp"
 #include "experiments/bench_command.hpp"
 #include "experiments/estimate_command.hpp"
+#include "experiments/simulate_command.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -12,7 +13,9 @@ int main(int argc, char** argv) {
       "memory, for training Transformers on inputs of wildly varying length."};
   app.require_subcommand(1);
   paradyse::cli::add_estimate_command(app);
+  paradyse::cli::add_simulate_command(app);
   paradyse::cli::add_bench_command(app);
+  paradyse::cli::add_bench_simulate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "strategies/tracing_backend.hpp"
+
 namespace paradyse {
 namespace {
 
@@ -176,6 +178,17 @@ Tensor training_step(Backend& be, const StepSpec& spec, ModelShards& shards, con
   update(be, shards.final_norm_gamma, shards.final_norm_gamma_grad);
   update(be, shards.final_norm_beta, shards.final_norm_beta_grad);
   return loss;
+}
+
+Program trace_training_step(const StepSpec& spec, int rank, int degree) {
+  TracingBackend be(rank, degree);
+  {
+    ModelShards shards(be, *spec.model, static_cast<int>(spec.plan.size()));
+    Tensor tokens = be.zeros({spec.batch, spec.tokens / degree}, DType::int64);
+    Tensor targets = be.zeros({spec.batch, spec.tokens / degree}, DType::int64);
+    training_step(be, spec, shards, tokens, targets);
+  }
+  return be.take_program();
 }
 
 }  // namespace paradyse

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "strategies/layer.hpp"
+#include "strategies/program.hpp"
 
 namespace paradyse {
 
@@ -40,6 +41,10 @@ struct ModelShards {
 // Returns the summed loss of the local tokens ([1] fp32).
 Tensor training_step(Backend& be, const StepSpec& spec, ModelShards& shards, const Tensor& tokens,
                      const Tensor& targets);
+
+// The program rank `rank` of `degree` records for one whole step of `spec` on the tracing backend
+// (weights of spec.plan.size() layers, the step's token and target inputs, the step itself).
+Program trace_training_step(const StepSpec& spec, int rank, int degree);
 
 // The layout every strategy of a step shares: zig-zag chunks for causal models.
 SequenceLayout step_layout(const StepSpec& spec, int degree);

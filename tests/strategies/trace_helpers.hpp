@@ -32,19 +32,12 @@ inline ModelSpec small_model(bool causal, int64_t kv_heads = 16, MlpKind mlp = M
 inline Program trace_step(const Strategy& strategy, const ModelSpec& model, int degree, int64_t tokens,
                           int64_t batch = 1, Recompute recompute = Recompute::none, int rank = 0,
                           int num_layers = 1) {
-  TracingBackend be(rank, degree);
   StepSpec spec;
   spec.model = &model;
   spec.tokens = tokens;
   spec.batch = batch;
   spec.plan = uniform_plan(strategy, num_layers, recompute);
-  {
-    ModelShards shards(be, model, num_layers);
-    Tensor tokens_in = be.zeros({batch, tokens / degree}, DType::int64);
-    Tensor targets = be.zeros({batch, tokens / degree}, DType::int64);
-    training_step(be, spec, shards, tokens_in, targets);
-  }
-  return be.take_program();
+  return trace_training_step(spec, rank, degree);
 }
 
 // What the ops of some phases add up to.

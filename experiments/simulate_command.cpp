@@ -1,0 +1,215 @@
+#include "experiments/simulate_command.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "experiments/inputs.hpp"
+#include "sim/simulator.hpp"
+#include "sim/timeline_json.hpp"
+
+namespace paradyse::cli {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+struct SimulateOptions {
+  MachineOptions machine;
+  std::string plan;
+  std::string length;
+  int degree = 0;
+  int64_t batch = 1;
+  std::string recompute = "none";
+  double oversubscription = 1;
+  std::string timeline;
+  bool json = false;
+};
+
+std::string where(const sim::OutOfMemory& oom) {
+  std::string text = "rank " + std::to_string(oom.rank) + ", ";
+  if (oom.layer >= 0) text += "layer " + std::to_string(oom.layer) + " ";
+  return text + std::string(to_string(oom.phase)) + ", before " + oom.op;
+}
+
+nlohmann::ordered_json to_json(const sim::SimulationResult& r, const sim::SimulationOptions& options) {
+  nlohmann::ordered_json j;
+  j["plan"] = r.plan;
+  j["seq"] = r.tokens;
+  j["padded_seq"] = r.padded_tokens;
+  j["degree"] = r.degree;
+  j["batch"] = r.batch;
+  j["iteration_time_s"] = r.iteration_time_s;
+  j["peak_memory_bytes"] = r.peak_memory_bytes;
+  j["capacity_bytes"] = r.capacity_bytes;
+  j["oom"] = r.oom;
+  if (r.oom_at) {
+    const sim::OutOfMemory& oom = *r.oom_at;
+    j["oom_at"] = {{"rank", oom.rank},   {"phase", to_string(oom.phase)},
+                   {"layer", oom.layer}, {"op", oom.op},
+                   {"bytes", oom.bytes}, {"capacity_bytes", oom.capacity}};
+  }
+  j["per_rank"] = nlohmann::ordered_json::array();
+  for (const sim::RankResult& rank : r.per_rank)
+    j["per_rank"].push_back({{"compute_s", rank.compute_s},
+                             {"exposed_comm_s", rank.exposed_comm_s},
+                             {"idle_s", rank.idle_s},
+                             {"peak_memory_bytes", rank.peak_memory_bytes}});
+  j["events"] = r.events();
+  j["kernels"] = r.kernels;
+  j["flows"] = r.flows;
+  j["analytic_collectives"] = r.analytic_collectives;
+  j["collective_algorithm"] = sim::collective_algorithm_description(options);
+  return j;
+}
+
+void print(const sim::SimulationResult& r, const sim::Simulator& simulator,
+           const sim::SimulationOptions& options) {
+  const ModelSpec& model = simulator.model();
+  const hw::ClusterSpec& cluster = simulator.cluster();
+  fmt::print("{} ({} layers, {}) on {} ({} GPUs of {}), degree {}, batch {}\n", model.name, model.num_layers,
+             model.causal ? "causal" : "bidirectional", cluster.name, cluster.num_gpus(), cluster.gpu.name,
+             r.degree, r.batch);
+  fmt::print("plan {}, seq {}{}\n", r.plan, r.tokens,
+             r.padded_tokens != r.tokens ? fmt::format(" (padded to {})", r.padded_tokens) : "");
+  fmt::print("iteration time            {:12.2f} ms\n", r.iteration_time_s * 1e3);
+  fmt::print("peak memory per GPU       {:12.2f} GiB of {:.2f} GiB usable: {}\n", r.peak_memory_bytes / kGiB,
+             r.capacity_bytes / kGiB, r.oom ? "OUT OF MEMORY" : "fits");
+  if (r.oom_at)
+    fmt::print("  first out of memory at  {} ({:.2f} GiB)\n", where(*r.oom_at), r.oom_at->bytes / kGiB);
+  fmt::print("{:>6} {:>12} {:>16} {:>10} {:>10}\n", "rank", "compute_ms", "exposed_comm_ms", "idle_ms",
+             "peak_GiB");
+  for (std::size_t i = 0; i < r.per_rank.size(); ++i) {
+    const sim::RankResult& rank = r.per_rank[i];
+    fmt::print("{:>6} {:>12.2f} {:>16.2f} {:>10.2f} {:>10.2f}\n", i, rank.compute_s * 1e3,
+               rank.exposed_comm_s * 1e3, rank.idle_s * 1e3, rank.peak_memory_bytes / kGiB);
+  }
+  fmt::print("simulated activities      {} ({} kernels, {} network flows, {} analytic collectives)\n",
+             r.events(), r.kernels, r.flows, r.analytic_collectives);
+  fmt::print("collectives               {}\n", sim::collective_algorithm_description(options));
+}
+
+// Writes through a temporary file so that a failure leaves nothing behind.
+void write_timeline_file(const sim::SimulationResult& result, const std::string& path) {
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream out(partial);
+    if (!out) throw InputError("--timeline", 0, "", "cannot write '" + path + "'");
+    sim::write_timeline(result, out);
+    if (!out.flush()) throw InputError("--timeline", 0, "", "failed writing '" + path + "'");
+  }
+  std::filesystem::rename(partial, path);
+}
+
+void run(const SimulateOptions& options) {
+  // Every input is checked before anything is simulated or written.
+  const std::vector<int64_t> lengths = parse_lengths(options.length, "--seq");
+  if (lengths.size() != 1)
+    throw InputError("--seq", 0, "", "expected one sequence length, got " + options.length);
+  const ModelSpec model = options.machine.load_model();
+  const Plan plan = parse_plan(options.plan, model, parse_recompute_flag(options.recompute));
+  if (!options.timeline.empty() && std::filesystem::is_directory(options.timeline))
+    throw InputError("--timeline", 0, "",
+                     "expected a file path, got the directory '" + options.timeline + "'");
+  sim::SimulationOptions sim_options;
+  sim_options.fat_tree_oversubscription = options.oversubscription;
+  sim_options.record_timeline = !options.timeline.empty();
+  sim::Simulator simulator(model, options.machine.load_cluster(), sim_options);
+  const sim::SimulationResult result =
+      simulator.simulate(plan, {.tokens = lengths.front(), .degree = options.degree, .batch = options.batch});
+  if (!options.timeline.empty()) write_timeline_file(result, options.timeline);
+  if (options.json)
+    std::cout << to_json(result, sim_options).dump(2) << "\n";
+  else
+    print(result, simulator, sim_options);
+}
+
+struct BenchOptions {
+  MachineOptions machine;
+  std::string strategies = "all";
+  std::string length = "128K";
+  int repeat = 5;
+};
+
+void bench(const BenchOptions& options) {
+  const std::vector<int64_t> lengths = parse_lengths(options.length, "--seq");
+  const std::vector<const Strategy*> strategies = parse_strategies(options.strategies, "--strategy");
+  if (options.repeat < 1) throw InputError("--repeat", 0, "", "expected a positive count");
+  sim::Simulator simulator(options.machine.load_model(), options.machine.load_cluster());
+  const ModelSpec& model = simulator.model();
+  using Clock = std::chrono::steady_clock;
+  fmt::print("wall time to trace and simulate one iteration of {} on {}: median of {} runs\n", model.name,
+             simulator.cluster().name, options.repeat);
+  fmt::print("{:<12} {:>8} {:>10} {:>12} {:>16}\n", "strategy", "seq", "wall_ms", "activities",
+             "activities_per_s");
+  double slowest = 0;
+  for (const Strategy* strategy : strategies) {
+    if (strategy->unsupported(model, simulator.cluster().num_gpus())) continue;
+    for (int64_t tokens : lengths) {
+      std::vector<double> wall;
+      uint64_t events = 0;
+      for (int i = 0; i < options.repeat; ++i) {
+        const auto start = Clock::now();
+        events = simulator.simulate(uniform_plan(*strategy, model.num_layers), {.tokens = tokens}).events();
+        wall.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      }
+      std::sort(wall.begin(), wall.end());
+      const double median = wall[wall.size() / 2];
+      slowest = std::max(slowest, median);
+      fmt::print("{:<12} {:>8} {:>10.1f} {:>12} {:>16.0f}\n", strategy->name(), tokens, median * 1e3, events,
+                 static_cast<double>(events) / median);
+    }
+  }
+  fmt::print("slowest strategy: {:.1f} ms per iteration (target 100 ms)\n", slowest * 1e3);
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto options = std::make_shared<SimulateOptions>();
+  CLI::App* command = app.add_subcommand(
+      "simulate",
+      "Simulate one training iteration (one micro-batch of B sequences of N tokens on P GPUs, optimizer step "
+      "included) of a plan on a SimGrid model of the cluster: every rank's ops on a compute and a "
+      "communication stream, collectives as NCCL-style flows that contend for NVLink and the NICs, memory "
+      "from every allocation and free. Prints the iteration time, per-rank compute, exposed communication "
+      "and idle time, and peak memory; running out of memory is reported, not an error.");
+  options->machine.add_to(*command);
+  command
+      ->add_option(
+          "--plan", options->plan,
+          "one strategy for every layer, or a comma-separated strategy per layer (" + strategy_names() + ")")
+      ->required();
+  command->add_option("--seq", options->length, "sequence length in tokens: 4096, 16K, 1M")->required();
+  command->add_option("--degree", options->degree, "parallel degree P (default: every GPU of the cluster)");
+  command->add_option("--batch", options->batch, "sequences per micro-batch")->capture_default_str();
+  command->add_option("--recompute", options->recompute, "activation recomputation: none, selective or full")
+      ->capture_default_str();
+  command
+      ->add_option("--oversubscription", options->oversubscription,
+                   "fat-tree oversubscription between nodes (1: non-blocking)")
+      ->capture_default_str();
+  command->add_option("--timeline", options->timeline,
+                      "write a Chrome/Perfetto trace-event JSON of every rank's streams to this file");
+  command->add_flag("--json", options->json, "print JSON instead of a table");
+  command->callback([options] { run(*options); });
+}
+
+void add_bench_simulate_command(CLI::App& app) {
+  auto options = std::make_shared<BenchOptions>();
+  CLI::App* command = app.add_subcommand(
+      "bench-simulate",
+      "Benchmark: wall time to trace and simulate one iteration per strategy, and simulated activities per "
+      "second; prints medians.");
+  options->machine.add_to(*command);
+  command->add_option("--strategy", options->strategies, "strategy name(s) or 'all'")->capture_default_str();
+  command->add_option("--seq", options->length, "sequence length(s), comma-separated")->capture_default_str();
+  command->add_option("--repeat", options->repeat, "runs per row")->capture_default_str();
+  command->callback([options] { bench(*options); });
+}
+
+}  // namespace paradyse::cli

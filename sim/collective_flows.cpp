@@ -1,0 +1,114 @@
+#include "sim/collective_flows.hpp"
+
+#include <algorithm>
+
+#include "common/errors.hpp"
+#include "costmodel/op_time.hpp"
+
+namespace paradyse::sim {
+
+int ring_channels(int p, const hw::ClusterSpec& cluster) {
+  if (p <= cluster.gpus_per_node) return 1;
+  return std::max(1, std::min(cluster.nics_per_node, cluster.gpus_per_node));
+}
+
+std::vector<int> ring_order(int p, const hw::ClusterSpec& cluster, int channel) {
+  const int g = cluster.gpus_per_node;
+  std::vector<int> order;
+  order.reserve(static_cast<std::size_t>(p));
+  if (p <= g) {
+    for (int r = 0; r < p; ++r) order.push_back(r);
+    return order;
+  }
+  for (int first = 0, node = 0; first < p; first += g, ++node) {
+    const int local = std::min(g, p - first);
+    // Even nodes enter on GPU c and walk up, leaving on c−1; odd nodes enter on c−1 and walk down,
+    // leaving on c: every crossing joins the same local index (the same rail) on both sides.
+    const bool up = node % 2 == 0;
+    const int start = ((up ? channel : channel - 1) % local + local) % local;
+    for (int i = 0; i < local; ++i)
+      order.push_back(first + ((up ? start + i : start - i) % local + local) % local);
+  }
+  return order;
+}
+
+std::size_t flow_count(const Op& op, int p, const hw::ClusterSpec& cluster) {
+  const auto rings = static_cast<std::size_t>(ring_channels(p, cluster));
+  const auto n = static_cast<std::size_t>(p);
+  switch (op.kind) {
+    case OpKind::all_gather:
+    case OpKind::reduce_scatter:
+    case OpKind::all_reduce:
+      return rings * n;
+    case OpKind::broadcast:
+    case OpKind::reduce:
+      return rings * (n - 1);
+    case OpKind::all_to_all:
+      return n * (n - 1);
+    case OpKind::send_recv:
+      return n;
+    default:
+      return 0;
+  }
+}
+
+CollectiveFlows collective_flows(const std::vector<const Op*>& ops, const hw::ClusterSpec& cluster) {
+  const int p = static_cast<int>(ops.size());
+  PARADYSE_CHECK(p >= 1, "a collective without ranks");
+  const Op& op = *ops.front();
+  CollectiveFlows result;
+  result.latency_hops = costmodel::latency_hops(op.kind, p);
+  const int rings = ring_channels(p, cluster);
+  auto& flows = result.flows;
+  flows.reserve(flow_count(op, p, cluster));
+  switch (op.kind) {
+    case OpKind::all_gather:
+    case OpKind::reduce_scatter:
+    case OpKind::all_reduce:
+      for (int c = 0; c < rings; ++c) {
+        const std::vector<int> order = ring_order(p, cluster, c);
+        for (int i = 0; i < p; ++i) {
+          const int r = order[static_cast<std::size_t>(i)];
+          flows.push_back({r, order[static_cast<std::size_t>((i + 1) % p)],
+                           ops[static_cast<std::size_t>(r)]->bus_bytes / rings});
+        }
+      }
+      break;
+    case OpKind::broadcast:
+    case OpKind::reduce: {
+      PARADYSE_CHECK(op.root >= 0 && op.root < p, "broadcast or reduce without a root in the group");
+      for (int c = 0; c < rings; ++c) {
+        std::vector<int> order = ring_order(p, cluster, c);
+        std::rotate(order.begin(), std::find(order.begin(), order.end(), op.root), order.end());
+        for (int i = 0; i + 1 < p; ++i) {
+          const int near = order[static_cast<std::size_t>(i)], far = order[static_cast<std::size_t>(i + 1)];
+          if (op.kind == OpKind::broadcast)
+            flows.push_back({near, far, op.size_bytes / rings});
+          else
+            flows.push_back({far, near, op.size_bytes / rings});
+        }
+      }
+      break;
+    }
+    case OpKind::all_to_all:
+      for (int from = 0; from < p; ++from)
+        for (int to = 0; to < p; ++to)
+          if (from != to) flows.push_back({from, to, ops[static_cast<std::size_t>(from)]->size_bytes / p});
+      break;
+    case OpKind::send_recv:
+      for (int from = 0; from < p; ++from) {
+        const Op& send = *ops[static_cast<std::size_t>(from)];
+        if (send.send_to < 0) continue;
+        PARADYSE_CHECK(send.send_to < p && ops[static_cast<std::size_t>(send.send_to)]->recv_from == from,
+                       "rank " + std::to_string(from) + " sends to rank " + std::to_string(send.send_to) +
+                           ", which does not receive from it in the same step");
+        flows.push_back({from, send.send_to, send.size_bytes});
+      }
+      break;
+    default:
+      PARADYSE_CHECK(false, "collective_flows of a " + std::string(to_string(op.kind)) + " op");
+  }
+  return result;
+}
+
+}  // namespace paradyse::sim

@@ -1,0 +1,44 @@
+// How one collective moves over the network, as NCCL does it: flows between GPUs that SimGrid then
+// shares out over the links. Knows nothing of SimGrid.
+//
+// Ring (all-gather, reduce-scatter, all-reduce): every rank streams its bus bytes to its successor on
+// the ring; NCCL pipelines a ring in small chunks, so in steady state every edge carries data at once
+// and one flow per edge is the ring, with its latency-bound steps added on top (latency_hops).
+// Broadcast and reduce: the same ring as a pipelined chain from (to) the root. All-to-all: one flow
+// per ordered pair. Send/recv: one flow per sending rank.
+//
+// Within one node one ring suffices (every ring uses the same NVLink ports). Across nodes NCCL runs
+// one ring per NIC (channels): ring c leaves each node through a different NIC, and the rings of
+// successive nodes alternate direction so that each crossing stays on one rail (NIC c−1 of node k to
+// NIC c−1 of node k+1), as NCCL's rail-aligned rings do; each ring carries 1/channels of the data.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "hw_models/cluster.hpp"
+#include "strategies/program.hpp"
+
+namespace paradyse::sim {
+
+struct Flow {
+  int from = 0;
+  int to = 0;
+  double bytes = 0;
+};
+
+struct CollectiveFlows {
+  std::vector<Flow> flows;
+  int latency_hops = 0;  // costmodel::latency_hops of the collective
+};
+
+// Rings used by a group of ranks 0..p−1 placed on consecutive GPUs of `cluster`.
+int ring_channels(int p, const hw::ClusterSpec& cluster);
+// The ranks of ring `channel` in ring order.
+std::vector<int> ring_order(int p, const hw::ClusterSpec& cluster, int channel);
+// Flows that collective_flows would return, without building them.
+std::size_t flow_count(const Op& op, int p, const hw::ClusterSpec& cluster);
+// ops[r]: the collective's op on rank r; all of the same kind.
+CollectiveFlows collective_flows(const std::vector<const Op*>& ops, const hw::ClusterSpec& cluster);
+
+}  // namespace paradyse::sim

@@ -1,0 +1,40 @@
+// The SimGrid platform of a cluster preset. Inside a node every GPU has a split-duplex NVLink link
+// into a non-blocking NVSwitch; between nodes every GPU has its own NIC (rail), and a two-level fat
+// tree joins them: one leaf switch per rail (non-blocking), the spine aggregated into one
+// split-duplex uplink per leaf whose bandwidth is the leaf's NIC bandwidth over the oversubscription.
+// Routes are explicit: same node over NVLink, same rail NIC to NIC through the leaf, other rails up
+// through the spine.
+//
+// Link bandwidths are the fabrics' calibrated effective figures (NVLink: the NCCL ring's peak bus
+// bandwidth; NIC: the effective per-NIC rate), not datasheet rates; each route's latency is one ring
+// hop of its fabric (hw::FabricSpec::hop_latency_seconds). The network model is CM02 without cross
+// traffic and without the TCP-gamma window cap (REFERENCE.md §4: SimGrid's defaults are off by 10×
+// for GPU fabrics), so a flow alone on its route streams at its bottleneck link's bandwidth and
+// flows sharing a link share it fairly.
+#pragma once
+
+#include <simgrid/s4u.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "hw_models/cluster.hpp"
+
+namespace paradyse::sim {
+
+class Platform {
+ public:
+  // Creates SimGrid's engine (one per process at a time) and the platform of `cluster`.
+  Platform(const hw::ClusterSpec& cluster, double oversubscription);
+  ~Platform();
+
+  simgrid::s4u::Engine& engine() { return *engine_; }
+  simgrid::s4u::Host* gpu(int rank) const { return gpus_[static_cast<std::size_t>(rank)]; }
+  int num_gpus() const { return static_cast<int>(gpus_.size()); }
+
+ private:
+  std::unique_ptr<simgrid::s4u::Engine> engine_;
+  std::vector<simgrid::s4u::Host*> gpus_;
+};
+
+}  // namespace paradyse::sim

@@ -1,0 +1,139 @@
+#include "sim/simulator.hpp"
+
+#include <exception>
+
+#include "common/errors.hpp"
+#include "sim/executor.hpp"
+#include "sim/memory_timeline.hpp"
+#include "sim/platform.hpp"
+#include "strategies/sequence_layout.hpp"
+#include "strategies/training_step.hpp"
+
+namespace paradyse::sim {
+namespace sg4 = simgrid::s4u;
+
+struct Simulator::Engine {
+  Engine(const hw::ClusterSpec& cluster, double oversubscription) : platform(cluster, oversubscription) {}
+  Platform platform;
+
+  // Runs `body` inside an actor of the engine; exceptions thrown there come out here.
+  template <typename Body>
+  void run(Body body) {
+    std::exception_ptr failure;
+    sg4::Actor::create("paradyse", platform.gpu(0), [&] {
+      try {
+        body();
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    });
+    platform.engine().run();
+    if (failure) std::rethrow_exception(failure);
+  }
+};
+
+std::string collective_algorithm_description(const SimulationOptions& options) {
+  return "NCCL ring (pipelined; one ring per NIC across nodes, rail-aligned) for all-gather, "
+         "reduce-scatter and all-reduce; pipelined chain on the ring for broadcast and reduce; pairwise "
+         "flows for all-to-all and send/recv; collectives needing more than " +
+         std::to_string(options.max_flows_per_collective) + " flows take the bus-bandwidth formula";
+}
+
+Simulator::Simulator(ModelSpec model, hw::ClusterSpec cluster, SimulationOptions options)
+    : model_(std::move(model)), cluster_(std::move(cluster)), options_(options) {
+  if (cluster_.num_gpus() < 1)
+    throw InputError(cluster_.source, 0, "gpus_per_node", "expected a cluster with at least one GPU");
+  if (options_.fat_tree_oversubscription < 1)
+    throw InputError("", 0, "oversubscription",
+                     "expected a fat-tree oversubscription of at least 1, got " +
+                         std::to_string(options_.fat_tree_oversubscription));
+  if (sg4::Engine::has_instance())
+    throw InternalError("a second Simulator while another is alive: SimGrid has one engine per process");
+  engine_ = std::make_unique<Engine>(cluster_, options_.fat_tree_oversubscription);
+}
+
+Simulator::~Simulator() = default;
+
+SimulationResult Simulator::simulate(const Plan& plan, const costmodel::EstimateRequest& request_in) {
+  const costmodel::EstimateRequest request = costmodel::checked_request(model_, cluster_, plan, request_in);
+  const int p = request.degree;
+  StepSpec spec;
+  spec.model = &model_;
+  spec.tokens = SequenceLayout::padded_length(request.tokens, p, model_.causal);
+  spec.batch = request.batch;
+  spec.plan = plan;
+  std::vector<Program> programs;
+  programs.reserve(static_cast<std::size_t>(p));
+  for (int rank = 0; rank < p; ++rank) programs.push_back(trace_training_step(spec, rank, p));
+
+  costmodel::MemoryBreakdown static_terms;
+  costmodel::static_memory(model_, p, static_terms);
+  SimulationResult result =
+      run(std::move(programs), static_terms.weights + static_terms.gradients + static_terms.optimizer_states);
+  result.plan = plan_name(plan);
+  result.tokens = request.tokens;
+  result.padded_tokens = spec.tokens;
+  result.batch = request.batch;
+  return result;
+}
+
+SimulationResult Simulator::run(std::vector<Program> programs, double static_bytes) {
+  if (programs.empty() || static_cast<int>(programs.size()) > cluster_.num_gpus())
+    throw InputError("", 0, "degree",
+                     "expected between 1 and the " + std::to_string(cluster_.num_gpus()) + " GPUs of " +
+                         cluster_.name + " ranks, got " + std::to_string(programs.size()));
+  Execution execution;
+  engine_->run([&] { execution = execute(engine_->platform, cluster_, programs, options_); });
+
+  SimulationResult result;
+  result.degree = static_cast<int>(programs.size());
+  result.iteration_time_s = execution.seconds;
+  result.per_rank = std::move(execution.per_rank);
+  result.kernels = execution.kernels;
+  result.flows = execution.flows;
+  result.analytic_collectives = execution.analytic_collectives;
+  result.capacity_bytes = cluster_.tensor_capacity_bytes();
+  for (std::size_t r = 0; r < programs.size(); ++r) {
+    const MemoryFold memory = fold_memory(programs[r], static_cast<int>(r), static_bytes,
+                                          cluster_.gpu.allocator_fragmentation, result.capacity_bytes);
+    result.per_rank[r].peak_memory_bytes = memory.peak_bytes;
+    result.peak_memory_bytes = std::max(result.peak_memory_bytes, memory.peak_bytes);
+    if (memory.oom && !result.oom_at) result.oom_at = memory.oom;
+    if (!options_.record_timeline) continue;
+    RankTimeline& timeline = execution.timeline[r];
+    for (std::size_t e = 0; e < programs[r].memory.size(); ++e) {
+      const OpId before = programs[r].memory[e].before_op;
+      const double time =
+          before < timeline.op_start_s.size() ? timeline.op_start_s[before] : execution.seconds;
+      timeline.memory.emplace_back(time, memory.held_bytes[e]);
+    }
+  }
+  result.oom = result.oom_at.has_value();
+  if (options_.record_timeline) {
+    result.programs = std::move(programs);
+    result.timeline = std::move(execution.timeline);
+  }
+  return result;
+}
+
+std::vector<double> Simulator::transfer_seconds(const std::vector<Transfer>& transfers) {
+  std::vector<double> seconds(transfers.size());
+  engine_->run([&] {
+    const double origin = sg4::Engine::get_clock();
+    std::vector<sg4::CommPtr> comms;
+    for (const Transfer& t : transfers) {
+      PARADYSE_CHECK(t.from != t.to && t.from >= 0 && t.to >= 0 && t.from < cluster_.num_gpus() &&
+                         t.to < cluster_.num_gpus(),
+                     "a transfer between two distinct GPUs of the cluster");
+      comms.push_back(sg4::Comm::sendto_async(engine_->platform.gpu(t.from), engine_->platform.gpu(t.to),
+                                              static_cast<uint64_t>(t.bytes)));
+    }
+    for (std::size_t i = 0; i < comms.size(); ++i) {
+      comms[i]->wait();
+      seconds[i] = sg4::Engine::get_clock() - origin;
+    }
+  });
+  return seconds;
+}
+
+}  // namespace paradyse::sim

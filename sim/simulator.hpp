@@ -1,0 +1,118 @@
+// The discrete-event simulator: one training iteration of a per-layer plan, executed op by op on a
+// SimGrid model of the cluster (platform.hpp). Every rank runs its traced program on a compute and a
+// communication stream; an op starts when its stream is free and its dependencies are done; kernels
+// take the costmodel's compute time; collectives become NCCL-style flows over the links
+// (collective_flows.hpp), so concurrent flows contend; memory follows the programs' allocations and
+// frees (memory_timeline.hpp).
+//
+// Usage:
+//   sim::Simulator simulator(model, cluster);
+//   sim::SimulationResult r = simulator.simulate(plan, {.tokens = 131072});
+//
+// SimGrid keeps one engine per process, so one Simulator exists at a time; it can run any number of
+// simulations. Results depend on the inputs only: the same inputs give the same numbers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "costmodel/estimate.hpp"
+#include "hw_models/cluster.hpp"
+#include "strategies/program.hpp"
+#include "strategies/strategy.hpp"
+
+namespace paradyse::sim {
+
+struct SimulationOptions {
+  // Leaf-to-spine uplinks carry the leaf's NIC bandwidth divided by this (1: non-blocking).
+  double fat_tree_oversubscription = 1;
+  // A collective that would need more flows than this takes the costmodel's bus-bandwidth time
+  // instead (no contention), so that groups of thousands of GPUs stay cheap to simulate.
+  int max_flows_per_collective = 4096;
+  bool record_timeline = false;  // keep every op's start and end for write_timeline
+};
+
+struct RankResult {
+  double compute_s = 0;          // the compute stream busy
+  double exposed_comm_s = 0;     // communication in flight while the compute stream is not busy
+  double idle_s = 0;             // neither: the iteration time minus the two above
+  double peak_memory_bytes = 0;  // static terms + live tensors at their peak + allocator fragmentation
+};
+
+// The first allocation that did not fit: the op it preceded on the first rank that ran out.
+struct OutOfMemory {
+  int rank = 0;
+  Phase phase = Phase::layer_forward;
+  int layer = -1;
+  std::string op;       // "kind label", or "end of step"
+  double bytes = 0;     // what the rank would have held
+  double capacity = 0;  // what it may hold
+};
+
+// What a rank did over time, kept with record_timeline.
+struct RankTimeline {
+  std::vector<double> op_start_s, op_end_s;       // per op of the program, from the iteration's start
+  std::vector<std::pair<double, double>> memory;  // (seconds, bytes held) after each allocation or free
+};
+
+struct SimulationResult {
+  std::string plan;  // plan_name()
+  int64_t tokens = 0;
+  int64_t padded_tokens = 0;
+  int degree = 0;
+  int64_t batch = 1;
+  double iteration_time_s = 0;  // from the first op to the last op of any rank
+  std::vector<RankResult> per_rank;
+  double peak_memory_bytes = 0;  // max over ranks
+  double capacity_bytes = 0;     // per rank: HBM minus the reserve
+  bool oom = false;
+  std::optional<OutOfMemory> oom_at;
+  uint64_t kernels = 0;               // compute ops run
+  uint64_t flows = 0;                 // network transfers simulated
+  uint64_t analytic_collectives = 0;  // collectives timed by the bus-bandwidth formula
+  uint64_t events() const { return kernels + flows + analytic_collectives; }
+  std::vector<Program> programs;       // with record_timeline
+  std::vector<RankTimeline> timeline;  // with record_timeline
+};
+
+// A point-to-point transfer between two ranks, for probing the network on its own.
+struct Transfer {
+  int from = 0;
+  int to = 0;
+  double bytes = 0;
+};
+
+// How collectives are decomposed, in a sentence for reports.
+std::string collective_algorithm_description(const SimulationOptions& options);
+
+class Simulator {
+ public:
+  Simulator(ModelSpec model, hw::ClusterSpec cluster, SimulationOptions options = {});
+  ~Simulator();
+  Simulator(const Simulator&) = delete;
+  Simulator& operator=(const Simulator&) = delete;
+
+  // One iteration of `plan` (one strategy per layer) at request.tokens (padded as the strategies
+  // require) on request.degree ranks (0: every GPU). Throws InputError on an invalid request.
+  SimulationResult simulate(const Plan& plan, const costmodel::EstimateRequest& request);
+  // Rank r of programs runs on GPU r; every rank starts with `static_bytes` held (weights, gradients,
+  // optimizer states). Programs must issue the same collectives in the same order on every rank.
+  SimulationResult run(std::vector<Program> programs, double static_bytes = 0);
+  // Seconds until each transfer completes when all start together on an otherwise idle network.
+  std::vector<double> transfer_seconds(const std::vector<Transfer>& transfers);
+
+  const ModelSpec& model() const { return model_; }
+  const hw::ClusterSpec& cluster() const { return cluster_; }
+
+ private:
+  struct Engine;  // SimGrid's engine and platform
+  ModelSpec model_;
+  hw::ClusterSpec cluster_;
+  SimulationOptions options_;
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace paradyse::sim
