@@ -61,6 +61,9 @@ double OpTimer::communication_seconds(const Op& op) const {
   // the hops' latency is the floor of small messages.
   double bandwidth = fabric_.streaming_bandwidth(op.size_bytes);
   if (op.kind == OpKind::all_to_all) bandwidth *= fabric_.all_to_all_efficiency;
+  // A point-to-point transfer crosses one link: between nodes one NIC, not the NICs of every ring.
+  if (op.kind == OpKind::send_recv && &fabric_ == &cluster_.inter_node)
+    bandwidth *= fabric_.bytes_per_second / fabric_.peak_bus_bandwidth();
   return latency_hops(op.kind, op.group_size > 1 ? op.group_size : degree_) * fabric_.hop_latency_seconds() +
          op.bus_bytes / bandwidth;
 }

@@ -100,7 +100,7 @@ class Run {
         now_ = next_timer;
       } else {
         const double timeout = std::isinf(next_timer) ? -1 : std::max(0.0, next_timer - now_);
-        const ssize_t done = sg4::Comm::wait_any_for(comms_, timeout);
+        const ssize_t done = sg4::Activity::wait_any_for(comms_, timeout);
         if (done >= 0) {
           now_ = sg4::Engine::get_clock();
           flow_done(static_cast<std::size_t>(done));
@@ -279,7 +279,7 @@ class Run {
   std::vector<RankState> ranks_;
   std::vector<Collective> collectives_;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
-  std::vector<sg4::CommPtr> comms_;
+  std::vector<sg4::ActivityPtr> comms_;  // the flows in flight
   std::vector<std::size_t> comm_collective_;
   double origin_ = 0, now_ = 0;
   std::size_t ops_left_ = 0;

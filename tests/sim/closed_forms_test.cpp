@@ -1,0 +1,115 @@
+// The simulator against closed forms on cases simple enough to have one (issue acceptance 1).
+#include <catch2/catch.hpp>
+
+#include "costmodel/op_time.hpp"
+#include "sim/simulator.hpp"
+#include "tests/sim/sim_helpers.hpp"
+
+using namespace paradyse;
+using testing::flat_cluster;
+using testing::lone_collective;
+
+namespace {
+constexpr double kMiB = 1024.0 * 1024.0;
+}
+
+TEST_CASE("simulator: a lone ring collective takes its bus bytes at the link rate plus one hop per step",
+          "[sim]") {
+  const int p = GENERATE(4, 8);
+  const double S = GENERATE(1 * kMiB, 256 * kMiB);
+  const double B = 100e9;
+  const hw::ClusterSpec cluster = flat_cluster(p, 1, B);
+  const double hop = cluster.intra_node.hop_latency_seconds();
+  sim::Simulator simulator(ModelSpec{}, cluster);
+  CAPTURE(p, S);
+
+  const double all_reduce = simulator.run(lone_collective(OpKind::all_reduce, p, S)).iteration_time_s;
+  CHECK(all_reduce == Approx(2.0 * (p - 1) / p * S / B + 2 * (p - 1) * hop).epsilon(0.01));
+  const double all_gather = simulator.run(lone_collective(OpKind::all_gather, p, S)).iteration_time_s;
+  CHECK(all_gather == Approx(1.0 * (p - 1) / p * S / B + (p - 1) * hop).epsilon(0.01));
+  const double reduce_scatter = simulator.run(lone_collective(OpKind::reduce_scatter, p, S)).iteration_time_s;
+  CHECK(reduce_scatter == Approx(all_gather).epsilon(1e-9));
+  // A pipelined chain: every link carries S once, after p−1 hops of latency.
+  const double broadcast = simulator.run(lone_collective(OpKind::broadcast, p, S)).iteration_time_s;
+  CHECK(broadcast == Approx(S / B + (p - 1) * hop).epsilon(0.01));
+  // Each GPU sends p−1 pieces of S/p through its one NVLink port, after one hop.
+  const double all_to_all = simulator.run(lone_collective(OpKind::all_to_all, p, S)).iteration_time_s;
+  CHECK(all_to_all == Approx(1.0 * (p - 1) / p * S / B + hop).epsilon(0.01));
+}
+
+TEST_CASE("simulator: a lone collective on a preset takes NCCL's measured time, as the analytic model does",
+          "[sim]") {
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  sim::Simulator simulator(ModelSpec{}, cluster);
+  const costmodel::OpTimer timer(cluster, 8);
+  for (double size : {1 * kMiB, 16 * kMiB, 1024 * kMiB}) {
+    for (OpKind kind : {OpKind::all_reduce, OpKind::all_gather, OpKind::all_to_all}) {
+      const std::vector<Program> programs = lone_collective(kind, 8, size);
+      CAPTURE(size, to_string(kind));
+      CHECK(simulator.run(programs).iteration_time_s ==
+            Approx(timer.seconds(programs[0].ops[0])).epsilon(0.01));
+    }
+  }
+  // The all-reduce is the measurement itself: 228.1 GB/s bus bandwidth at 1 GiB (REFERENCE.md §3).
+  CHECK(simulator.run(lone_collective(OpKind::all_reduce, 8, 1024 * kMiB)).iteration_time_s ==
+        Approx(2.0 * 7 / 8 * 1024 * kMiB / 228.1e9).epsilon(0.01));
+}
+
+TEST_CASE("simulator: two flows into one GPU share its link, each at half the bandwidth", "[sim]") {
+  const double B = 100e9, S = 64 * kMiB;
+  const hw::ClusterSpec cluster = flat_cluster(4, 1, B);
+  const double hop = cluster.intra_node.hop_latency_seconds();
+  sim::Simulator simulator(ModelSpec{}, cluster);
+  const std::vector<double> alone = simulator.transfer_seconds({{0, 2, S}});
+  REQUIRE(alone[0] == Approx(S / B + hop).epsilon(1e-6));
+  const std::vector<double> shared = simulator.transfer_seconds({{0, 2, S}, {1, 2, S}});
+  CHECK(shared[0] == Approx(2 * S / B + hop).epsilon(1e-6));
+  CHECK(shared[1] == Approx(2 * S / B + hop).epsilon(1e-6));
+  // Split duplex: a flow the other way does not slow them down.
+  const std::vector<double> opposite = simulator.transfer_seconds({{0, 2, S}, {2, 0, S}});
+  CHECK(opposite[0] == Approx(S / B + hop).epsilon(1e-6));
+  CHECK(opposite[1] == Approx(S / B + hop).epsilon(1e-6));
+}
+
+TEST_CASE("simulator: a pure-compute program takes the sum of its kernel times", "[sim]") {
+  const hw::ClusterSpec cluster = flat_cluster(2);
+  const costmodel::OpTimer timer(cluster, 2);
+  std::vector<Program> programs(2);
+  double expected = 0;
+  for (Program& program : programs) {
+    for (int i = 0; i < 5; ++i) {
+      Op op;
+      op.kind = i % 2 == 0 ? OpKind::gemm : OpKind::memory_bound;
+      op.flops = 1e9 * (i + 1);
+      op.memory_bytes = 1e8 * (i + 1);
+      if (i > 0) op.deps = {static_cast<OpId>(i - 1)};
+      program.ops.push_back(op);
+    }
+  }
+  for (const Op& op : programs[0].ops) expected += timer.compute_seconds(op);
+  sim::Simulator simulator(ModelSpec{}, cluster);
+  const sim::SimulationResult result = simulator.run(programs);
+  CHECK(result.iteration_time_s == Approx(expected).epsilon(1e-9));
+  CHECK(result.per_rank[0].compute_s == Approx(expected).epsilon(1e-9));
+  CHECK(result.per_rank[1].exposed_comm_s == 0);
+  CHECK(result.kernels == 10);
+  CHECK(result.flows == 0);
+}
+
+TEST_CASE("simulator: communication behind compute is hidden; a wait on it is exposed", "[sim]") {
+  const double B = 100e9, S = 100 * kMiB;
+  const hw::ClusterSpec cluster = flat_cluster(2, 1, B);
+  const costmodel::OpTimer timer(cluster, 2);
+  std::vector<Program> programs = lone_collective(OpKind::all_gather, 2, S);
+  Op kernel;
+  kernel.kind = OpKind::memory_bound;
+  kernel.memory_bytes = 1e8;  // 100 µs at 1 TB/s, the all-gather takes about 500 µs
+  for (Program& program : programs) program.ops.insert(program.ops.begin() + 1, kernel);
+  sim::Simulator simulator(ModelSpec{}, cluster);
+  const sim::SimulationResult result = simulator.run(programs);
+  const double gather = timer.seconds(programs[0].ops[0]);
+  CHECK(result.iteration_time_s == Approx(gather).epsilon(0.01));
+  CHECK(result.per_rank[0].compute_s == Approx(timer.seconds(kernel)).epsilon(1e-9));
+  CHECK(result.per_rank[0].exposed_comm_s == Approx(gather - timer.seconds(kernel)).epsilon(0.01));
+  CHECK(result.per_rank[0].idle_s == Approx(0).margin(1e-9));
+}
