@@ -1,0 +1,138 @@
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <set>
+
+#include "strategies/library.hpp"
+#include "strategies/model.hpp"
+#include "strategies/sequence_layout.hpp"
+#include "strategies/training_step.hpp"
+#include "tests/experiments/run_paradyse.hpp"
+
+using namespace paradyse;
+using namespace paradyse::testing;
+
+TEST_CASE("simulate --json prints the documented keys", "[experiments]") {
+  const RunResult r = run_paradyse("simulate --model llama-8l --plan ulysses_z --seq 8K --json");
+  REQUIRE(r.exit_code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("plan") == "ulysses_z");
+  CHECK(j.at("seq") == 8192);
+  CHECK(j.at("iteration_time_s").get<double>() > 0);
+  CHECK(j.at("peak_memory_bytes").get<double>() > 0);
+  CHECK(j.at("oom") == false);
+  CHECK(j.at("events").get<int64_t>() > 0);
+  CHECK(j.at("events").get<int64_t>() == j.at("kernels").get<int64_t>() + j.at("flows").get<int64_t>() +
+                                             j.at("analytic_collectives").get<int64_t>());
+  REQUIRE(j.at("per_rank").size() == 8);
+  double peak = 0;
+  for (const auto& rank : j.at("per_rank")) {
+    for (const char* key : {"compute_s", "exposed_comm_s", "idle_s"}) CHECK(rank.at(key).get<double>() >= 0);
+    CHECK(rank.at("compute_s").get<double>() + rank.at("exposed_comm_s").get<double>() +
+              rank.at("idle_s").get<double>() ==
+          Approx(j.at("iteration_time_s").get<double>()));
+    peak = std::max(peak, rank.at("peak_memory_bytes").get<double>());
+  }
+  CHECK(peak == j.at("peak_memory_bytes").get<double>());
+}
+
+TEST_CASE("simulate: a per-layer plan, an out-of-memory plan, the table", "[experiments]") {
+  const RunResult mixed = run_paradyse(
+      "simulate --plan megatron_ts,metp,megatron_ts,metp,ulysses_z,ulysses_z,megatron_cz,colossal_z --seq 4K "
+      "--json");
+  REQUIRE(mixed.exit_code == 0);
+  CHECK(nlohmann::json::parse(mixed.out).at("plan") ==
+        "megatron_ts,metp,megatron_ts,metp,ulysses_z,ulysses_z,megatron_cz,colossal_z");
+
+  const RunResult oom = run_paradyse("simulate --plan colossal_z --seq 64K --json");
+  REQUIRE(oom.exit_code == 0);  // out of memory is a result
+  const auto j = nlohmann::json::parse(oom.out);
+  CHECK(j.at("oom") == true);
+  CHECK(j.at("oom_at").at("layer") == 0);
+  CHECK(j.at("oom_at").at("bytes").get<double>() > j.at("oom_at").at("capacity_bytes").get<double>());
+
+  const RunResult table = run_paradyse("simulate --plan colossal_z --seq 64K");
+  REQUIRE(table.exit_code == 0);
+  CHECK_THAT(table.out,
+             Catch::Contains("OUT OF MEMORY") && Catch::Contains("first out of memory at  rank 0, layer 0"));
+  CHECK_THAT(table.out, Catch::Contains("exposed_comm_ms") && Catch::Contains("iteration time"));
+}
+
+TEST_CASE("simulate --timeline writes trace-event JSON with every op of every rank once", "[experiments]") {
+  const auto dir = temp_dir();
+  const std::string path = (dir / "timeline.json").string();
+  const RunResult r =
+      run_paradyse("simulate --model bert-large --plan megatron_cz --seq 2K --timeline " + path);
+  REQUIRE(r.exit_code == 0);
+  const auto j = nlohmann::json::parse(read_text(path));
+  std::map<int, std::set<int64_t>> ops_seen;
+  int64_t op_events = 0;
+  for (const auto& event : j.at("traceEvents")) {
+    if (event.at("ph") != "X") continue;
+    ++op_events;
+    CHECK(event.at("dur").get<double>() >= 0);
+    CHECK(event.at("ts").get<double>() >= 0);
+    const auto tid = event.at("tid").get<int>();
+    CHECK((tid == 0 || tid == 1));
+    CHECK(ops_seen[event.at("pid").get<int>()].insert(event.at("args").at("op").get<int64_t>()).second);
+  }
+  // The programs the simulator ran, traced independently here.
+  const ModelSpec model = load_model("bert-large");
+  StepSpec spec;
+  spec.model = &model;
+  spec.tokens = SequenceLayout::padded_length(2048, 8, model.causal);
+  spec.plan = uniform_plan(megatron_cz(), model.num_layers);
+  REQUIRE(ops_seen.size() == 8);
+  int64_t total = 0;
+  for (int rank = 0; rank < 8; ++rank) {
+    const Program program = trace_training_step(spec, rank, 8);
+    CHECK(ops_seen[rank].size() == program.ops.size());
+    CHECK(*ops_seen[rank].rbegin() == static_cast<int64_t>(program.ops.size()) - 1);
+    total += static_cast<int64_t>(program.ops.size());
+  }
+  CHECK(op_events == total);
+
+  // Same inputs, same bytes.
+  const std::string again = (dir / "again.json").string();
+  REQUIRE(run_paradyse("simulate --model bert-large --plan megatron_cz --seq 2K --timeline " + again).out ==
+          r.out);
+  CHECK(read_text(again) == read_text(path));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("simulate: bad inputs fail with a clear message and no output", "[experiments]") {
+  const auto dir = temp_dir();
+  const std::string timeline = (dir / "t.json").string();
+  struct Case {
+    std::string args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"simulate --plan megatron_ts,metp --seq 4K",
+       "expected one strategy, or one per layer of gpt-8l (8), got 2"},
+      {"simulate --plan nosuch --seq 4K", "unknown strategy 'nosuch'"},
+      {"simulate --plan "
+       "megatron_ts,megatron_ts,megatron_ts,nosuch,megatron_ts,megatron_ts,megatron_ts,megatron_ts "
+       "--seq 4K",
+       "unknown strategy 'nosuch'"},
+      {"simulate --plan megatron_ts --seq 4K --cluster tests/experiments/data/zero_gpus.json",
+       "zero_gpus.json: field 'gpus_per_node'"},
+      {"simulate --plan megatron_ts --seq 4K --degree 16", "between 1 and the 8 GPUs"},
+      {"simulate --plan megatron_ts --seq 4K,8K", "expected one sequence length"},
+      {"simulate --plan megatron_ts --seq 0", "expected a positive token count"},
+      {"simulate --plan megatron_ts --seq 4K --degree 5", "must divide the 96 attention heads"},
+      {"simulate --plan megatron_ts --seq 4K --oversubscription 0.5", "oversubscription of at least 1"},
+      {"simulate --plan megatron_ts --seq 4K --timeline " + dir.string(), "expected a file path"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    const bool names_timeline = c.args.find("--timeline") != std::string::npos;
+    const RunResult r = run_paradyse(names_timeline ? c.args : c.args + " --timeline " + timeline);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains(c.message));
+    CHECK(r.out.empty());
+    CHECK(!std::filesystem::exists(timeline));
+  }
+  std::filesystem::remove_all(dir);
+}
