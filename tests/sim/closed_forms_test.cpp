@@ -113,3 +113,19 @@ TEST_CASE("simulator: communication behind compute is hidden; a wait on it is ex
   CHECK(result.per_rank[0].exposed_comm_s == Approx(gather - timer.seconds(kernel)).epsilon(0.01));
   CHECK(result.per_rank[0].idle_s == Approx(0).margin(1e-9));
 }
+
+TEST_CASE("simulator: a collective beyond the flow limit takes the bus-bandwidth formula", "[sim]") {
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  sim::SimulationOptions options;
+  options.max_flows_per_collective = 7;  // an 8-rank ring needs 8 flows
+  sim::Simulator simulator(ModelSpec{}, cluster, options);
+  const std::vector<Program> programs = lone_collective(OpKind::all_reduce, 8, 64 * kMiB);
+  const sim::SimulationResult result = simulator.run(programs);
+  CHECK(result.flows == 0);
+  CHECK(result.analytic_collectives == 1);
+  CHECK(result.iteration_time_s ==
+        Approx(costmodel::OpTimer(cluster, 8).seconds(programs[0].ops[0])).epsilon(1e-9));
+  // A send/recv step needs one flow per rank, within the limit: still simulated.
+  CHECK(simulator.run(lone_collective(OpKind::send_recv, 4, 64 * kMiB)).flows == 4);
+  CHECK_THAT(sim::collective_algorithm_description(options), Catch::Contains("more than 7 flows"));
+}
