@@ -119,6 +119,55 @@ void static_memory(const ModelSpec& model, int degree, MemoryBreakdown& memory) 
   memory.optimizer_states = 12 * parameters;
 }
 
+namespace {
+MemoryStep memory_step(const SegmentCost& segment) {
+  return {segment.memory_peak_bytes, segment.memory_delta_bytes};
+}
+}  // namespace
+
+CostTable Estimator::cost_table(const std::vector<std::pair<const Strategy*, Recompute>>& candidates,
+                                const EstimateRequest& request_in) {
+  EstimateRequest request = request_in;
+  if (request.degree == 0) request.degree = cluster_.num_gpus();
+  CostTable table;
+  table.num_layers = static_cast<int>(model_.num_layers);
+  table.tokens = request.tokens;
+  table.degree = request.degree;
+  table.batch = request.batch;
+  table.padded_tokens = SequenceLayout::padded_length(request.tokens, request.degree, model_.causal);
+  for (const auto& [strategy, recompute] : candidates) {
+    if (strategy->unsupported(model_, request.degree)) continue;
+    // Validates the request once per candidate, as estimate() does.
+    checked_request(model_, cluster_, uniform_plan(*strategy, model_.num_layers, recompute), request);
+    const StrategyCosts& costs =
+        strategy_costs(*strategy, request.degree, table.padded_tokens, request.batch, recompute);
+    Candidate& candidate = table.candidates.emplace_back();
+    candidate.strategy = strategy;
+    candidate.recompute = recompute;
+    candidate.layer.seconds =
+        costs.layer_forward.seconds + costs.layer_backward.seconds + costs.layer_optimizer.seconds;
+    candidate.layer.forward = memory_step(costs.layer_forward);
+    candidate.layer.backward = memory_step(costs.layer_backward);
+    candidate.layer.optimizer = memory_step(costs.layer_optimizer);
+    if (table.candidates.size() > 1) continue;
+    // The rest of the step is the same code for every strategy; take it from the first.
+    StepCost& step = table.step;
+    step.seconds = costs.embedding_forward.seconds + costs.head.seconds + costs.embedding_backward.seconds +
+                   costs.model_optimizer.seconds;
+    step.initial_bytes = costs.initial_live_bytes;
+    step.embedding_forward = memory_step(costs.embedding_forward);
+    step.head = memory_step(costs.head);
+    step.embedding_backward = memory_step(costs.embedding_backward);
+    step.optimizer = memory_step(costs.model_optimizer);
+    MemoryBreakdown static_terms;
+    static_memory(model_, request.degree, static_terms);
+    step.static_bytes = static_terms.weights + static_terms.gradients + static_terms.optimizer_states;
+    step.fragmentation = cluster_.gpu.allocator_fragmentation;
+    step.capacity_bytes = cluster_.tensor_capacity_bytes();
+  }
+  return table;
+}
+
 Estimate Estimator::estimate(const Strategy& strategy, const EstimateRequest& request, Recompute recompute) {
   return estimate(uniform_plan(strategy, model_.num_layers, recompute), request);
 }

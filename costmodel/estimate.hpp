@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "costmodel/cost_table.hpp"
 #include "costmodel/program_cost.hpp"
 #include "hw_models/cluster.hpp"
 #include "strategies/strategy.hpp"
@@ -77,6 +78,10 @@ class Estimator {
   // Every layer `strategy` with `recompute`.
   Estimate estimate(const Strategy& strategy, const EstimateRequest& request,
                     Recompute recompute = Recompute::none);
+  // What a selector prices plans with at `request`: one layer of each candidate the degree allows
+  // and the rest of the step. Its plan_seconds and plan_peak_bytes equal estimate(plan)'s.
+  CostTable cost_table(const std::vector<std::pair<const Strategy*, Recompute>>& candidates,
+                       const EstimateRequest& request);
   // Why `strategy` cannot run at `degree`, if it cannot.
   std::optional<std::string> unsupported(const Strategy& strategy, int degree) const;
 

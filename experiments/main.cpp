@@ -4,7 +4,9 @@
 
 #include "common/errors.hpp"
 #include "experiments/bench_command.hpp"
+#include "experiments/costmodel_command.hpp"
 #include "experiments/estimate_command.hpp"
+#include "experiments/plan_command.hpp"
 #include "experiments/simulate_command.hpp"
 
 int main(int argc, char** argv) {
@@ -14,8 +16,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   paradyse::cli::add_estimate_command(app);
   paradyse::cli::add_simulate_command(app);
+  paradyse::cli::add_plan_command(app);
+  paradyse::cli::add_costmodel_command(app);
   paradyse::cli::add_bench_command(app);
   paradyse::cli::add_bench_simulate_command(app);
+  paradyse::cli::add_bench_plan_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,227 @@
+#include "experiments/plan_command.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "experiments/inputs.hpp"
+#include "experiments/policy_options.hpp"
+#include "selector/optimal_policy.hpp"
+#include "selector/paradyse_policy.hpp"
+
+namespace paradyse::cli {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+struct PlanOptions {
+  MachineOptions machine;
+  PolicyOptions policies;
+  std::string lengths;
+  bool longest = false;
+  int64_t max_seq = 16 * 1024 * 1024;
+  bool json = false;
+};
+
+// "megatron_ts×6,metp×2": runs of equal layers.
+std::string compact(const Plan& plan) {
+  if (plan.empty()) return "-";
+  std::string text;
+  for (std::size_t l = 0; l < plan.size();) {
+    std::size_t end = l;
+    while (end < plan.size() && plan[end] == plan[l]) ++end;
+    if (!text.empty()) text += ",";
+    text += plan_name({plan[l]});
+    if (end - l > 1) text += "x" + std::to_string(end - l);
+    l = end;
+  }
+  return text;
+}
+
+nlohmann::ordered_json to_json(const selector::Decision& d) {
+  nlohmann::ordered_json j;
+  j["policy"] = d.policy;
+  j["seq"] = d.tokens;
+  j["padded_seq"] = d.padded_tokens;
+  j["plan"] = nlohmann::ordered_json::array();
+  for (const LayerChoice& layer : d.plan) j["plan"].push_back(plan_name({layer}));
+  j["predicted_time_s"] = d.predicted_seconds;
+  j["predicted_peak_bytes"] = d.predicted_peak_bytes;
+  j["fits"] = d.fits;
+  j["switches"] = d.switches;
+  j["fallback"] = d.fallback;
+  j["kept_previous"] = d.kept_previous;
+  j["from_cache"] = d.from_cache;
+  j["evaluated_plans"] = d.evaluated_plans;
+  return j;
+}
+
+// The longest length at which `policy` plans something that fits, by bisection (a plan that fits a
+// length fits every shorter one); 0 when not even one token fits.
+std::pair<int64_t, selector::Decision> longest(selector::Policy& policy, int64_t max_seq) {
+  int64_t fits = 0, fails = max_seq + 1;
+  selector::Decision at_longest;
+  while (fails - fits > 1) {
+    const int64_t middle = fits + (fails - fits) / 2;
+    selector::Decision decision = policy.decide(middle);
+    if (decision.fits) {
+      fits = middle;
+      at_longest = std::move(decision);
+    } else {
+      fails = middle;
+    }
+  }
+  return {fits, at_longest};
+}
+
+void run(const PlanOptions& options) {
+  if (options.longest == !options.lengths.empty())
+    throw InputError("--seq", 0, "", "expected either --seq LENGTHS or --longest");
+  const std::vector<int64_t> lengths =
+      options.longest ? std::vector<int64_t>{} : parse_lengths(options.lengths, "--seq");
+  if (options.max_seq < 1) throw InputError("--max-seq", 0, "", "expected a positive token count");
+  PolicySet set = options.policies.build(options.machine);
+
+  if (options.longest) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    if (!options.json)
+      fmt::print("longest length each policy plans within memory ({} on {}, cost model {}):\n",
+                 set.model.name, set.cluster.name, set.source->name());
+    for (auto& policy : set.policies) {
+      const auto [tokens, decision] = longest(*policy, options.max_seq);
+      if (options.json) {
+        out.push_back(
+            {{"policy", policy->name()}, {"longest_seq", tokens}, {"plan", compact(decision.plan)}});
+        continue;
+      }
+      fmt::print("{:<22} {:>9} {}\n", policy->name(), tokens, tokens > 0 ? compact(decision.plan) : "");
+    }
+    if (options.json) std::cout << out.dump(2) << "\n";
+    return;
+  }
+
+  std::vector<selector::Decision> decisions;
+  for (auto& policy : set.policies)
+    for (int64_t tokens : lengths) decisions.push_back(policy->decide(tokens));
+  if (options.json) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const selector::Decision& d : decisions) out.push_back(to_json(d));
+    std::cout << (decisions.size() == 1 ? out[0] : out).dump(2) << "\n";
+    return;
+  }
+  fmt::print("{} on {}, degree {}, cost model {}\n", set.model.name, set.cluster.name, set.degree,
+             set.source->name());
+  fmt::print("{:<22} {:>8} {:>12} {:>9} {:>5} {:>8}  {}\n", "policy", "seq", "predicted_ms", "peak_GiB",
+             "fits", "switches", "plan");
+  for (const selector::Decision& d : decisions)
+    fmt::print("{:<22} {:>8} {:>12.2f} {:>9.2f} {:>5} {:>8}  {}{}\n", d.policy, d.tokens,
+               d.predicted_seconds * 1e3, d.predicted_peak_bytes / kGiB, d.fits ? "yes" : "OOM", d.switches,
+               compact(d.plan), d.fallback ? " (nothing fits: the leanest)" : "");
+}
+
+struct BenchOptions {
+  MachineOptions machine;
+  std::string length = "128K";
+  int layers = 96;
+  int decisions = 2000;
+};
+
+// A table of `layers` layers from the model's real layer costs at one length, with the memory limit
+// half way between the leanest and the fastest uniform plan, so that the decision must mix.
+costmodel::CostTable bench_table(selector::AnalyticCostSource& source, int64_t tokens, int layers) {
+  costmodel::CostTable table = source.table(tokens, selector::all_candidates());
+  table.num_layers = layers;
+  double fastest_seconds = 0, fastest_peak = 0, leanest_peak = 0;
+  for (int c = 0; c < static_cast<int>(table.candidates.size()); ++c) {
+    const auto uniform = selector::uniform_choice(table, c);
+    const double seconds = table.plan_seconds(uniform), peak = table.plan_peak_bytes(uniform);
+    if (c == 0 || seconds < fastest_seconds) {
+      fastest_seconds = seconds;
+      fastest_peak = peak;
+    }
+    leanest_peak = c == 0 ? peak : std::min(leanest_peak, peak);
+  }
+  table.step.capacity_bytes = (leanest_peak + fastest_peak) / 2;
+  return table;
+}
+
+void bench(const BenchOptions& options) {
+  const std::vector<int64_t> lengths = parse_lengths(options.length, "--seq");
+  if (lengths.size() != 1) throw InputError("--seq", 0, "", "expected one sequence length");
+  if (options.layers < 1) throw InputError("--layers", 0, "", "expected a positive layer count");
+  if (options.decisions < 1) throw InputError("--decisions", 0, "", "expected a positive count");
+  selector::AnalyticCostSource source(options.machine.load_model(), options.machine.load_cluster());
+  const costmodel::CostTable table = bench_table(source, lengths.front(), options.layers);
+  selector::ParadyseOptions paradyse_options;
+  paradyse_options.cache = false;
+  paradyse_options.gamma = 0;
+  selector::ParadysePolicy paradyse(source, paradyse_options);
+  selector::OptimalPolicy optimal(source, {});
+  using Clock = std::chrono::steady_clock;
+  fmt::print(
+      "decisions on a table of {} layers x {} strategies ({} layer costs at {} tokens on {}, memory limit "
+      "half way between the leanest and the fastest plan), uncached, {} decisions each:\n",
+      options.layers, table.candidates.size(), options.machine.model, lengths.front(),
+      options.machine.cluster, options.decisions);
+  fmt::print("{:<10} {:>14} {:>10} {:>10} {:>8}  {}\n", "policy", "decisions_per_s", "median_us", "p99_us",
+             "target", "plan");
+  const auto measure = [&](const char* name, auto&& decide, double target_us) {
+    std::vector<double> micros;
+    selector::Decision last;
+    for (int i = 0; i < options.decisions; ++i) {
+      const auto start = Clock::now();
+      last = decide();
+      micros.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    }
+    std::sort(micros.begin(), micros.end());
+    double total = 0;
+    for (double m : micros) total += m;
+    const double p99 = micros[std::min(micros.size() - 1, micros.size() * 99 / 100)];
+    fmt::print("{:<10} {:>14.0f} {:>10.1f} {:>10.1f} {:>8}  {}\n", name,
+               static_cast<double>(micros.size()) / total * 1e6, micros[micros.size() / 2], p99,
+               fmt::format("{:.0f}us", target_us), compact(last.plan));
+  };
+  measure(
+      "paradyse", [&] { return paradyse.decide(table); }, 100);
+  measure(
+      "optimal", [&] { return optimal.decide(table); }, 1000);
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto options = std::make_shared<PlanOptions>();
+  CLI::App* command = app.add_subcommand(
+      "plan",
+      "The plan (a strategy per layer) each policy chooses for sequences of the given lengths, in the "
+      "given order, with its predicted time, peak memory and number of strategy switches; or, with "
+      "--longest, the longest length each policy can plan without running out of memory.");
+  options->machine.add_to(*command);
+  options->policies.add_to(*command);
+  command->add_option("--seq", options->lengths,
+                      "sequence length(s) in tokens, decided in this order: 4096, 16K");
+  command->add_flag("--longest", options->longest,
+                    "print the longest length each policy plans within memory");
+  command->add_option("--max-seq", options->max_seq, "longest length --longest tries")->capture_default_str();
+  command->add_flag("--json", options->json, "print JSON instead of a table");
+  command->callback([options] { run(*options); });
+}
+
+void add_bench_plan_command(CLI::App& app) {
+  auto options = std::make_shared<BenchOptions>();
+  CLI::App* command = app.add_subcommand(
+      "bench-plan",
+      "Benchmark: decisions per second and per-decision latency (median, p99) of the paradyse and optimal "
+      "policies on a table of many layers, uncached.");
+  options->machine.add_to(*command);
+  command->add_option("--seq", options->length, "length whose layer costs fill the table")
+      ->capture_default_str();
+  command->add_option("--layers", options->layers, "layers in the table")->capture_default_str();
+  command->add_option("--decisions", options->decisions, "decisions timed per policy")->capture_default_str();
+  command->callback([options] { bench(*options); });
+}
+
+}  // namespace paradyse::cli

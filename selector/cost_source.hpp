@@ -1,0 +1,45 @@
+// Where a policy gets its prices: the analytic model over traced programs, or a learned model fitted
+// to profiles (`--costmodel analytic|FILE`). Either way a policy sees a CostTable per length.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "costmodel/cost_table.hpp"
+#include "costmodel/estimate.hpp"
+
+namespace paradyse::selector {
+
+using CandidateKey = std::pair<const Strategy*, Recompute>;
+
+class CostSource {
+ public:
+  virtual ~CostSource() = default;
+  virtual std::string name() const = 0;  // "analytic", or the learned model's file
+  virtual int num_layers() const = 0;
+  virtual int64_t batch() const = 0;
+  // Costs at `tokens` of the `wanted` candidates this source can price (others are left out).
+  virtual costmodel::CostTable table(int64_t tokens, const std::vector<CandidateKey>& wanted) = 0;
+};
+
+class AnalyticCostSource final : public CostSource {
+ public:
+  // `degree` 0: every GPU of the cluster.
+  AnalyticCostSource(ModelSpec model, hw::ClusterSpec cluster, int degree = 0, int64_t batch = 1);
+  std::string name() const override { return "analytic"; }
+  int num_layers() const override { return static_cast<int>(estimator_.model().num_layers); }
+  int64_t batch() const override { return batch_; }
+  costmodel::CostTable table(int64_t tokens, const std::vector<CandidateKey>& wanted) override;
+
+ private:
+  costmodel::Estimator estimator_;
+  int degree_;
+  int64_t batch_;
+};
+
+// Every strategy of the paper, with each recomputation when `recompute_choices`, else none only.
+std::vector<CandidateKey> all_candidates(bool recompute_choices = false);
+
+}  // namespace paradyse::selector

@@ -1,0 +1,34 @@
+// Prices plans with a learned model (costmodel/learned_model.hpp): the paper's random forest inside
+// the profiled lengths, a polynomial beyond. The model predicts, per strategy, the iteration time and
+// peak memory of its uniform plan and the activations one layer keeps; the table spreads them over
+// the layers: each layer takes 1/L of the time, keeps its predicted bytes, and peaks with the rest of
+// the uniform plan's peak (above the static terms and every layer's kept bytes) as its transient, so
+// that a uniform plan gets back exactly the predicted time and peak and a mix combines its layers
+// with the same fold as the analytic table.
+#pragma once
+
+#include "costmodel/learned_model.hpp"
+#include "selector/cost_source.hpp"
+
+namespace paradyse::selector {
+
+class LearnedCostSource final : public CostSource {
+ public:
+  // Loads `path`; InputError when it was fitted for another model, cluster, degree or batch.
+  LearnedCostSource(const std::string& path, ModelSpec model, hw::ClusterSpec cluster, int degree,
+                    int64_t batch);
+  std::string name() const override { return path_; }
+  int num_layers() const override { return static_cast<int>(model_.num_layers); }
+  int64_t batch() const override { return batch_; }
+  costmodel::CostTable table(int64_t tokens, const std::vector<CandidateKey>& wanted) override;
+
+ private:
+  std::string path_;
+  costmodel::LearnedModel learned_;
+  ModelSpec model_;
+  hw::ClusterSpec cluster_;
+  int degree_;
+  int64_t batch_;
+};
+
+}  // namespace paradyse::selector
