@@ -10,6 +10,7 @@
 #include "costmodel/learned_model.hpp"
 #include "costmodel/profile.hpp"
 #include "experiments/inputs.hpp"
+#include "experiments/profiling.hpp"
 #include "sim/simulator.hpp"
 
 namespace paradyse::cli {
@@ -25,8 +26,6 @@ struct ProfileOptions {
   std::string out;
 };
 
-// Uniform plans of every strategy at every length, timed by the simulator (or the analytic model);
-// the activations a layer keeps come from its traced program's allocations, the same in both.
 void profile(const ProfileOptions& options) {
   const std::vector<int64_t> lengths = parse_lengths(options.lengths, "--seq");
   const std::vector<const Strategy*> strategies = parse_strategies(options.strategies, "--strategy");
@@ -39,29 +38,8 @@ void profile(const ProfileOptions& options) {
   const int degree = options.degree == 0 ? cluster.num_gpus() : options.degree;
   std::unique_ptr<sim::Simulator> simulator;
   if (options.engine == "sim") simulator = std::make_unique<sim::Simulator>(model, cluster);
-
-  costmodel::Profile profile{model.name, cluster.name, degree, options.batch, options.engine, {}};
-  for (const Strategy* strategy : strategies) {
-    if (strategy->unsupported(model, degree)) continue;
-    for (int64_t tokens : lengths) {
-      const costmodel::EstimateRequest request{.tokens = tokens, .degree = degree, .batch = options.batch};
-      const Plan plan = uniform_plan(*strategy, model.num_layers);
-      const costmodel::CostTable table = estimator.cost_table({{strategy, Recompute::none}}, request);
-      costmodel::ProfilePoint& point = profile.points.emplace_back();
-      point.strategy = strategy->name();
-      point.seq = tokens;
-      point.saved_bytes_per_layer = table.candidates.front().layer.saved_bytes();
-      if (simulator) {
-        const sim::SimulationResult result = simulator->simulate(plan, request);
-        point.iteration_time_s = result.iteration_time_s;
-        point.peak_memory_bytes = result.peak_memory_bytes;
-      } else {
-        const costmodel::Estimate estimate = estimator.estimate(plan, request);
-        point.iteration_time_s = estimate.time.total_seconds;
-        point.peak_memory_bytes = estimate.memory.peak;
-      }
-    }
-  }
+  const costmodel::Profile profile =
+      profile_uniform_plans(estimator, simulator.get(), degree, options.batch, strategies, lengths);
   if (profile.points.empty())
     throw InputError("--strategy", 0, "", "no strategy given can run " + model.name);
   costmodel::write_profile(profile, options.out);

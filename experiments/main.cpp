@@ -3,17 +3,23 @@
 #include <CLI/CLI.hpp>
 
 #include "common/errors.hpp"
+#include "experiments/ablation_command.hpp"
 #include "experiments/bench_command.hpp"
+#include "experiments/compare_command.hpp"
 #include "experiments/costmodel_command.hpp"
 #include "experiments/estimate_command.hpp"
 #include "experiments/plan_command.hpp"
 #include "experiments/simulate_command.hpp"
+#include "experiments/trace_command.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{
       "paradyse: choose, per input sequence and per layer, the fastest parallel strategy that fits in GPU "
       "memory, for training Transformers on inputs of wildly varying length."};
   app.require_subcommand(1);
+  paradyse::cli::add_compare_command(app);
+  paradyse::cli::add_ablation_command(app);
+  paradyse::cli::add_trace_command(app);
   paradyse::cli::add_estimate_command(app);
   paradyse::cli::add_simulate_command(app);
   paradyse::cli::add_plan_command(app);

@@ -66,8 +66,10 @@ TEST_CASE("estimate: bad inputs fail with a clear message and no output", "[expe
 }
 
 TEST_CASE("every subcommand explains itself with --help", "[experiments]") {
-  for (const char* command : {"", "estimate", "simulate", "plan", "costmodel", "costmodel profile",
-                              "costmodel fit", "costmodel eval", "bench", "bench-simulate", "bench-plan"}) {
+  for (const char* command :
+       {"", "compare", "ablation", "trace", "trace stats", "trace list", "trace convert", "estimate",
+        "simulate", "plan", "costmodel", "costmodel profile", "costmodel fit", "costmodel eval", "bench",
+        "bench-simulate", "bench-plan"}) {
     const RunResult r = run_paradyse(std::string(command) + " --help");
     INFO(command);
     REQUIRE(r.exit_code == 0);

@@ -1,0 +1,100 @@
+// A compare run: every policy over the same sequence of lengths, one training step per sequence
+// (batch 1, as in the paper), timed and sized by an engine: the analytic model, or the simulator.
+// A sequence whose plan does not fit (by the engine's memory, whatever the policy predicted) is not
+// trained: it counts as out of memory, and the policy's curve of cumulative time ends at its first.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "costmodel/estimate.hpp"
+#include "experiments/policy_options.hpp"
+#include "experiments/simulated_times.hpp"
+
+namespace paradyse::cli {
+
+struct SequenceResult {
+  int64_t index = 0;  // position in the run
+  int64_t tokens = 0;
+  int64_t padded_tokens = 0;
+  std::string plan;  // plan_name(); "" when the policy had none
+  int layer_switches = 0;
+  double predicted_seconds = 0;
+  double predicted_peak_bytes = 0;
+  double seconds = 0;     // the engine's; 0 when not trained
+  double peak_bytes = 0;  // the engine's
+  bool fits = false;
+};
+
+struct PolicyResult {
+  std::string policy;
+  std::vector<SequenceResult> sequences;
+  int64_t trained = 0;
+  double total_seconds = 0;  // over trained sequences
+  double trained_tokens = 0;
+  double model_flops = 0;
+  double tokens_per_second = 0;
+  double mfu = 0;
+  int64_t oom_count = 0;
+  int64_t first_oom = -1;          // index of the first sequence out of memory
+  int64_t max_len_before_oom = 0;  // longest sequence trained before the first out of memory
+  int64_t plan_switches = 0;       // trained sequences whose plan differs from the previous trained one
+};
+
+struct CompareResult {
+  std::string engine;  // "sim" or "analytic"
+  std::string method;  // how times were obtained
+  std::optional<InterpolationError> interpolation;
+  int64_t simulations = 0;
+  std::vector<PolicyResult> policies;
+};
+
+// What one training step of a plan costs: the simulator's time (or the analytic estimate's) and the
+// memory fold of the plan's allocations (the simulator's and the estimate's agree to the byte).
+// Kept across runs so that the simulations of one run serve the next.
+class StepEngine {
+ public:
+  // engine "sim" or "analytic"; grid_ratio: see SimulatedTimes.
+  StepEngine(const ModelSpec& model, const hw::ClusterSpec& cluster, int degree, const std::string& engine,
+             double grid_ratio);
+  ~StepEngine();
+
+  struct Step {
+    int64_t padded_tokens = 0;
+    double seconds = 0;  // 0 when the plan does not fit (it is not run)
+    double peak_bytes = 0;
+    bool fits = false;
+  };
+  Step step(const Plan& plan, int64_t tokens);
+
+  const std::string& name() const { return name_; }
+  std::string method() const;
+  std::optional<InterpolationError> measure_error(int samples);
+  int64_t simulations() const;
+  const ModelSpec& model() const { return model_; }
+  const hw::ClusterSpec& cluster() const { return cluster_; }
+  int degree() const { return degree_; }
+  costmodel::Estimator& estimator() { return estimator_; }
+  sim::Simulator* simulator() { return simulator_.get(); }
+
+ private:
+  ModelSpec model_;
+  hw::ClusterSpec cluster_;
+  int degree_;
+  std::string name_;
+  costmodel::Estimator estimator_;
+  std::unique_ptr<sim::Simulator> simulator_;
+  std::unique_ptr<SimulatedTimes> simulated_;
+};
+
+// Called now and then with (work done, work total, what is running).
+using Progress = std::function<void(int64_t, int64_t, const std::string&)>;
+
+// Every policy over `lengths`, in order; then the interpolation error (sim engine) on `error_samples`.
+CompareResult run_compare(const std::vector<selector::Policy*>& policies, const std::vector<int64_t>& lengths,
+                          StepEngine& engine, const Progress& progress = {}, int error_samples = 24);
+
+}  // namespace paradyse::cli

@@ -1,0 +1,264 @@
+#include "experiments/compare_report.hpp"
+
+#include <fmt/core.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "common/errors.hpp"
+
+namespace paradyse::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kOutputs[] = {"summary.json", "per_sequence.csv", "cumulative_time.png",
+                                    "time_by_length.png", "report.md"};
+constexpr std::size_t kPlotPoints = 2000;  // per curve; plots need no more
+
+std::string hours(double seconds) {
+  return fmt::format("{:.2f} h", seconds / 3600);
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out.flush()) throw InputError(path.string(), 0, "", "cannot write");
+}
+
+std::string csv(const CompareResult& result) {
+  std::string text =
+      "policy,index,seq,padded_seq,plan,layer_switches,predicted_time_s,time_s,predicted_peak_bytes,peak_"
+      "bytes,fits\n";
+  for (const PolicyResult& p : result.policies)
+    for (const SequenceResult& s : p.sequences)
+      text += fmt::format("{},{},{},{},\"{}\",{},{},{},{},{},{}\n", p.policy, s.index, s.tokens,
+                          s.padded_tokens, s.plan, s.layer_switches, s.predicted_seconds, s.seconds,
+                          s.predicted_peak_bytes, s.peak_bytes, s.fits ? 1 : 0);
+  return text;
+}
+
+// Every k-th point and the last, so that a curve has at most kPlotPoints.
+template <typename Point>
+std::vector<Point> thin(const std::vector<Point>& points) {
+  if (points.size() <= kPlotPoints) return points;
+  std::vector<Point> kept;
+  const std::size_t step = (points.size() + kPlotPoints - 1) / kPlotPoints;
+  for (std::size_t i = 0; i < points.size(); i += step) kept.push_back(points[i]);
+  if (kept.back() != points.back()) kept.push_back(points.back());
+  return kept;
+}
+
+std::string gnuplot_quote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("''") : std::string(1, c);
+  return quoted + "'";
+}
+
+void plot(const CompareResult& result, const RunDescription& run, const fs::path& dir) {
+  const fs::path data = dir / "plot-data";
+  fs::create_directories(data);
+  std::string curves, static_curves, times_curves, static_times;
+  for (std::size_t i = 0; i < result.policies.size(); ++i) {
+    const PolicyResult& p = result.policies[i];
+    std::vector<std::pair<double, double>> curve, times;
+    double total = 0;
+    for (const SequenceResult& s : p.sequences) {
+      if (p.first_oom >= 0 && s.index >= p.first_oom) break;
+      total += s.seconds;
+      curve.emplace_back(run.sorted ? static_cast<double>(s.tokens) : static_cast<double>(s.index + 1),
+                         total / 3600);
+    }
+    std::map<int64_t, double> step_by_length;
+    for (const SequenceResult& s : p.sequences)
+      if (s.fits) step_by_length[s.padded_tokens] = s.seconds;
+    for (const auto& [tokens, seconds] : step_by_length)
+      times.emplace_back(static_cast<double>(tokens), seconds);
+    const fs::path curve_file = data / fmt::format("cumulative_{}.dat", i);
+    const fs::path times_file = data / fmt::format("times_{}.dat", i);
+    std::string text;
+    for (auto [x, y] : thin(curve)) text += fmt::format("{} {}\n", x, y);
+    write_text(curve_file, text.empty() ? "nan nan\n" : text);
+    text.clear();
+    for (auto [x, y] : thin(times)) text += fmt::format("{} {}\n", x, y);
+    write_text(times_file, text.empty() ? "nan nan\n" : text);
+    // Static policies dashed and drawn last, so that one that coincides with paradyse stays visible.
+    const bool is_static = p.policy.starts_with("static:");
+    const std::string style = is_static ? " dt 2 lw 2" : " dt 1 lw 3";
+    (is_static ? static_curves : curves) += ", " + gnuplot_quote(curve_file.string()) +
+                                            " using 1:2 with lines" + style + " title " +
+                                            gnuplot_quote(p.policy);
+    (is_static ? static_times : times_curves) += ", " + gnuplot_quote(times_file.string()) +
+                                                 " using 1:2 with lines" + style + " title " +
+                                                 gnuplot_quote(p.policy);
+  }
+  const std::string cumulative = "plot " + (curves + static_curves).substr(2);
+  const std::string by_length = "plot " + (times_curves + static_times).substr(2);
+  const std::string title =
+      fmt::format("{} on {} (degree {}), trace {}", run.model, run.cluster, run.degree, run.trace);
+  std::string script =
+      "set terminal pngcairo size 1100,700 noenhanced font 'sans,11'\nset key left top\nset grid\n";
+  // Lengths in binary units: 1K = 1024 tokens, every factor of 4.
+  std::string tics = "set xtics (";
+  for (int64_t x = 1, i = 0; x <= int64_t{1} << 26; x *= 4, ++i) {
+    const std::string label = x >= (1 << 20) ? fmt::format("{}M", x >> 20)
+                              : x >= 1024    ? fmt::format("{}K", x >> 10)
+                                             : std::to_string(x);
+    tics += fmt::format("{}'{}' {}", i == 0 ? "" : ", ", label, x);
+  }
+  tics += ")\n";
+  script += "set title " + gnuplot_quote(title) + "\n";
+  script += "set output " + gnuplot_quote((dir / "cumulative_time.png").string()) + "\n";
+  script += run.sorted ? "set logscale x 2\n" + tics +
+                             "set xlabel 'sequence length (tokens), sequences sorted short to long'\n"
+                       : "set xlabel 'sequences trained, in run order'\n";
+  script += "set ylabel 'cumulative training time (hours)'\n" + cumulative + "\n";
+  script += "unset logscale\nset logscale xy\n" + tics + "set output " +
+            gnuplot_quote((dir / "time_by_length.png").string()) + "\n";
+  script += "set xlabel 'sequence length (tokens, padded)'\nset ylabel 'time of one training step (s)'\n" +
+            by_length + "\n";
+  const fs::path script_file = data / "plots.gp";
+  write_text(script_file, script);
+  const std::string command = "gnuplot " + gnuplot_quote(script_file.string()) + " 2>" +
+                              gnuplot_quote((data / "gnuplot.log").string());
+  if (std::system(command.c_str()) != 0)
+    throw InputError(
+        "gnuplot", 0, "",
+        "could not draw the plots (is gnuplot installed? apt-get install gnuplot-nox); its messages: " +
+            (data / "gnuplot.log").string());
+  fs::remove_all(data);
+}
+
+std::string comparisons(const CompareResult& result) {
+  std::string text = "| policy | ";
+  for (const PolicyResult& p : result.policies) text += "vs " + p.policy + " | ";
+  text += "\n|---|";
+  for (std::size_t i = 0; i < result.policies.size(); ++i) text += "---|";
+  text += "\n";
+  for (const PolicyResult& a : result.policies) {
+    text += "| " + a.policy + " | ";
+    for (const PolicyResult& b : result.policies) {
+      if (&a == &b) {
+        text += "— | ";
+        continue;
+      }
+      const auto [ta, tb] = common_seconds(a, b);
+      text += tb > 0 ? fmt::format("{:+.1f} % | ", 100 * (ta / tb - 1)) : "n/a | ";
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+}  // namespace
+
+std::pair<double, double> common_seconds(const PolicyResult& a, const PolicyResult& b) {
+  double ta = 0, tb = 0;
+  for (std::size_t i = 0; i < a.sequences.size() && i < b.sequences.size(); ++i)
+    if (a.sequences[i].fits && b.sequences[i].fits) {
+      ta += a.sequences[i].seconds;
+      tb += b.sequences[i].seconds;
+    }
+  return {ta, tb};
+}
+
+nlohmann::ordered_json summary_json(const CompareResult& result, const RunDescription& run) {
+  nlohmann::ordered_json j;
+  j["model"] = run.model;
+  j["cluster"] = run.cluster;
+  j["degree"] = run.degree;
+  j["trace"] = run.trace;
+  j["trace_about"] = run.trace_about;
+  j["preparation"] = run.preparation;
+  j["engine"] = result.engine;
+  j["method"] = result.method;
+  if (result.interpolation) {
+    j["simulations"] = result.simulations;
+    j["interpolation_error"] = {{"samples", result.interpolation->samples},
+                                {"mean_pct", result.interpolation->mean_pct},
+                                {"max_pct", result.interpolation->max_pct}};
+  }
+  j["policies"] = nlohmann::ordered_json::object();
+  for (const PolicyResult& p : result.policies)
+    j["policies"][p.policy] = {{"total_time_s", p.total_seconds},
+                               {"tokens_per_s", p.tokens_per_second},
+                               {"mfu", p.mfu},
+                               {"oom_count", p.oom_count},
+                               {"max_len_before_oom", p.max_len_before_oom},
+                               {"switches", p.plan_switches},
+                               {"trained", p.trained},
+                               {"sequences", p.sequences.size()}};
+  return j;
+}
+
+std::string summary_table(const CompareResult& result) {
+  std::string text =
+      fmt::format("{:<20} {:>12} {:>12} {:>7} {:>9} {:>10} {:>16} {:>9}\n", "policy", "total_time",
+                  "tokens_per_s", "MFU_%", "trained", "oom_count", "max_len_before_oom", "switches");
+  for (const PolicyResult& p : result.policies)
+    text += fmt::format("{:<20} {:>12} {:>12.0f} {:>7.1f} {:>9} {:>10} {:>16} {:>9}\n", p.policy,
+                        hours(p.total_seconds), p.tokens_per_second, 100 * p.mfu, p.trained, p.oom_count,
+                        p.max_len_before_oom, p.plan_switches);
+  return text;
+}
+
+void write_compare_outputs(const CompareResult& result, const RunDescription& run,
+                           const std::string& dir_name) {
+  const fs::path dir(dir_name);
+  if (fs::exists(dir)) {
+    if (!fs::is_directory(dir))
+      throw InputError("--out", 0, "", "'" + dir_name + "' exists and is not a folder");
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      const std::string name = entry.path().filename().string();
+      if (std::find(std::begin(kOutputs), std::end(kOutputs), name) == std::end(kOutputs))
+        throw InputError("--out", 0, "",
+                         "'" + dir_name + "' holds '" + name +
+                             "', which is not the output of a compare run; "
+                             "give an empty or new folder");
+    }
+  }
+  const fs::path partial = dir.string() + ".partial";
+  fs::remove_all(partial);
+  fs::create_directories(partial);
+  write_text(partial / "summary.json", summary_json(result, run).dump(2) + "\n");
+  write_text(partial / "per_sequence.csv", csv(result));
+  plot(result, run, partial);
+
+  std::string report =
+      fmt::format("# {} on {}: policies over the trace {}\n\n", run.model, run.cluster, run.trace);
+  report += fmt::format("- Trace: {} ({}).\n", run.trace, run.trace_about);
+  report += fmt::format("- Trained: {}\n", run.preparation);
+  report += fmt::format("- Machine: {} GPUs of {}, degree {}, one sequence per training step.\n", run.degree,
+                        run.cluster, run.degree);
+  report += fmt::format("- Times: {}.\n", result.method);
+  if (result.interpolation && result.interpolation->samples > 0)
+    report += fmt::format(
+        "- Interpolation error, {} sequences also simulated directly: mean {:.3f} %, max {:.3f} % ({} "
+        "simulations "
+        "in all).\n",
+        result.interpolation->samples, result.interpolation->mean_pct, result.interpolation->max_pct,
+        result.simulations);
+  report += fmt::format("- Wall time of the run: {:.1f} s.\n\n", run.wall_seconds);
+  report += "## Per policy\n\n```\n" + summary_table(result) + "```\n\n";
+  report +=
+      "`trained`: sequences whose plan fit in memory; `oom_count`: those that did not (not trained); "
+      "`max_len_before_oom`: the longest sequence trained before the first out of memory; `switches`: "
+      "trained "
+      "sequences whose plan differs from the previous one's.\n\n";
+  report += "## Each policy against each other\n\n";
+  report +=
+      "Time of the row's policy over the sequences both policies trained, against the column's policy "
+      "(negative: the row is faster).\n\n" +
+      comparisons(result) + "\n";
+  report += "## Cumulative training time\n\n![cumulative training time](cumulative_time.png)\n\n";
+  report += "Each curve ends at its policy's first out-of-memory sequence.\n\n";
+  report += "## Time of one step against length\n\n![time by length](time_by_length.png)\n";
+  write_text(partial / "report.md", report);
+
+  if (fs::exists(dir)) fs::remove_all(dir);
+  fs::rename(partial, dir);
+}
+
+}  // namespace paradyse::cli

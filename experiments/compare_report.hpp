@@ -1,0 +1,39 @@
+// What a compare run leaves behind, in one folder: summary.json (per policy: total time, tokens/s,
+// MFU, out-of-memory count, longest sequence before the first, plan switches), per_sequence.csv (every
+// policy × sequence: plan, predicted and engine time and memory), cumulative_time.png (the paper's
+// Figure 2: cumulative training time against sequence length, a curve ending at its policy's first
+// out of memory), time_by_length.png (time per step against length) and report.md (the tables, how
+// each policy compares with the others on the sequences both trained, the pictures). Plots are drawn
+// by gnuplot.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "experiments/compare.hpp"
+
+namespace paradyse::cli {
+
+struct RunDescription {
+  std::string model;
+  std::string cluster;
+  int degree = 0;
+  std::string trace;        // name or path
+  std::string trace_about;  // where it comes from
+  std::string preparation;  // order, cap rule, limit: what was trained
+  bool sorted = false;      // cumulative time is drawn against length when sorted, else against position
+  double wall_seconds = 0;
+};
+
+nlohmann::ordered_json summary_json(const CompareResult& result, const RunDescription& run);
+// The per-policy table printed on the terminal and in the report.
+std::string summary_table(const CompareResult& result);
+// Writes every file into `dir` (created; the files of an earlier run there are replaced). The folder
+// is first written as dir + ".partial" and renamed at the end.
+void write_compare_outputs(const CompareResult& result, const RunDescription& run, const std::string& dir);
+
+// Seconds `a` took over the sequences both `a` and `b` trained, and seconds `b` took over them.
+std::pair<double, double> common_seconds(const PolicyResult& a, const PolicyResult& b);
+
+}  // namespace paradyse::cli

@@ -1,0 +1,81 @@
+#include "experiments/simulated_times.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "strategies/sequence_layout.hpp"
+
+namespace paradyse::cli {
+
+namespace {
+constexpr int64_t kDenseQuanta = 64;  // every padded length below this many quanta is a grid length
+}
+
+SimulatedTimes::SimulatedTimes(sim::Simulator& simulator, int degree, int64_t batch, double ratio)
+    : simulator_(simulator),
+      degree_(degree),
+      batch_(batch),
+      ratio_(ratio),
+      quantum_(SequenceLayout::padded_length(1, degree, simulator.model().causal)) {}
+
+double SimulatedTimes::simulate(const Plan& plan, int64_t padded_tokens) {
+  const auto key = std::make_pair(plan, padded_tokens);
+  if (auto found = simulated_.find(key); found != simulated_.end()) return found->second;
+  ++simulations_;
+  const double seconds =
+      simulator_.simulate(plan, {.tokens = padded_tokens, .degree = degree_, .batch = batch_})
+          .iteration_time_s;
+  return simulated_.emplace(key, seconds).first->second;
+}
+
+double SimulatedTimes::seconds(const Plan& plan, int64_t padded_tokens) {
+  const int64_t units = padded_tokens / quantum_;
+  if (ratio_ <= 1 || units <= kDenseQuanta) return simulate(plan, padded_tokens);
+  // The grid lengths around `units`: round(64·ratio^k) quanta.
+  const auto grid = [&](double k) {
+    return static_cast<int64_t>(std::llround(kDenseQuanta * std::pow(ratio_, k)));
+  };
+  double k = std::floor(std::log(static_cast<double>(units) / kDenseQuanta) / std::log(ratio_));
+  while (grid(k) > units) --k;
+  while (grid(k + 1) <= units) ++k;
+  const int64_t low = grid(k), high = grid(k + 1);
+  if (low == units) return simulate(plan, padded_tokens);
+  const double t_low = simulate(plan, low * quantum_), t_high = simulate(plan, high * quantum_);
+  const double seconds =
+      t_low + (t_high - t_low) * static_cast<double>(units - low) / static_cast<double>(high - low);
+  interpolated_.emplace(std::make_pair(plan, padded_tokens), seconds);
+  return seconds;
+}
+
+InterpolationError SimulatedTimes::measure_error(int samples) {
+  InterpolationError error;
+  if (interpolated_.empty() || samples <= 0) return error;
+  const std::vector<std::pair<std::pair<Plan, int64_t>, double>> all(interpolated_.begin(),
+                                                                     interpolated_.end());
+  const auto count = std::min<std::size_t>(static_cast<std::size_t>(samples), all.size());
+  double sum = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto& [key, interpolated] = all[i * all.size() / count];
+    const double direct = simulate(key.first, key.second);
+    const double pct = 100 * std::abs(interpolated - direct) / direct;
+    sum += pct;
+    error.max_pct = std::max(error.max_pct, pct);
+  }
+  error.samples = static_cast<int>(count);
+  error.mean_pct = sum / static_cast<double>(count);
+  return error;
+}
+
+std::string SimulatedTimes::method() const {
+  if (ratio_ <= 1) return "every (plan, padded length) simulated once and reused";
+  return fmt::format(
+      "every (plan, length) simulated once and reused, on a grid of lengths: every padded length up to {} "
+      "tokens, "
+      "then lengths {:.0f} % apart, with times read off the line between the two grid lengths around a "
+      "sequence",
+      kDenseQuanta * quantum_, (ratio_ - 1) * 100);
+}
+
+}  // namespace paradyse::cli

@@ -1,0 +1,51 @@
+// Simulated iteration times for runs over whole traces. A trace has tens of thousands of sequences;
+// simulations of the same plan at the same padded length are identical, so each is run once, and
+// with a grid (ratio > 1) the plan is simulated only at grid lengths: every padded length up to 64
+// layout quanta (2p tokens for causal models, p otherwise), then lengths growing by `ratio`, and a
+// sequence between two grid lengths gets the time read off the line between them. measure_error
+// then simulates a sample of those sequences directly and says how far the interpolation was off.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/simulator.hpp"
+
+namespace paradyse::cli {
+
+struct InterpolationError {
+  int samples = 0;
+  double mean_pct = 0;
+  double max_pct = 0;
+};
+
+class SimulatedTimes {
+ public:
+  // ratio 0: every padded length simulated exactly.
+  SimulatedTimes(sim::Simulator& simulator, int degree, int64_t batch, double ratio);
+
+  // Seconds of one iteration of `plan` at `padded_tokens` (already a multiple of the layout quantum).
+  double seconds(const Plan& plan, int64_t padded_tokens);
+  // Simulates up to `samples` of the interpolated (plan, length) pairs met so far, spread evenly over
+  // them, and compares; no samples when nothing was interpolated.
+  InterpolationError measure_error(int samples);
+
+  int64_t simulations() const { return simulations_; }
+  std::string method() const;
+
+ private:
+  double simulate(const Plan& plan, int64_t padded_tokens);
+
+  sim::Simulator& simulator_;
+  int degree_;
+  int64_t batch_;
+  double ratio_;
+  int64_t quantum_;
+  std::map<std::pair<Plan, int64_t>, double> simulated_;
+  std::map<std::pair<Plan, int64_t>, double> interpolated_;
+  int64_t simulations_ = 0;
+};
+
+}  // namespace paradyse::cli

@@ -1,0 +1,180 @@
+// paradyse compare end to end: files written and consistent, out of memory ends a curve where it
+// should, optimal against the static policies on the bundled traces, bad inputs.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <sstream>
+
+#include "tests/experiments/run_paradyse.hpp"
+
+using namespace paradyse::testing;
+
+namespace {
+
+struct Row {
+  std::string policy;
+  int64_t index = 0, seq = 0;
+  double time_s = 0;
+  bool fits = false;
+};
+
+// per_sequence.csv:
+// policy,index,seq,padded_seq,"plan",layer_switches,predicted_time_s,time_s,predicted_peak_bytes,
+// peak_bytes,fits
+std::vector<Row> read_rows(const std::filesystem::path& path) {
+  std::istringstream in(read_text(path));
+  std::string line;
+  std::getline(in, line);
+  REQUIRE(line.rfind("policy,index,seq,padded_seq,plan,", 0) == 0);
+  std::vector<Row> rows;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    std::string cell;
+    bool quoted = false;
+    for (char c : line) {
+      if (c == '"')
+        quoted = !quoted;
+      else if (c == ',' && !quoted) {
+        cells.push_back(cell);
+        cell.clear();
+      } else
+        cell += c;
+    }
+    cells.push_back(cell);
+    REQUIRE(cells.size() == 11);
+    rows.push_back(
+        {cells[0], std::stoll(cells[1]), std::stoll(cells[2]), std::stod(cells[7]), cells[10] == "1"});
+  }
+  return rows;
+}
+
+bool is_png(const std::filesystem::path& path) {
+  return read_text(path).rfind("\x89PNG", 0) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("compare writes the summary, table, report and plots, and the totals add up", "[experiments]") {
+  const auto dir = temp_dir();
+  const auto out = dir / "run";
+  const RunResult r = run_paradyse(
+      "compare --trace github-code-like --order sorted --sample 0.004 --seed 3 --out " + out.string());
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("optimal") && Catch::Contains("interpolation error"));
+  for (const char* file :
+       {"summary.json", "per_sequence.csv", "report.md", "cumulative_time.png", "time_by_length.png"})
+    CHECK(std::filesystem::exists(out / file));
+  CHECK(is_png(out / "cumulative_time.png"));
+  CHECK(is_png(out / "time_by_length.png"));
+  CHECK(!std::filesystem::exists(dir / "run.partial"));
+  CHECK_THAT(read_text(out / "report.md"), Catch::Contains("](cumulative_time.png)"));
+
+  const auto summary = nlohmann::json::parse(read_text(out / "summary.json"));
+  CHECK(summary.at("engine") == "sim");
+  const std::vector<Row> rows = read_rows(out / "per_sequence.csv");
+  std::map<std::string, double> total;
+  std::map<std::string, int64_t> trained, oom;
+  for (const Row& row : rows) {
+    total[row.policy] += row.time_s;
+    (row.fits ? trained : oom)[row.policy] += 1;
+  }
+  REQUIRE(summary.at("policies").size() == 7);  // five static strategies, paradyse, optimal
+  for (const auto& [policy, values] : summary.at("policies").items()) {
+    CAPTURE(policy);
+    CHECK(values.at("total_time_s").get<double>() == Approx(total[policy]).epsilon(1e-9));
+    CHECK(values.at("trained") == trained[policy]);
+    CHECK(values.at("oom_count") == oom[policy]);
+    CHECK(values.at("sequences") == trained[policy] + oom[policy]);
+    if (total[policy] > 0) CHECK(values.at("tokens_per_s").get<double>() > 0);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("compare: out of memory ends a policy's curve at the right sequence", "[experiments]") {
+  const auto dir = temp_dir();
+  // gpt-8l on dgx-a100: megatron_ts fits up to 110,880 tokens (plan --longest), metp far beyond.
+  const RunResult r = run_paradyse(
+      "compare --trace tests/experiments/data/oom_trace.txt --engine analytic --policy "
+      "static:megatron_ts,static:metp "
+      "--json --out " +
+      (dir / "run").string());
+  REQUIRE(r.exit_code == 0);
+  const auto summary = nlohmann::json::parse(r.out);
+  CHECK_THAT(summary.at("preparation").get<std::string>(), Catch::Contains("1 empty"));
+  const auto& ts = summary.at("policies").at("static:megatron_ts");
+  CHECK(ts.at("oom_count") == 1);               // 120,000 tokens
+  CHECK(ts.at("max_len_before_oom") == 50000);  // the longest before it
+  CHECK(ts.at("trained") == 5);                 // the shorter ones after it still train
+  const auto& metp = summary.at("policies").at("static:metp");
+  CHECK(metp.at("oom_count") == 0);
+  CHECK(metp.at("max_len_before_oom") == 120000);
+  const std::vector<Row> rows = read_rows(dir / "run" / "per_sequence.csv");
+  for (const Row& row : rows)
+    if (row.policy == "static:megatron_ts") CHECK(row.fits == (row.seq != 120000));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("compare: optimal is never slower than a static policy on the sequences it trains",
+          "[experiments]") {
+  for (const char* model : {"gpt-8l", "bert-large"}) {
+    for (const char* trace : {"github-code-like", "repo-level-code", "grch38"}) {
+      const auto dir = temp_dir();
+      CAPTURE(model, trace);
+      const RunResult r =
+          run_paradyse(std::string("compare --engine analytic --order sorted --sample 0.02 --model ") +
+                       model + " --trace " + trace + " --json --out " + (dir / "run").string());
+      REQUIRE(r.exit_code == 0);
+      const auto policies = nlohmann::json::parse(r.out).at("policies");
+      const std::vector<Row> rows = read_rows(dir / "run" / "per_sequence.csv");
+      std::map<std::string, std::map<int64_t, Row>> by_policy;
+      for (const Row& row : rows) by_policy[row.policy][row.index] = row;
+      const auto& optimal = by_policy.at("optimal");
+      for (const auto& [policy, sequences] : by_policy) {
+        if (policy.rfind("static:", 0) != 0) continue;
+        CAPTURE(policy);
+        double static_time = 0, optimal_time = 0;
+        for (const auto& [index, row] : sequences) {
+          if (!row.fits) continue;
+          REQUIRE(optimal.at(index).fits);  // optimal trains every sequence a static policy trains
+          static_time += row.time_s;
+          optimal_time += optimal.at(index).time_s;
+        }
+        CHECK(optimal_time <= static_time * (1 + 1e-12));
+        CHECK(policies.at("optimal").at("max_len_before_oom").get<int64_t>() >=
+              policies.at(policy).at("max_len_before_oom").get<int64_t>());
+      }
+      std::filesystem::remove_all(dir);
+    }
+  }
+}
+
+TEST_CASE("compare: bad inputs fail with a clear message, a non-zero exit and no output folder",
+          "[experiments]") {
+  const auto dir = temp_dir();
+  const std::string out = (dir / "run").string();
+  struct Case {
+    std::string args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"--trace no/such/trace.txt", "no/such/trace.txt"},
+      {"--trace tests/experiments/data/bad_line_trace.txt", "bad_line_trace.txt:4"},
+      {"--trace tests/experiments/data/empty_trace.txt", "empty_trace.txt"},
+      {"--trace tests/experiments/data/lengths.csv --column length", "length"},
+      {"--trace github-code-like --order random", "--order"},
+      {"--trace github-code-like --over cut --max-len 1000", "--over"},
+      {"--trace github-code-like --engine fast", "--engine"},
+      {"--trace github-code-like --policy nosuch", "expected static:NAME, paradyse or optimal"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    const RunResult r = run_paradyse("compare " + c.args + " --out " + out);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains(c.message));
+    CHECK(r.out.empty());
+    CHECK(!std::filesystem::exists(out));
+    CHECK(!std::filesystem::exists(out + ".partial"));
+  }
+  std::filesystem::remove_all(dir);
+}

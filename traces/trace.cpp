@@ -1,0 +1,147 @@
+// Loading a trace by bundled name or by file, and the pieces every reader shares (line splitting, the
+// length syntax, empty samples). The bundled traces are embedded at build time (cmake/EmbedFiles.cmake),
+// so the program needs no data directory at run time.
+#include "traces/trace.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string_view>
+
+#include "common/errors.hpp"
+#include "traces/readers.hpp"
+
+namespace paradyse::traces {
+namespace {
+
+struct BundledTrace {
+  std::string_view name;
+  std::string_view file;  // stem of the file under traces/data/
+  // Tokens of the bundled view = ceil(file length / divisor): 3 gives the non-overlapping 3-mer
+  // tokenization the paper used for GRCh38 (its file holds nucleotides, one token each).
+  int64_t divisor;
+  std::string_view view;  // appended to the file's description when the view differs from the file
+};
+
+// Sorted by name.
+constexpr BundledTrace bundled_traces[] = {
+    {"github-code-like", "github-code-like", 1, ""},
+    {"grch38", "grch38-gene-spans", 3, "3-mer tokens: nucleotides / 3, rounded up"},
+    {"grch38-char", "grch38-gene-spans", 1, "1 token per nucleotide"},
+    {"repo-level-code", "repo-level-code", 1, ""},
+};
+
+std::string bundled_names_text() {
+  std::string text;
+  for (const BundledTrace& bundled : bundled_traces)
+    text.append(text.empty() ? "" : ", ").append(bundled.name);
+  return text;
+}
+
+Trace load_bundled(const BundledTrace& bundled) {
+  const std::string source = "traces/data/" + std::string(bundled.file) + ".txt";
+  const auto& files = bundled_trace_files();
+  const auto file = files.find(bundled.file);
+  PARADYSE_CHECK(file != files.end(), "bundled trace file " + source + " is not embedded");
+  Trace trace = detail::read_plain(file->second, source);
+  trace.name = bundled.name;
+  if (bundled.divisor != 1)
+    for (int64_t& length : trace.lengths) length = (length + bundled.divisor - 1) / bundled.divisor;
+  if (!bundled.view.empty()) trace.description.append("; ").append(bundled.view);
+  detail::require_samples(trace, source);
+  return trace;
+}
+
+std::string read_file(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error))
+    throw InputError(
+        path, 0, "",
+        "expected a trace file or a bundled trace name (" + bundled_names_text() + "), got no such file");
+  if (std::filesystem::is_directory(path, error))
+    throw InputError(path, 0, "", "expected a trace file, got a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, 0, "", "expected a readable trace file, got one that cannot be opened");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw InputError(path, 0, "", "expected a readable trace file, got a read error");
+  return std::move(text).str();
+}
+
+}  // namespace
+
+Trace load_trace(const std::string& name_or_path, const ReadOptions& options) {
+  for (const BundledTrace& bundled : bundled_traces)
+    if (bundled.name == name_or_path) return load_bundled(bundled);
+
+  const std::string text = read_file(name_or_path);
+  const std::filesystem::path path(name_or_path);
+  const std::string extension = path.extension().string();
+  Trace trace = extension == ".csv"     ? detail::read_csv(text, name_or_path, options.column)
+                : extension == ".jsonl" ? detail::read_jsonl(text, name_or_path, options.field)
+                : extension == ".pb"    ? detail::read_protobuf(text, name_or_path)
+                                        : detail::read_plain(text, name_or_path);
+  if (trace.name.empty()) trace.name = name_or_path;
+  if (trace.description.empty()) trace.description = path.filename().string();
+  detail::require_samples(trace, name_or_path);
+  return trace;
+}
+
+std::vector<std::string> bundled_trace_names() {
+  std::vector<std::string> names;
+  for (const BundledTrace& bundled : bundled_traces) names.emplace_back(bundled.name);
+  PARADYSE_CHECK(std::is_sorted(names.begin(), names.end()), "bundled_traces must be sorted by name");
+  return names;
+}
+
+namespace detail {
+
+bool next_line(std::string_view& rest, std::string_view& line) {
+  if (rest.empty()) return false;
+  const std::size_t end = std::min(rest.find('\n'), rest.size());
+  line = rest.substr(0, end);
+  rest.remove_prefix(std::min(end + 1, rest.size()));
+  if (line.ends_with('\r')) line.remove_suffix(1);
+  return true;
+}
+
+void reject_blank_line(const std::string& source, int line) {
+  throw InputError(source, line, "", "expected a sample on every line, got a blank line");
+}
+
+int64_t parse_length(std::string_view text, const std::string& source, int line, const std::string& field) {
+  int64_t value = 0;
+  const char* last = text.data() + text.size();
+  const auto [end, error] = std::from_chars(text.data(), last, value);
+  // from_chars takes a leading '-'; checking the first character also turns "-0" away.
+  if (text.empty() || text.front() == '-' || error != std::errc{} || end != last)
+    throw InputError(source, line, field,
+                     "expected a non-negative whole number of tokens, got " + quoted_text(text));
+  return value;
+}
+
+void add_sample(Trace& trace, int64_t length) {
+  if (length == 0)
+    ++trace.empty_samples;
+  else
+    trace.lengths.push_back(length);
+}
+
+void require_samples(const Trace& trace, const std::string& source) {
+  if (trace.lengths.empty())
+    throw InputError(source, 0, "",
+                     "expected at least one sample longer than 0 tokens, got " +
+                         (trace.empty_samples == 0 ? std::string("none")
+                                                   : std::to_string(trace.empty_samples) + " empty samples"));
+}
+
+std::string quoted_text(std::string_view text) {
+  constexpr std::size_t shown = 40;
+  if (text.size() <= shown) return "'" + std::string(text) + "'";
+  return "'" + std::string(text.substr(0, shown)) + "...' (" + std::to_string(text.size()) + " characters)";
+}
+
+}  // namespace detail
+}  // namespace paradyse::traces
