@@ -6,29 +6,14 @@
 #include <chrono>
 #include <iostream>
 
-#include "experiments/compare.hpp"
-#include "experiments/compare_report.hpp"
+#include "experiments/compare_job.hpp"
 #include "experiments/progress_bar.hpp"
-#include "traces/prepare.hpp"
-#include "traces/trace.hpp"
 
 namespace paradyse::cli {
 namespace {
 
 struct CompareCommandOptions {
-  MachineOptions machine;
-  PolicyOptions policies;
-  std::string trace = "github-code-like";
-  std::string column = "length";
-  std::string field = "length";
-  std::string order = "dataset";
-  uint64_t seed = 0;
-  int64_t max_len = 0;
-  std::string over = "drop";
-  int64_t limit = 0;
-  double sample = 1;
-  std::string engine = "sim";
-  double grid_ratio = 1.05;
+  CompareJob job;
   std::string out = "out/compare";
   bool json = false;
 };
@@ -36,49 +21,13 @@ struct CompareCommandOptions {
 void run(const CompareCommandOptions& options) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  // Every input is checked before anything is computed or written.
-  if (options.engine != "sim" && options.engine != "analytic")
-    throw InputError("--engine", 0, "", "expected sim or analytic, got '" + options.engine + "'");
-  if (options.grid_ratio != 0 && !(options.grid_ratio > 1 && options.grid_ratio <= 2))
-    throw InputError("--grid-ratio", 0, "",
-                     "expected 0 (simulate every length) or a ratio in (1, 2], got " +
-                         fmt::format("{}", options.grid_ratio));
-  if (options.policies.batch != 1)
-    throw InputError("--batch", 0, "", "compare trains one sequence per step, as the paper does: expected 1");
-  traces::PrepareOptions prepare;
-  prepare.order = traces::parse_order(options.order);
-  prepare.seed = options.seed;
-  if (options.max_len < 0)
-    throw InputError("--max-len", 0, "", "expected a positive token count or 0 (no cap)");
-  prepare.max_len = options.max_len;
-  prepare.over = traces::parse_over_rule(options.over);
-  if (options.limit < 0) throw InputError("--limit", 0, "", "expected a positive count or 0 (all)");
-  prepare.limit = options.limit;
-  if (!(options.sample > 0 && options.sample <= 1))
-    throw InputError("--sample", 0, "", fmt::format("expected a fraction in (0, 1], got {}", options.sample));
-  prepare.sample = options.sample;
-  const traces::Trace trace = traces::load_trace(options.trace, {options.column, options.field});
-  const traces::PreparedTrace prepared = traces::prepare(trace, prepare);
-  PolicySet set = options.policies.build(options.machine);
-
   ProgressBar bar(isatty(STDERR_FILENO) != 0);
-  StepEngine engine(set.model, set.cluster, set.degree, options.engine, options.grid_ratio);
-  std::vector<selector::Policy*> policies;
-  for (auto& policy : set.policies) policies.push_back(policy.get());
-  const CompareResult result = run_compare(
-      policies, prepared.lengths, engine,
+  CompareJobResult run = run_compare_job(
+      options.job,
       [&](int64_t done, int64_t total, const std::string& what) { bar.update(done, total, what); });
   bar.finish();
-
-  RunDescription description;
-  description.model = set.model.name;
-  description.cluster = set.cluster.name;
-  description.degree = set.degree;
-  description.trace = trace.name;
-  description.trace_about = trace.description;
-  description.preparation = prepared.description;
-  description.sorted = prepare.order == traces::Order::sorted;
-  description.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const CompareResult& result = run.result;
+  RunDescription& description = run.description;
   write_compare_outputs(result, description, options.out);
   description.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
@@ -110,32 +59,34 @@ void add_compare_command(CLI::App& app) {
       "plan "
       "switches; writes summary.json, per_sequence.csv, report.md and the plots (the paper's Figure 2) to "
       "--out.");
-  options->machine.add_to(*command);
-  options->policies.add_to(*command);
+  options->job.machine.add_to(*command);
+  options->job.policies.add_to(*command);
   command
       ->add_option(
-          "--trace", options->trace,
+          "--trace", options->job.trace,
           "bundled trace (github-code-like, repo-level-code, grch38, grch38-char) or a file: one length "
           "per line, .csv (--column), .jsonl (--field) or .pb")
       ->capture_default_str();
-  command->add_option("--column", options->column, "CSV column holding the length")->capture_default_str();
-  command->add_option("--field", options->field, "JSONL field holding the length")->capture_default_str();
-  command->add_option("--order", options->order, "dataset, sorted (short to long, the paper's) or shuffled")
+  command->add_option("--column", options->job.column, "CSV column holding the length")
       ->capture_default_str();
-  command->add_option("--seed", options->seed, "seed of --order shuffled and --sample")
+  command->add_option("--field", options->job.field, "JSONL field holding the length")->capture_default_str();
+  command
+      ->add_option("--order", options->job.order, "dataset, sorted (short to long, the paper's) or shuffled")
       ->capture_default_str();
-  command->add_option("--max-len", options->max_len, "cap on sequence length (0: none)")
+  command->add_option("--seed", options->job.seed, "seed of --order shuffled and --sample")
       ->capture_default_str();
-  command->add_option("--over", options->over, "what happens above --max-len: drop, truncate or split")
+  command->add_option("--max-len", options->job.max_len, "cap on sequence length (0: none)")
       ->capture_default_str();
-  command->add_option("--limit", options->limit, "train only the first N sequences (0: all)")
+  command->add_option("--over", options->job.over, "what happens above --max-len: drop, truncate or split")
       ->capture_default_str();
-  command->add_option("--sample", options->sample, "keep each sequence with this probability")
+  command->add_option("--limit", options->job.limit, "train only the first N sequences (0: all)")
       ->capture_default_str();
-  command->add_option("--engine", options->engine, "sim (the simulator times every step) or analytic")
+  command->add_option("--sample", options->job.sample, "keep each sequence with this probability")
+      ->capture_default_str();
+  command->add_option("--engine", options->job.engine, "sim (the simulator times every step) or analytic")
       ->capture_default_str();
   command
-      ->add_option("--grid-ratio", options->grid_ratio,
+      ->add_option("--grid-ratio", options->job.grid_ratio,
                    "sim: simulate each plan at lengths this far apart and interpolate between them (0: every "
                    "length); the error is measured and reported")
       ->capture_default_str();

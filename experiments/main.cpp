@@ -10,6 +10,7 @@
 #include "experiments/estimate_command.hpp"
 #include "experiments/plan_command.hpp"
 #include "experiments/simulate_command.hpp"
+#include "experiments/sweep_command.hpp"
 #include "experiments/trace_command.hpp"
 
 int main(int argc, char** argv) {
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   paradyse::cli::add_compare_command(app);
   paradyse::cli::add_ablation_command(app);
+  paradyse::cli::add_sweep_command(app);
   paradyse::cli::add_trace_command(app);
   paradyse::cli::add_estimate_command(app);
   paradyse::cli::add_simulate_command(app);

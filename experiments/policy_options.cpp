@@ -36,10 +36,10 @@ void PolicyOptions::add_to(CLI::App& command) {
                    "optimal: also choose each layer's activation recomputation (none, selective, full)");
 }
 
-PolicySet PolicyOptions::build(const MachineOptions& machine) const {
+PolicySet PolicyOptions::build(const MachineOptions& machine, const hw::ClusterSpec* cluster) const {
   PolicySet set;
   set.model = machine.load_model();
-  set.cluster = machine.load_cluster();
+  set.cluster = cluster != nullptr ? *cluster : machine.load_cluster();
   set.degree = degree == 0 ? set.cluster.num_gpus() : degree;
   if (set.degree < 1 || set.degree > set.cluster.num_gpus())
     throw InputError("--degree", 0, "",

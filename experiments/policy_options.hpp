@@ -37,8 +37,9 @@ struct PolicyOptions {
   bool recompute_choices = false;
 
   void add_to(CLI::App& command);
-  // Validates every flag; InputError naming the flag on a bad one.
-  PolicySet build(const MachineOptions& machine) const;
+  // Validates every flag; InputError naming the flag on a bad one. `cluster` replaces the machine's
+  // when given (a sweep's variation of a preset).
+  PolicySet build(const MachineOptions& machine, const hw::ClusterSpec* cluster = nullptr) const;
 };
 
 }  // namespace paradyse::cli

@@ -1,0 +1,61 @@
+#include "experiments/compare_job.hpp"
+
+#include <fmt/core.h>
+
+#include <chrono>
+
+#include "traces/trace.hpp"
+
+namespace paradyse::cli {
+
+CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  if (job.engine != "sim" && job.engine != "analytic")
+    throw InputError("--engine", 0, "", "expected sim or analytic, got '" + job.engine + "'");
+  if (job.grid_ratio != 0 && !(job.grid_ratio > 1 && job.grid_ratio <= 2))
+    throw InputError(
+        "--grid-ratio", 0, "",
+        fmt::format("expected 0 (simulate every length) or a ratio in (1, 2], got {}", job.grid_ratio));
+  if (job.policies.batch != 1)
+    throw InputError("--batch", 0, "", "compare trains one sequence per step, as the paper does: expected 1");
+  traces::PrepareOptions prepare;
+  prepare.order = traces::parse_order(job.order);
+  prepare.seed = job.seed;
+  if (job.max_len < 0) throw InputError("--max-len", 0, "", "expected a positive token count or 0 (no cap)");
+  prepare.max_len = job.max_len;
+  prepare.over = traces::parse_over_rule(job.over);
+  if (job.limit < 0) throw InputError("--limit", 0, "", "expected a positive count or 0 (all)");
+  prepare.limit = job.limit;
+  if (!(job.sample > 0 && job.sample <= 1))
+    throw InputError("--sample", 0, "", fmt::format("expected a fraction in (0, 1], got {}", job.sample));
+  prepare.sample = job.sample;
+  traces::Trace trace;
+  if (job.lengths.empty()) {
+    trace = traces::load_trace(job.trace, {job.column, job.field});
+  } else {
+    trace.name = "length grid";
+    trace.description =
+        fmt::format("{} lengths from {} to {}", job.lengths.size(), job.lengths.front(), job.lengths.back());
+    trace.lengths = job.lengths;
+  }
+  const traces::PreparedTrace prepared = traces::prepare(trace, prepare);
+  PolicySet set = job.policies.build(job.machine, job.cluster ? &*job.cluster : nullptr);
+
+  StepEngine engine(set.model, set.cluster, set.degree, job.engine, job.grid_ratio);
+  std::vector<selector::Policy*> policies;
+  for (auto& policy : set.policies) policies.push_back(policy.get());
+  CompareJobResult out{run_compare(policies, prepared.lengths, engine, progress), {}};
+  RunDescription& description = out.description;
+  description.model = set.model.name;
+  description.cluster = set.cluster.name;
+  description.degree = set.degree;
+  description.trace = trace.name;
+  description.trace_about = trace.description;
+  description.preparation = prepared.description;
+  description.sorted = prepare.order == traces::Order::sorted;
+  description.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return out;
+}
+
+}  // namespace paradyse::cli

@@ -1,0 +1,40 @@
+// One compare run from its options: the trace loaded and prepared, the policies built, every
+// sequence timed by the engine. What `paradyse compare` runs, and what `paradyse sweep` runs per point.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "experiments/compare.hpp"
+#include "experiments/compare_report.hpp"
+#include "traces/prepare.hpp"
+
+namespace paradyse::cli {
+
+struct CompareJob {
+  MachineOptions machine;
+  PolicyOptions policies;
+  std::optional<hw::ClusterSpec> cluster;  // replaces machine's cluster when set
+  std::string trace = "github-code-like";
+  std::string column = "length";
+  std::string field = "length";
+  std::string order = "dataset";
+  uint64_t seed = 0;
+  int64_t max_len = 0;
+  std::string over = "drop";
+  int64_t limit = 0;
+  double sample = 1;
+  std::string engine = "sim";
+  double grid_ratio = 1.05;
+  std::vector<int64_t> lengths;  // when not empty: these lengths instead of a trace
+};
+
+struct CompareJobResult {
+  CompareResult result;
+  RunDescription description;
+};
+
+// Every input is checked before anything is computed: InputError naming the flag or file.
+CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress = {});
+
+}  // namespace paradyse::cli

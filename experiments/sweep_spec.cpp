@@ -1,0 +1,205 @@
+#include "experiments/sweep_spec.hpp"
+
+#include <fmt/format.h>
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+
+#include "common/errors.hpp"
+#include "common/json_input.hpp"
+#include "traces/trace.hpp"
+
+namespace paradyse::cli {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const std::vector<std::string> kAxes = {"cluster",   "nodes",   "degree", "nvlink_scale",
+                                        "nic_scale", "hbm_gib", "model",  "trace"};
+const std::vector<std::string> kBaseKeys = {"model",    "cluster",    "nodes", "degree",      "trace",
+                                            "policies", "order",      "seed",  "limit",       "sample",
+                                            "engine",   "grid_ratio", "mode",  "plan_lengths"};
+
+enum class Kind { text, count, non_negative_count, factor };
+
+Kind kind_of(const std::string& key) {
+  if (key == "nodes" || key == "limit") return key == "limit" ? Kind::non_negative_count : Kind::count;
+  if (key == "degree" || key == "seed") return Kind::non_negative_count;
+  if (key == "nvlink_scale" || key == "nic_scale" || key == "hbm_gib" || key == "sample" ||
+      key == "grid_ratio")
+    return Kind::factor;
+  return Kind::text;
+}
+
+void check_value(const std::string& path, const std::string& field, const Json& value, Kind kind) {
+  const auto fail = [&](const std::string& expected) {
+    throw InputError(path, 0, field, "expected " + expected + ", got " + value.dump());
+  };
+  switch (kind) {
+    case Kind::text:
+      if (!value.is_string() || value.get<std::string>().empty()) fail("a non-empty string");
+      break;
+    case Kind::count:
+      if (!value.is_number_integer() || value.get<int64_t>() < 1) fail("a positive integer");
+      break;
+    case Kind::non_negative_count:
+      if (!value.is_number_integer() || value.get<int64_t>() < 0) fail("a non-negative integer");
+      break;
+    case Kind::factor:
+      if (!value.is_number() || !(value.get<double>() > 0)) fail("a positive number");
+      break;
+  }
+}
+
+Json from_toml(const toml::node& node) {
+  if (const auto* table = node.as_table()) {
+    Json out = Json::object();
+    for (const auto& [key, value] : *table) out[std::string(key.str())] = from_toml(value);
+    return out;
+  }
+  if (const auto* array = node.as_array()) {
+    Json out = Json::array();
+    for (const auto& value : *array) out.push_back(from_toml(value));
+    return out;
+  }
+  if (const auto* v = node.as_string()) return v->get();
+  if (const auto* v = node.as_integer()) return v->get();
+  if (const auto* v = node.as_floating_point()) return v->get();
+  if (const auto* v = node.as_boolean()) return v->get();
+  return nullptr;  // dates and times: no key takes them, so validation names the field
+}
+
+Json read_spec(const std::string& path) {
+  if (path.ends_with(".toml")) {
+    try {
+      return from_toml(toml::parse_file(path));
+    } catch (const toml::parse_error& e) {
+      throw InputError(path, static_cast<int>(e.source().begin.line), "", std::string(e.description()));
+    }
+  }
+  return json_input::load_file(path);
+}
+
+std::string id_value(const Json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+}  // namespace
+
+SweepSpec load_sweep_spec(const std::string& path) {
+  const Json json = read_spec(path);
+  SweepSpec spec;
+  spec.path = path;
+  if (!json.is_object()) throw InputError(path, 0, "", "expected an object with 'base' and 'axes'");
+  for (const auto& [key, value] : json.items())
+    if (key != "base" && key != "axes")
+      throw InputError(path, 0, key, "unknown key; expected 'base' and 'axes'");
+  if (!json.contains("axes") || !json.at("axes").is_object() || json.at("axes").empty())
+    throw InputError(path, 0, "axes", "expected an object with at least one axis");
+  spec.base = json.value("base", Json::object());
+  if (!spec.base.is_object()) throw InputError(path, 0, "base", "expected an object");
+  for (const auto& [key, value] : spec.base.items()) {
+    if (std::find(kBaseKeys.begin(), kBaseKeys.end(), key) == kBaseKeys.end())
+      throw InputError(path, 0, "base." + key,
+                       "unknown key; expected one of " + fmt::format("{}", fmt::join(kBaseKeys, ", ")));
+    if (key == "plan_lengths") {
+      if (!value.is_array() || value.empty())
+        throw InputError(path, 0, "base.plan_lengths", "expected a non-empty list");
+      for (std::size_t i = 0; i < value.size(); ++i)
+        check_value(path, fmt::format("base.plan_lengths[{}]", i), value[i], Kind::count);
+      continue;
+    }
+    check_value(path, "base." + key, value, kind_of(key));
+  }
+  const std::string mode = spec.base.value("mode", "compare");
+  if (mode != "compare" && mode != "plan")
+    throw InputError(path, 0, "base.mode", "expected compare or plan, got '" + mode + "'");
+
+  const Json& axes = json.at("axes");
+  for (const auto& [key, values] : axes.items()) {
+    if (std::find(kAxes.begin(), kAxes.end(), key) == kAxes.end())
+      throw InputError(path, 0, "axes." + key,
+                       "unknown axis; expected one of " + fmt::format("{}", fmt::join(kAxes, ", ")));
+    if (!values.is_array() || values.empty())
+      throw InputError(path, 0, "axes." + key, "expected a non-empty list of values, got " + values.dump());
+    for (std::size_t i = 0; i < values.size(); ++i)
+      check_value(path, fmt::format("axes.{}[{}]", key, i), values[i], kind_of(key));
+  }
+  for (const std::string& axis : kAxes)
+    if (axes.contains(axis)) spec.axes.push_back(axis);
+
+  // The cartesian product, the last axis fastest.
+  std::vector<std::size_t> at(spec.axes.size(), 0);
+  for (int index = 0;; ++index) {
+    SweepPoint& point = spec.points.emplace_back();
+    point.index = index;
+    for (std::size_t a = 0; a < spec.axes.size(); ++a) {
+      const Json& value = axes.at(spec.axes[a])[at[a]];
+      point.values[spec.axes[a]] = value;
+      point.id += (a == 0 ? "" : " ") + spec.axes[a] + "=" + id_value(value);
+    }
+    std::size_t a = spec.axes.size();
+    while (a > 0 && ++at[a - 1] == axes.at(spec.axes[a - 1]).size()) at[--a] = 0;
+    if (a == 0) break;
+  }
+  spec.text = Json{{"base", spec.base}, {"axes", axes}}.dump();
+  // Every point's machine and trace are read once now, so that a bad preset or file fails before
+  // anything runs.
+  std::vector<std::string> traces_read;
+  for (const SweepPoint& point : spec.points) {
+    const CompareJob job = spec.job(point);
+    (void)job.machine.load_model();
+    if (!job.lengths.empty() ||
+        std::find(traces_read.begin(), traces_read.end(), job.trace) != traces_read.end())
+      continue;
+    (void)traces::load_trace(job.trace);
+    traces_read.push_back(job.trace);
+  }
+  return spec;
+}
+
+CompareJob SweepSpec::job(const SweepPoint& point) const {
+  Json settings = base;
+  for (const auto& [key, value] : point.values.items()) settings[key] = value;
+  CompareJob job;
+  job.machine.model = settings.value("model", job.machine.model);
+  job.machine.cluster = settings.value("cluster", job.machine.cluster);
+  job.machine.nodes = settings.value("nodes", 1);
+  job.policies.degree = settings.value("degree", 0);
+  job.policies.policies = settings.value("policies", job.policies.policies);
+  job.trace = settings.value("trace", job.trace);
+  job.order = settings.value("order", std::string("sorted"));
+  job.seed = settings.value("seed", uint64_t{0});
+  job.limit = settings.value("limit", int64_t{0});
+  job.sample = settings.value("sample", 1.0);
+  job.engine = settings.value("engine", job.engine);
+  job.grid_ratio = settings.value("grid_ratio", job.grid_ratio);
+  if (settings.value("mode", "compare") == "plan") {
+    job.engine = "analytic";
+    job.lengths = settings.value("plan_lengths", std::vector<int64_t>{});
+    if (job.lengths.empty())
+      for (int64_t s = 1024; s <= 1024 * 1024; s *= 2) job.lengths.push_back(s);
+    std::sort(job.lengths.begin(), job.lengths.end());
+  }
+  const double nvlink = settings.value("nvlink_scale", 1.0), nic = settings.value("nic_scale", 1.0);
+  const bool hbm = settings.contains("hbm_gib");
+  if (nvlink != 1 || nic != 1 || hbm) {
+    hw::ClusterSpec cluster = job.machine.load_cluster();
+    const auto scale = [](hw::FabricSpec& fabric, double factor) {
+      fabric.bytes_per_second *= factor;
+      std::vector<std::pair<double, double>> curve = fabric.bus_bandwidth_by_bytes.points();
+      for (auto& [bytes, bandwidth] : curve) bandwidth *= factor;
+      fabric.bus_bandwidth_by_bytes = hw::Curve(curve);
+    };
+    scale(cluster.intra_node, nvlink);
+    scale(cluster.inter_node, nic);
+    if (hbm) cluster.gpu.hbm_bytes = settings.at("hbm_gib").get<double>() * 1024 * 1024 * 1024;
+    cluster.name += fmt::format(" ({})", point.id);
+    job.cluster = cluster;
+  }
+  return job;
+}
+
+}  // namespace paradyse::cli

@@ -1,0 +1,42 @@
+// A sweep's spec: a base compare run and the axes to vary, read from JSON or TOML (by extension).
+//
+// {"base": {"model": "gpt-8l", "cluster": "dgx-a100", "trace": "github-code-like", "order": "sorted", ...},
+//  "axes": {"cluster": ["dgx-a100", "dgx-h100"], "nodes": [1, 2]}}
+//
+// base keys: model, cluster, nodes, degree, trace, policies, order, seed, limit, sample, engine,
+// grid_ratio, mode ("compare": the trace; "plan": planning only, at plan_lengths, on the analytic
+// model), plan_lengths. Axes: cluster (a preset: GPU type and node), nodes, degree, nvlink_scale and
+// nic_scale (factors on the fabrics' bandwidths), hbm_gib (GPU memory), model, trace. Points are the
+// cartesian product, enumerated in that axis order, the last axis fastest.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "experiments/compare_job.hpp"
+
+namespace paradyse::cli {
+
+struct SweepPoint {
+  int index = 0;
+  std::string id;                 // "cluster=dgx-h100 nodes=2"
+  nlohmann::ordered_json values;  // axis → value
+};
+
+struct SweepSpec {
+  std::string path;
+  nlohmann::ordered_json base;
+  std::vector<std::string> axes;  // in enumeration order
+  std::vector<SweepPoint> points;
+  std::string text;  // the canonical JSON of the spec, to recognise a resumed sweep
+
+  // The compare job of one point; InputError naming the spec field when a value is unusable.
+  CompareJob job(const SweepPoint& point) const;
+};
+
+// Validates every key, type and value before anything runs.
+SweepSpec load_sweep_spec(const std::string& path);
+
+}  // namespace paradyse::cli
