@@ -186,14 +186,18 @@ void plot(const std::vector<Json>& rows, const std::vector<std::string>& policie
   const std::string file = (data / "rows.dat").string();
   std::string script =
       "set terminal pngcairo size 1100,650 noenhanced font 'sans,11'\nset grid\nset key outside right\n";
-  script += "set xtics rotate by -30\nset style data linespoints\n";
+  script += "set xtics rotate by -20\nset style data histograms\nset style histogram clustered gap 1\n";
+  script += "set style fill solid 0.8 border -1\nset boxwidth 0.9\nset yrange [0:*]\n";
   script += "set output '" + (dir / "speedup.png").string() + "'\n";
   script +=
       "set title 'speedup over the static strategy that trains the most sequences'\nset ylabel 'speedup "
       "(x)'\n";
   script += "plot '" + file +
             "' using 3:xtic(2) title 'paradyse' lw 2 pt 7, '' using 4:xtic(2) title 'optimal' lw 2 pt 5\n";
-  script += "set output '" + (dir / "longest.png").string() + "'\nset logscale y 2\n";
+  script += "set output '" + (dir / "longest.png").string() + "'\nset logscale y 2\nset yrange [1024:*]\n";
+  script +=
+      "set ytics ('1K' 1024, '4K' 4096, '16K' 16384, '64K' 65536, '256K' 262144, '1M' 1048576, '4M' 4194304, "
+      "'16M' 16777216)\n";
   script += "set title 'longest sequence trained before the first out of memory'\nset ylabel 'tokens'\nplot ";
   for (std::size_t i = 0; i < policies.size(); ++i)
     script +=

@@ -145,17 +145,21 @@ SweepSpec load_sweep_spec(const std::string& path) {
     if (a == 0) break;
   }
   spec.text = Json{{"base", spec.base}, {"axes", axes}}.dump();
-  // Every point's machine and trace are read once now, so that a bad preset or file fails before
-  // anything runs.
+  // Every point's machine, policies and trace are read once now, so that a bad preset, degree or file
+  // fails before anything runs.
   std::vector<std::string> traces_read;
   for (const SweepPoint& point : spec.points) {
-    const CompareJob job = spec.job(point);
-    (void)job.machine.load_model();
-    if (!job.lengths.empty() ||
-        std::find(traces_read.begin(), traces_read.end(), job.trace) != traces_read.end())
-      continue;
-    (void)traces::load_trace(job.trace);
-    traces_read.push_back(job.trace);
+    try {
+      const CompareJob job = spec.job(point);
+      (void)job.policies.build(job.machine, job.cluster ? &*job.cluster : nullptr);  // model, cluster, degree
+      if (!job.lengths.empty() ||
+          std::find(traces_read.begin(), traces_read.end(), job.trace) != traces_read.end())
+        continue;
+      (void)traces::load_trace(job.trace);
+      traces_read.push_back(job.trace);
+    } catch (const InputError& e) {
+      throw InputError(path, 0, "", "point '" + point.id + "': " + e.what());
+    }
   }
   return spec;
 }
