@@ -3,6 +3,8 @@
 // their folder's walls); learned_model.hpp speaks project types only.
 #include "costmodel/learned_model.hpp"
 
+#include "common/atomic_file.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -493,20 +495,7 @@ void LearnedModel::save(const std::string& path) const {
                                {"targets", std::move(targets)}});
   }
 
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError(partial, 0, "", "cannot open the file for writing");
-    out << root.dump() << '\n';
-    out.close();
-    if (!out) {
-      std::filesystem::remove(partial);
-      throw InputError(partial, 0, "", "could not write the whole file (disk full?)");
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(partial, path, error);
-  if (error) throw InputError(path, 0, "", "cannot rename " + partial + " into place: " + error.message());
+  write_file_atomically(path, [&](std::ostream& out) { out << root.dump() << '\n'; });
 }
 
 LearnedModel LearnedModel::load(const std::string& path) {

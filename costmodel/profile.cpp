@@ -2,6 +2,8 @@
 // before writing, so every file paradyse writes reads back, and reads back to the same points.
 #include "costmodel/profile.hpp"
 
+#include "common/atomic_file.hpp"
+
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -223,26 +225,7 @@ void write_profile(const Profile& profile, std::ostream& out) {
 }
 
 void write_profile(const Profile& profile, const std::string& path) {
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError(partial, 0, "", "cannot open the file for writing");
-    try {
-      write_rows(profile, out, path);
-    } catch (const InputError&) {
-      out.close();
-      std::filesystem::remove(partial);
-      throw;
-    }
-    out.close();
-    if (!out) {
-      std::filesystem::remove(partial);
-      throw InputError(partial, 0, "", "could not write the whole file (disk full?)");
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(partial, path, error);
-  if (error) throw InputError(path, 0, "", "cannot rename " + partial + " into place: " + error.message());
+  write_file_atomically(path, [&](std::ostream& out) { write_rows(profile, out, path); });
 }
 
 Profile read_profile(const std::string& path) {

@@ -1,5 +1,7 @@
 #include "experiments/simulate_command.hpp"
 
+#include "common/atomic_file.hpp"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -95,14 +97,7 @@ void print(const sim::SimulationResult& r, const sim::Simulator& simulator,
 
 // Writes through a temporary file so that a failure leaves nothing behind.
 void write_timeline_file(const sim::SimulationResult& result, const std::string& path) {
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial);
-    if (!out) throw InputError("--timeline", 0, "", "cannot write '" + path + "'");
-    sim::write_timeline(result, out);
-    if (!out.flush()) throw InputError("--timeline", 0, "", "failed writing '" + path + "'");
-  }
-  std::filesystem::rename(partial, path);
+  write_file_atomically(path, [&](std::ostream& out) { sim::write_timeline(result, out); });
 }
 
 void run(const SimulateOptions& options) {

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "common/errors.hpp"
+
+#include "common/atomic_file.hpp"
 #include "trace.pb.h"
 #include "traces/readers.hpp"
 
@@ -50,22 +52,8 @@ void write_protobuf_trace(const Trace& trace, const std::string& path) {
   std::string bytes;
   PARADYSE_CHECK(message.SerializeToString(&bytes), "a trace message failed to serialize");
 
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw InputError(partial, 0, "", "expected a file that can be written, got one that cannot be opened");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      std::filesystem::remove(partial);
-      throw InputError(partial, 0, "", "expected to write the whole file, got a write error (disk full?)");
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(partial, path, error);
-  if (error)
-    throw InputError(path, 0, "", "expected to rename " + partial + " into place, got: " + error.message());
+  write_file_atomically(
+      path, [&](std::ostream& out) { out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); });
 }
 
 }  // namespace paradyse::traces

@@ -1,6 +1,7 @@
 // The learned cost model against known curves: the forest inside the profiled range, the polynomial
 // chosen by AIC beyond it, the saved file's round trip, and the errors of bad files and bad queries.
 #include "costmodel/learned_model.hpp"
+#include "tests/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -21,24 +22,9 @@
 using namespace paradyse;
 using namespace paradyse::costmodel;
 
+using paradyse::testing::TempDir;
+
 namespace {
-
-// A fresh directory under the system's temporary directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = std::filesystem::temp_directory_path() /
-            ("paradyse-learned-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 // The curves the synthetic profiles are sampled from: time quadratic in s (attention), memory and
 // saved bytes linear (activations) with a fixed part (weights, optimizer state).

@@ -1,5 +1,6 @@
 // The profile CSV: exact round trip, and one InputError naming file, line and column per kind of bad file.
 #include "costmodel/profile.hpp"
+#include "tests/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -16,24 +17,9 @@
 using namespace paradyse;
 using namespace paradyse::costmodel;
 
+using paradyse::testing::TempDir;
+
 namespace {
-
-// A fresh directory under the system's temporary directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = std::filesystem::temp_directory_path() /
-            ("paradyse-profile-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 const std::string header =
     "model,cluster,degree,batch,source,strategy,recompute,seq,iteration_time_s,peak_memory_bytes,"

@@ -1,6 +1,7 @@
 // hw_models/cluster.cpp: the presets carry REFERENCE.md section 3's figures, curves read in log(x),
 // multi-node variants, and every kind of bad cluster input fails with an InputError naming the field.
 #include "hw_models/cluster.hpp"
+#include "tests/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -15,6 +16,8 @@
 #include "common/errors.hpp"
 #include "common/json_input.hpp"
 
+using paradyse::testing::TempDir;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -27,31 +30,6 @@ using paradyse::hw::load_cluster;
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kMiB = 1024.0 * 1024.0;
-
-// A fresh directory under the system temp dir, removed with everything in it at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device random;
-    path_ = fs::temp_directory_path() / ("paradyse-cluster-test-" + std::to_string(random()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string write(const std::string& name, const std::string& text) const {
-    fs::path file = path_ / name;
-    std::ofstream(file) << text;
-    return file.string();
-  }
-
- private:
-  fs::path path_;
-};
 
 // The dgx-a100 preset, edited, written as a file: the way a user starts a custom cluster.
 std::string write_edited_a100(const TempDir& dir, const std::string& name,

@@ -1,6 +1,7 @@
 // The trace readers: plain (headers, comments, empty samples), CSV, JSONL and the Protobuf round trip,
 // and one InputError naming the file and the line for each kind of bad input.
 #include "traces/trace.hpp"
+#include "tests/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -15,24 +16,9 @@
 using namespace paradyse;
 using namespace paradyse::traces;
 
+using paradyse::testing::TempDir;
+
 namespace {
-
-// A fresh directory under the system's temporary directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = std::filesystem::temp_directory_path() /
-            ("paradyse-traces-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 std::string write_file(const TempDir& dir, const std::string& name, const std::string& bytes) {
   const std::string path = dir.file(name);
