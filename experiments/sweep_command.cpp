@@ -33,6 +33,7 @@ struct SweepOptions {
   std::string spec;
   std::string out = "out/sweep";
   int jobs = 1;
+  bool plan_only = false;
   bool json = false;
 };
 
@@ -245,7 +246,8 @@ void write_outputs(const SweepSpec& spec, const std::vector<Json>& rows, const f
 
 void run(const SweepOptions& options) {
   if (options.jobs < 1) throw InputError("--jobs", 0, "", "expected a positive count");
-  const SweepSpec spec = load_sweep_spec(options.spec);  // every point checked before anything runs
+  const SweepSpec spec =
+      load_sweep_spec(options.spec, options.plan_only);  // every point checked before anything runs
   const fs::path dir(options.out), rows_file = dir / "rows.jsonl", spec_file = dir / "spec.json";
 
   const bool mpi = under_mpirun();
@@ -322,6 +324,10 @@ void add_sweep_command(CLI::App& app) {
       ->add_option("--jobs", options->jobs,
                    "points run at once, each in its own process (ignored under mpirun)")
       ->capture_default_str();
+  command->add_flag(
+      "--plan-only", options->plan_only,
+      "only plan, on the analytic model, at base.plan_lengths (default 1K, 2K, ..., 1M) instead of "
+      "running the trace (the same as base.mode = plan)");
   command->add_flag("--json", options->json, "print the rows as JSON");
   command->callback([options] { run(*options); });
 }

@@ -88,7 +88,7 @@ std::string id_value(const Json& value) {
 
 }  // namespace
 
-SweepSpec load_sweep_spec(const std::string& path) {
+SweepSpec load_sweep_spec(const std::string& path, bool plan_only) {
   const Json json = read_spec(path);
   SweepSpec spec;
   spec.path = path;
@@ -113,6 +113,7 @@ SweepSpec load_sweep_spec(const std::string& path) {
     }
     check_value(path, "base." + key, value, kind_of(key));
   }
+  if (plan_only) spec.base["mode"] = "plan";
   const std::string mode = spec.base.value("mode", "compare");
   if (mode != "compare" && mode != "plan")
     throw InputError(path, 0, "base.mode", "expected compare or plan, got '" + mode + "'");

@@ -36,7 +36,7 @@ struct SweepSpec {
   CompareJob job(const SweepPoint& point) const;
 };
 
-// Validates every key, type and value before anything runs.
-SweepSpec load_sweep_spec(const std::string& path);
+// Validates every key, type and value before anything runs. `plan_only` sets base.mode to plan.
+SweepSpec load_sweep_spec(const std::string& path, bool plan_only = false);
 
 }  // namespace paradyse::cli

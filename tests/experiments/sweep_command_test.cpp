@@ -182,3 +182,17 @@ TEST_CASE("sweep: a bad spec is refused with the field named, and nothing runs",
   CHECK_THAT(r.err, Catch::Contains("bad.toml:"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("sweep --plan-only plans on a length grid instead of running the trace", "[experiments]") {
+  const auto dir = temp_dir();
+  const RunResult r =
+      run_paradyse("sweep --plan-only --spec " + small_spec(dir) + " --json --out " + (dir / "out").string());
+  REQUIRE(r.exit_code == 0);
+  const auto rows = nlohmann::json::parse(r.out).at("rows");
+  REQUIRE(rows.size() == 4);
+  // Lengths 1K, 2K, ..., 1M: megatron_ts fits gpt-8l on one dgx-a100 up to 110,880 tokens (plan --longest).
+  CHECK(rows[0].at("id") == "cluster=dgx-a100 nodes=1");
+  CHECK(rows[0].at("policies").at("static:megatron_ts").at("max_len_before_oom") == 65536);
+  CHECK(rows[0].at("policies").at("static:metp").at("max_len_before_oom") == 524288);
+  std::filesystem::remove_all(dir);
+}
