@@ -9,12 +9,6 @@ namespace paradyse::cli {
 
 namespace {
 
-// A policy's decisions depend on the length alone unless it remembers earlier sequences (paradyse's
-// smoothing and cache): those of the others are computed once per length.
-bool depends_on_history(const selector::Policy& policy) {
-  return policy.name() == "paradyse";
-}
-
 void summarise(PolicyResult& result, const ModelSpec& model, const hw::ClusterSpec& cluster, int degree) {
   std::string previous_plan;
   for (const SequenceResult& s : result.sequences) {
@@ -84,13 +78,13 @@ CompareResult run_compare(const std::vector<selector::Policy*>& policies, const 
   for (selector::Policy* policy : policies) {
     PolicyResult& out = result.policies.emplace_back();
     out.policy = policy->name();
-    std::map<int64_t, selector::Decision> decided;  // by length, for policies without history
+    std::map<int64_t, selector::Decision> decided;  // by length, for policies that do not remember
     for (std::size_t i = 0; i < lengths.size(); ++i, ++done) {
       if (progress && done % 256 == 0) progress(done, total, out.policy);
       const int64_t tokens = lengths[i];
       const selector::Decision* decision = nullptr;
       selector::Decision fresh;
-      if (depends_on_history(*policy)) {
+      if (policy->remembers()) {
         fresh = policy->decide(tokens);
         decision = &fresh;
       } else {

@@ -25,6 +25,7 @@ class ParadysePolicy final : public Policy {
   ParadysePolicy(CostSource& source, ParadyseOptions options);
   const std::string& name() const override { return name_; }
   Decision decide(int64_t tokens) override;
+  bool remembers() const override { return true; }
   // Steps 2–7 on a given table (no cache).
   Decision decide(const costmodel::CostTable& table);
 

@@ -37,6 +37,9 @@ class Policy {
   virtual ~Policy() = default;
   virtual const std::string& name() const = 0;
   virtual Decision decide(int64_t tokens) = 0;
+  // Whether a decision depends on earlier ones (smoothing, a cache); if not, it depends on the length
+  // alone and callers may reuse it.
+  virtual bool remembers() const { return false; }
 };
 
 // The paper's Algorithm 1 and its ablations: each element can be switched off on its own.
