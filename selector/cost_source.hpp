@@ -18,7 +18,6 @@ class CostSource {
  public:
   virtual ~CostSource() = default;
   virtual std::string name() const = 0;  // "analytic", or the learned model's file
-  virtual int num_layers() const = 0;
   virtual int64_t batch() const = 0;
   // Costs at `tokens` of the `wanted` candidates this source can price (others are left out).
   virtual costmodel::CostTable table(int64_t tokens, const std::vector<CandidateKey>& wanted) = 0;
@@ -29,7 +28,6 @@ class AnalyticCostSource final : public CostSource {
   // `degree` 0: every GPU of the cluster.
   AnalyticCostSource(ModelSpec model, hw::ClusterSpec cluster, int degree = 0, int64_t batch = 1);
   std::string name() const override { return "analytic"; }
-  int num_layers() const override { return static_cast<int>(estimator_.model().num_layers); }
   int64_t batch() const override { return batch_; }
   costmodel::CostTable table(int64_t tokens, const std::vector<CandidateKey>& wanted) override;
 

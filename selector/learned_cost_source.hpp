@@ -18,7 +18,6 @@ class LearnedCostSource final : public CostSource {
   LearnedCostSource(const std::string& path, ModelSpec model, hw::ClusterSpec cluster, int degree,
                     int64_t batch);
   std::string name() const override { return path_; }
-  int num_layers() const override { return static_cast<int>(model_.num_layers); }
   int64_t batch() const override { return batch_; }
   costmodel::CostTable table(int64_t tokens, const std::vector<CandidateKey>& wanted) override;
 

@@ -39,7 +39,6 @@ class TableSource final : public selector::CostSource {
  public:
   explicit TableSource(std::map<int64_t, costmodel::CostTable> tables) : tables_(std::move(tables)) {}
   std::string name() const override { return "constructed"; }
-  int num_layers() const override { return tables_.begin()->second.num_layers; }
   int64_t batch() const override { return 1; }
   costmodel::CostTable table(int64_t tokens, const std::vector<selector::CandidateKey>& wanted) override {
     ++requests;
