@@ -80,8 +80,7 @@ double model_flops(const ModelSpec& model, int64_t tokens, int64_t batch) {
   return 3 * (static_cast<double>(model.num_layers) * layer + logits);  // backward is twice the forward
 }
 
-EstimateRequest checked_request(const ModelSpec& model, const hw::ClusterSpec& cluster, const Plan& plan,
-                                EstimateRequest request) {
+EstimateRequest checked_request(const hw::ClusterSpec& cluster, EstimateRequest request) {
   if (request.degree == 0) request.degree = cluster.num_gpus();
   if (request.tokens <= 0)
     throw InputError("", 0, "seq",
@@ -92,6 +91,12 @@ EstimateRequest checked_request(const ModelSpec& model, const hw::ClusterSpec& c
     throw InputError("", 0, "degree",
                      "expected a degree between 1 and the " + std::to_string(cluster.num_gpus()) +
                          " GPUs of " + cluster.name + ", got " + std::to_string(request.degree));
+  return request;
+}
+
+EstimateRequest checked_request(const ModelSpec& model, const hw::ClusterSpec& cluster, const Plan& plan,
+                                EstimateRequest request) {
+  request = checked_request(cluster, request);
   if (plan.size() != static_cast<std::size_t>(model.num_layers))
     throw InputError("", 0, "plan",
                      "expected one strategy per layer (" + std::to_string(model.num_layers) + "), got " +
@@ -127,8 +132,7 @@ MemoryStep memory_step(const SegmentCost& segment) {
 
 CostTable Estimator::cost_table(const std::vector<std::pair<const Strategy*, Recompute>>& candidates,
                                 const EstimateRequest& request_in) {
-  EstimateRequest request = request_in;
-  if (request.degree == 0) request.degree = cluster_.num_gpus();
+  const EstimateRequest request = checked_request(cluster_, request_in);
   CostTable table;
   table.num_layers = static_cast<int>(model_.num_layers);
   table.tokens = request.tokens;
@@ -137,8 +141,6 @@ CostTable Estimator::cost_table(const std::vector<std::pair<const Strategy*, Rec
   table.padded_tokens = SequenceLayout::padded_length(request.tokens, request.degree, model_.causal);
   for (const auto& [strategy, recompute] : candidates) {
     if (strategy->unsupported(model_, request.degree)) continue;
-    // Validates the request once per candidate, as estimate() does.
-    checked_request(model_, cluster_, uniform_plan(*strategy, model_.num_layers, recompute), request);
     const StrategyCosts& costs =
         strategy_costs(*strategy, request.degree, table.padded_tokens, request.batch, recompute);
     Candidate& candidate = table.candidates.emplace_back();

@@ -102,7 +102,10 @@ class Estimator {
   std::map<std::tuple<Plan, int, int64_t, int64_t>, Estimate> estimates_;  // by requested tokens
 };
 
-// `request` with its degree filled in (0: every GPU); throws InputError unless `plan` has one
+// `request` with its degree filled in (0: every GPU); throws InputError unless its length, batch and
+// degree are in range.
+EstimateRequest checked_request(const hw::ClusterSpec& cluster, EstimateRequest request);
+// The same, and throws InputError unless `plan` has one
 // strategy per layer of `model`, each able to run at that degree, and the request is in range.
 EstimateRequest checked_request(const ModelSpec& model, const hw::ClusterSpec& cluster, const Plan& plan,
                                 EstimateRequest request);

@@ -12,11 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/learned_model.hpp"
-#include "experiments/compare.hpp"
+#include "experiments/compare_job.hpp"
 #include "experiments/profiling.hpp"
 #include "experiments/progress_bar.hpp"
-#include "traces/prepare.hpp"
-#include "traces/trace.hpp"
 
 namespace paradyse::cli {
 namespace {
@@ -24,11 +22,7 @@ namespace {
 struct AblationOptions {
   MachineOptions machine;
   PolicyOptions policy;
-  std::string trace = "github-code-like";
-  std::string order = "sorted";
-  int64_t limit = 0;
-  std::string engine = "sim";
-  double grid_ratio = 1.05;
+  CompareJob job;  // trace, order, limit, engine, grid ratio
   std::string profile_lengths = "1K,2K,3K,4K,6K,8K,12K,16K,24K,32K,48K,64K";
   std::string out = "out/ablation";
   bool json = false;
@@ -41,18 +35,14 @@ struct Variant {
 
 void run(const AblationOptions& options) {
   const std::vector<int64_t> profile_lengths = parse_lengths(options.profile_lengths, "--profile-seq");
-  if (options.engine != "sim" && options.engine != "analytic")
-    throw InputError("--engine", 0, "", "expected sim or analytic, got '" + options.engine + "'");
-  if (options.limit < 0) throw InputError("--limit", 0, "", "expected a positive count or 0 (all)");
-  traces::PrepareOptions prepare;
-  prepare.order = traces::parse_order(options.order);
-  prepare.limit = options.limit;
-  const traces::Trace trace = traces::load_trace(options.trace);
-  const traces::PreparedTrace prepared = traces::prepare(trace, prepare);
+  check_engine(options.job.engine);
+  const JobTrace run = load_job_trace(options.job);
+  const traces::Trace& trace = run.trace;
+  const traces::PreparedTrace& prepared = run.prepared;
   PolicySet base = options.policy.build(options.machine);
   std::filesystem::create_directories(options.out);
 
-  StepEngine engine(base.model, base.cluster, base.degree, options.engine, options.grid_ratio);
+  StepEngine engine(base.model, base.cluster, base.degree, options.job.engine, options.job.grid_ratio);
   const costmodel::Profile profile = profile_uniform_plans(engine.estimator(), engine.simulator(),
                                                            base.degree, 1, all_strategies(), profile_lengths);
   const std::string profile_path = options.out + "/profile.csv", model_path = options.out + "/costmodel.json";
@@ -129,6 +119,7 @@ void run(const AblationOptions& options) {
 
 void add_ablation_command(CLI::App& app) {
   auto options = std::make_shared<AblationOptions>();
+  options->job.order = "sorted";  // the paper's setting
   CLI::App* command = app.add_subcommand(
       "ablation",
       "The paper's Table 5: paradyse in full (learned cost model fitted to simulated profiles), without each "
@@ -136,12 +127,12 @@ void add_ablation_command(CLI::App& app) {
       "against "
       "the full policy.");
   options->machine.add_to(*command);
-  command->add_option("--trace", options->trace, "bundled trace or file")->capture_default_str();
-  command->add_option("--order", options->order, "dataset, sorted or shuffled")->capture_default_str();
-  command->add_option("--limit", options->limit, "train only the first N sequences (0: all)")
+  command->add_option("--trace", options->job.trace, "bundled trace or file")->capture_default_str();
+  command->add_option("--order", options->job.order, "dataset, sorted or shuffled")->capture_default_str();
+  command->add_option("--limit", options->job.limit, "train only the first N sequences (0: all)")
       ->capture_default_str();
-  command->add_option("--engine", options->engine, "sim or analytic")->capture_default_str();
-  command->add_option("--grid-ratio", options->grid_ratio, "sim: length grid ratio (see compare)")
+  command->add_option("--engine", options->job.engine, "sim or analytic")->capture_default_str();
+  command->add_option("--grid-ratio", options->job.grid_ratio, "sim: length grid ratio (see compare)")
       ->capture_default_str();
   command
       ->add_option("--profile-seq", options->profile_lengths,

@@ -8,17 +8,12 @@
 
 namespace paradyse::cli {
 
-CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  if (job.engine != "sim" && job.engine != "analytic")
-    throw InputError("--engine", 0, "", "expected sim or analytic, got '" + job.engine + "'");
-  if (job.grid_ratio != 0 && !(job.grid_ratio > 1 && job.grid_ratio <= 2))
-    throw InputError(
-        "--grid-ratio", 0, "",
-        fmt::format("expected 0 (simulate every length) or a ratio in (1, 2], got {}", job.grid_ratio));
-  if (job.policies.batch != 1)
-    throw InputError("--batch", 0, "", "compare trains one sequence per step, as the paper does: expected 1");
+void check_engine(const std::string& engine) {
+  if (engine != "sim" && engine != "analytic")
+    throw InputError("--engine", 0, "", "expected sim or analytic, got '" + engine + "'");
+}
+
+JobTrace load_job_trace(const CompareJob& job) {
   traces::PrepareOptions prepare;
   prepare.order = traces::parse_order(job.order);
   prepare.seed = job.seed;
@@ -30,16 +25,33 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
   if (!(job.sample > 0 && job.sample <= 1))
     throw InputError("--sample", 0, "", fmt::format("expected a fraction in (0, 1], got {}", job.sample));
   prepare.sample = job.sample;
-  traces::Trace trace;
+  JobTrace out;
   if (job.lengths.empty()) {
-    trace = traces::load_trace(job.trace, {job.column, job.field});
+    out.trace = traces::load_trace(job.trace, {job.column, job.field});
   } else {
-    trace.name = "length grid";
-    trace.description =
+    out.trace.name = "length grid";
+    out.trace.description =
         fmt::format("{} lengths from {} to {}", job.lengths.size(), job.lengths.front(), job.lengths.back());
-    trace.lengths = job.lengths;
+    out.trace.lengths = job.lengths;
   }
-  const traces::PreparedTrace prepared = traces::prepare(trace, prepare);
+  out.prepared = traces::prepare(out.trace, prepare);
+  out.sorted = prepare.order == traces::Order::sorted;
+  return out;
+}
+
+CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  check_engine(job.engine);
+  if (job.grid_ratio != 0 && !(job.grid_ratio > 1 && job.grid_ratio <= 2))
+    throw InputError(
+        "--grid-ratio", 0, "",
+        fmt::format("expected 0 (simulate every length) or a ratio in (1, 2], got {}", job.grid_ratio));
+  if (job.policies.batch != 1)
+    throw InputError("--batch", 0, "", "compare trains one sequence per step, as the paper does: expected 1");
+  const JobTrace run = load_job_trace(job);
+  const traces::Trace& trace = run.trace;
+  const traces::PreparedTrace& prepared = run.prepared;
   PolicySet set = job.policies.build(job.machine, job.cluster ? &*job.cluster : nullptr);
 
   StepEngine engine(set.model, set.cluster, set.degree, job.engine, job.grid_ratio);
@@ -53,7 +65,7 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
   description.trace = trace.name;
   description.trace_about = trace.description;
   description.preparation = prepared.description;
-  description.sorted = prepare.order == traces::Order::sorted;
+  description.sorted = run.sorted;
   description.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return out;
 }

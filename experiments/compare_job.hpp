@@ -8,6 +8,7 @@
 #include "experiments/compare.hpp"
 #include "experiments/compare_report.hpp"
 #include "traces/prepare.hpp"
+#include "traces/trace.hpp"
 
 namespace paradyse::cli {
 
@@ -28,6 +29,17 @@ struct CompareJob {
   double grid_ratio = 1.05;
   std::vector<int64_t> lengths;  // when not empty: these lengths instead of a trace
 };
+
+// The job's trace, loaded and prepared (order, cap, sample, limit), every flag checked.
+struct JobTrace {
+  traces::Trace trace;
+  traces::PreparedTrace prepared;
+  bool sorted = false;
+};
+JobTrace load_job_trace(const CompareJob& job);
+
+// InputError naming --engine unless it is sim or analytic.
+void check_engine(const std::string& engine);
 
 struct CompareJobResult {
   CompareResult result;

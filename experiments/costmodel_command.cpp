@@ -9,6 +9,7 @@
 #include "costmodel/estimate.hpp"
 #include "costmodel/learned_model.hpp"
 #include "costmodel/profile.hpp"
+#include "experiments/compare_job.hpp"
 #include "experiments/inputs.hpp"
 #include "experiments/profiling.hpp"
 #include "sim/simulator.hpp"
@@ -29,8 +30,7 @@ struct ProfileOptions {
 void profile(const ProfileOptions& options) {
   const std::vector<int64_t> lengths = parse_lengths(options.lengths, "--seq");
   const std::vector<const Strategy*> strategies = parse_strategies(options.strategies, "--strategy");
-  if (options.engine != "sim" && options.engine != "analytic")
-    throw InputError("--engine", 0, "", "expected sim or analytic, got '" + options.engine + "'");
+  check_engine(options.engine);
   if (options.out.empty()) throw InputError("--out", 0, "", "expected a file to write the profile to");
   const ModelSpec model = options.machine.load_model();
   const hw::ClusterSpec cluster = options.machine.load_cluster();

@@ -98,14 +98,14 @@ std::map<int, Json> read_rows(const fs::path& file) {
   return rows;
 }
 
-void run_in_processes(const SweepSpec& spec, const std::vector<const SweepPoint*>& todo,
+void run_in_processes(const SweepSpec& spec, const std::vector<const SweepPoint*>& points,
                       const fs::path& rows_file, int jobs) {
   std::map<pid_t, const SweepPoint*> running;
   std::vector<std::string> failed;
   std::size_t next = 0;
-  while (next < todo.size() || !running.empty()) {
-    while (failed.empty() && next < todo.size() && static_cast<int>(running.size()) < jobs) {
-      const SweepPoint* point = todo[next++];
+  while (next < points.size() || !running.empty()) {
+    while (failed.empty() && next < points.size() && static_cast<int>(running.size()) < jobs) {
+      const SweepPoint* point = points[next++];
       std::fflush(nullptr);
       const pid_t pid = fork();
       if (pid < 0) throw InternalError("fork failed");
@@ -135,11 +135,12 @@ void run_in_processes(const SweepSpec& spec, const std::vector<const SweepPoint*
 
 // Rank k runs points k, k + size, ... (each in its own process, as without MPI); rank 0 gathers
 // every rank's rows.
-std::vector<Json> run_under_mpi(const SweepSpec& spec, const std::vector<const SweepPoint*>& todo,
+std::vector<Json> run_under_mpi(const SweepSpec& spec, const std::vector<const SweepPoint*>& missing,
                                 const fs::path& rows_file, int rank, int size) {
   std::vector<const SweepPoint*> share;
-  for (std::size_t i = static_cast<std::size_t>(rank); i < todo.size(); i += static_cast<std::size_t>(size))
-    share.push_back(todo[i]);
+  for (std::size_t i = static_cast<std::size_t>(rank); i < missing.size();
+       i += static_cast<std::size_t>(size))
+    share.push_back(missing[i]);
   run_in_processes(spec, share, rows_file, 1);
   const std::map<int, Json> rows = read_rows(rows_file);
   std::string mine;
@@ -271,15 +272,15 @@ void run(const SweepOptions& options) {
   }
   if (mpi) MPI_Barrier(MPI_COMM_WORLD);
   const std::map<int, Json> done = read_rows(rows_file);
-  std::vector<const SweepPoint*> todo;
+  std::vector<const SweepPoint*> missing;
   for (const SweepPoint& point : spec.points)
-    if (!done.contains(point.index)) todo.push_back(&point);
+    if (!done.contains(point.index)) missing.push_back(&point);
 
   std::vector<Json> gathered;
   if (mpi)
-    gathered = run_under_mpi(spec, todo, rows_file, rank, size);
+    gathered = run_under_mpi(spec, missing, rows_file, rank, size);
   else
-    run_in_processes(spec, todo, rows_file, options.jobs);
+    run_in_processes(spec, missing, rows_file, options.jobs);
   if (mpi) MPI_Finalize();
   if (rank != 0) return;
 
@@ -297,8 +298,8 @@ void run(const SweepOptions& options) {
     std::cout << Json{{"rows", ordered}}.dump(2) << "\n";
     return;
   }
-  fmt::print("{} points ({} run now, {} from an earlier run){}\n", spec.points.size(), todo.size(),
-             spec.points.size() - todo.size(), mpi ? fmt::format(", over {} MPI ranks", size) : "");
+  fmt::print("{} points ({} run now, {} from an earlier run){}\n", spec.points.size(), missing.size(),
+             spec.points.size() - missing.size(), mpi ? fmt::format(", over {} MPI ranks", size) : "");
   fmt::print("{:<44} {:>12} {:>18} {:>17}\n", "point", "best static", "paradyse speedup", "optimal speedup");
   for (const Json& row : ordered)
     fmt::print("{:<44} {:>12} {:>17.2f}x {:>16.2f}x\n", row.at("id").get<std::string>(),

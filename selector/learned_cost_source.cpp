@@ -25,6 +25,9 @@ LearnedCostSource::LearnedCostSource(const std::string& path, ModelSpec model, h
   mismatch("cluster", learned_.cluster_name(), cluster_.name);
   mismatch("degree", std::to_string(learned_.degree()), std::to_string(degree_));
   mismatch("batch", std::to_string(learned_.batch()), std::to_string(batch_));
+  costmodel::MemoryBreakdown static_terms;
+  costmodel::static_memory(model_, degree_, static_terms);
+  static_bytes_ = static_terms.weights + static_terms.gradients + static_terms.optimizer_states;
 }
 
 costmodel::CostTable LearnedCostSource::table(int64_t tokens, const std::vector<CandidateKey>& wanted) {
@@ -34,10 +37,8 @@ costmodel::CostTable LearnedCostSource::table(int64_t tokens, const std::vector<
   table.padded_tokens = SequenceLayout::padded_length(tokens, degree_, model_.causal);
   table.degree = degree_;
   table.batch = batch_;
-  costmodel::MemoryBreakdown static_terms;
-  costmodel::static_memory(model_, degree_, static_terms);
   costmodel::StepCost& step = table.step;
-  step.static_bytes = static_terms.weights + static_terms.gradients + static_terms.optimizer_states;
+  step.static_bytes = static_bytes_;
   step.fragmentation = cluster_.gpu.allocator_fragmentation;
   step.capacity_bytes = cluster_.tensor_capacity_bytes();
   const double layers = table.num_layers;

@@ -28,6 +28,7 @@ class LearnedCostSource final : public CostSource {
   hw::ClusterSpec cluster_;
   int degree_;
   int64_t batch_;
+  double static_bytes_;  // weights, gradients, optimizer states: the same at every length
 };
 
 }  // namespace paradyse::selector
