@@ -33,6 +33,14 @@ constexpr bool is_communication(OpKind kind) {
   return kind >= OpKind::all_gather && kind <= OpKind::send_recv;
 }
 
+// What a collective of `input_bytes` per rank over `degree` ranks counts, as Op documents below: the
+// one place both the tracer and the real backend take these numbers from.
+struct CommunicationBytes {
+  double size_bytes = 0;
+  double bus_bytes = 0;
+};
+CommunicationBytes communication_bytes(OpKind kind, double input_bytes, int degree);
+
 enum class Stream : uint8_t { compute, communication };
 
 using OpId = uint32_t;

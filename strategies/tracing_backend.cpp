@@ -476,11 +476,31 @@ void TracingBackend::adam_step(Tensor& weight, const Tensor& grad) {
   produced_by(weight, recorder_->next_op() - 1);
 }
 
-Pending TracingBackend::communicate(OpKind kind, const Tensor& input, Tensor result, double size_bytes,
-                                    double bus_bytes) {
+CommunicationBytes communication_bytes(OpKind kind, double input_bytes, int degree) {
+  const double ring_fraction = static_cast<double>(degree - 1) / degree;
+  switch (kind) {
+    case OpKind::all_gather:
+      return {input_bytes * degree, ring_fraction * input_bytes * degree};
+    case OpKind::reduce_scatter:
+    case OpKind::all_to_all:
+      return {input_bytes, ring_fraction * input_bytes};
+    case OpKind::all_reduce:
+      return {input_bytes, 2 * ring_fraction * input_bytes};
+    case OpKind::broadcast:
+    case OpKind::reduce:
+    case OpKind::send_recv:
+      return {input_bytes, input_bytes};
+    default:
+      PARADYSE_CHECK(false, "communication_bytes of " + std::string(to_string(kind)));
+  }
+  return {};
+}
+
+Pending TracingBackend::communicate(OpKind kind, const Tensor& input, Tensor result) {
   Op& op = record(kind, {&input});
-  op.size_bytes = size_bytes;
-  op.bus_bytes = bus_bytes;
+  const CommunicationBytes bytes = communication_bytes(kind, static_cast<double>(input.bytes()), degree_);
+  op.size_bytes = bytes.size_bytes;
+  op.bus_bytes = bytes.bus_bytes;
   op.group_size = static_cast<int16_t>(degree_);
   const OpId id = recorder_->next_op() - 1;
   if (result.defined()) produced_by(result, id);
@@ -494,20 +514,12 @@ Tensor TracingBackend::wait(int64_t token, Tensor result) {
   return result;
 }
 
-namespace {
-double ring_fraction(int p) {
-  return static_cast<double>(p - 1) / p;
-}
-}  // namespace
-
 Pending TracingBackend::all_gather_async(const Tensor& x, int dim) {
   if (degree_ == 1) return Pending(this, -1, x);
   dim = normalize_dim(x, dim);
   Shape shape = x.shape();
   shape[static_cast<std::size_t>(dim)] *= degree_;
-  Tensor result = allocate(shape, x.dtype());
-  const double size = static_cast<double>(result.bytes());
-  return communicate(OpKind::all_gather, x, std::move(result), size, ring_fraction(degree_) * size);
+  return communicate(OpKind::all_gather, x, allocate(shape, x.dtype()));
 }
 
 Pending TracingBackend::reduce_scatter_async(const Tensor& x, int dim) {
@@ -518,15 +530,12 @@ Pending TracingBackend::reduce_scatter_async(const Tensor& x, int dim) {
                                                  std::to_string(dim));
   Shape shape = x.shape();
   shape[static_cast<std::size_t>(dim)] /= degree_;
-  Tensor result = allocate(shape, x.dtype());
-  const double size = static_cast<double>(x.bytes());
-  return communicate(OpKind::reduce_scatter, x, std::move(result), size, ring_fraction(degree_) * size);
+  return communicate(OpKind::reduce_scatter, x, allocate(shape, x.dtype()));
 }
 
 Pending TracingBackend::all_reduce_async(const Tensor& x) {
   if (degree_ == 1) return Pending(this, -1, x);
-  const double size = static_cast<double>(x.bytes());
-  return communicate(OpKind::all_reduce, x, x, size, 2 * ring_fraction(degree_) * size);  // in place
+  return communicate(OpKind::all_reduce, x, x);  // in place
 }
 
 Pending TracingBackend::all_to_all_async(const Tensor& x, int split_dim, int concat_dim) {
@@ -538,33 +547,26 @@ Pending TracingBackend::all_to_all_async(const Tensor& x, int split_dim, int con
   Shape shape = x.shape();
   shape[static_cast<std::size_t>(split_dim)] /= degree_;
   shape[static_cast<std::size_t>(concat_dim)] *= degree_;
-  Tensor result = allocate(shape, x.dtype());
-  const double size = static_cast<double>(x.bytes());
-  return communicate(OpKind::all_to_all, x, std::move(result), size, ring_fraction(degree_) * size);
+  return communicate(OpKind::all_to_all, x, allocate(shape, x.dtype()));
 }
 
 Pending TracingBackend::broadcast_async(const Tensor& x, int root) {
   if (degree_ == 1) return Pending(this, -1, x);
-  Tensor result = rank_ == root ? x : allocate(x.shape(), x.dtype());
-  const double size = static_cast<double>(x.bytes());
-  Pending pending = communicate(OpKind::broadcast, x, std::move(result), size, size);
+  Pending pending = communicate(OpKind::broadcast, x, rank_ == root ? x : allocate(x.shape(), x.dtype()));
   recorder_->program.ops.back().root = static_cast<int16_t>(root);
   return pending;
 }
 
 Pending TracingBackend::reduce_async(const Tensor& x, int root) {
   if (degree_ == 1) return Pending(this, -1, x);
-  const double size = static_cast<double>(x.bytes());
-  Pending pending = communicate(OpKind::reduce, x, rank_ == root ? x : Tensor(), size, size);  // in place
+  Pending pending = communicate(OpKind::reduce, x, rank_ == root ? x : Tensor());  // in place
   recorder_->program.ops.back().root = static_cast<int16_t>(root);
   return pending;
 }
 
 Pending TracingBackend::send_recv_async(const Tensor& x, int to, int from) {
   PARADYSE_CHECK(to >= 0 && to < degree_ && from >= 0 && from < degree_, "send_recv peer outside the group");
-  Tensor result = allocate(x.shape(), x.dtype());
-  const double size = static_cast<double>(x.bytes());
-  Pending pending = communicate(OpKind::send_recv, x, std::move(result), size, size);
+  Pending pending = communicate(OpKind::send_recv, x, allocate(x.shape(), x.dtype()));
   Op& op = recorder_->program.ops.back();
   op.send_to = static_cast<int16_t>(to);
   op.recv_from = static_cast<int16_t>(from);

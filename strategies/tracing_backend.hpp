@@ -82,7 +82,7 @@ class TracingBackend final : public Backend {
   Op& record(OpKind kind, std::initializer_list<const Tensor*> inputs);
   static void depend_on(Op& op, const Tensor& input);
   void produced_by(const Tensor& t, OpId op);
-  Pending communicate(OpKind kind, const Tensor& input, Tensor result, double size_bytes, double bus_bytes);
+  Pending communicate(OpKind kind, const Tensor& input, Tensor result);
 
   int rank_;
   int degree_;

@@ -1,0 +1,648 @@
+#include "real_backend/torch_backend.hpp"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <limits>
+
+#include "real_backend/memory_meter.hpp"
+
+namespace paradyse::real {
+namespace {
+
+struct TorchTensor final : TensorImpl {
+  explicit TorchTensor(at::Tensor tensor) : t(std::move(tensor)) {}
+  at::Tensor t;
+};
+
+at::IntArrayRef sizes(const Shape& shape) {
+  return {shape.data(), shape.size()};
+}
+
+Shape shape_of(const at::Tensor& t) {
+  return {t.sizes().begin(), t.sizes().end()};
+}
+
+int normalize_dim(const Tensor& x, int dim) {
+  return dim < 0 ? dim + x.rank() : dim;
+}
+
+// Positions of a tensor's sequence dim as a tensor of global token indices.
+at::Tensor positions(const Positions& ranges, const at::Device& device) {
+  std::vector<at::Tensor> parts;
+  for (const TokenRange& r : ranges) parts.push_back(at::arange(r.begin, r.begin + r.length, at::kLong));
+  return at::cat(parts).to(device);
+}
+
+// [s_q, s_k] true where the pair is computed.
+at::Tensor allowed_pairs(const AttentionMask& mask, const at::Device& device) {
+  const at::Tensor q = positions(mask.queries, device), k = positions(mask.keys, device);
+  if (!mask.causal) return at::ones({q.size(0), k.size(0)}, at::TensorOptions(at::kBool).device(device));
+  return k.unsqueeze(0) <= q.unsqueeze(1);
+}
+
+// Queries per block of the exact attention: its fp32 score block stays under about 64 MiB.
+int64_t query_block(int64_t batch_heads, int64_t keys) {
+  const int64_t budget = int64_t{16} << 20;  // floats
+  return std::max<int64_t>(1, budget / std::max<int64_t>(1, batch_heads * keys));
+}
+
+// q [b, s_q, a, d] → [b, a_kv, g·s_q, d] (fp32): query head i = kv head i / g, so each kv head's
+// query group is contiguous and one batched GEMM against [b, a_kv, s_k, d] serves all of it.
+at::Tensor grouped_queries(const at::Tensor& q, int64_t kv_heads) {
+  const int64_t b = q.size(0), s = q.size(1), a = q.size(2), d = q.size(3);
+  return q.permute({0, 2, 1, 3}).to(at::kFloat).reshape({b, kv_heads, (a / kv_heads) * s, d});
+}
+
+at::Tensor heads_first(const at::Tensor& k) {  // [b, s, heads, d] → [b, heads, s, d] fp32
+  return k.permute({0, 2, 1, 3}).to(at::kFloat);
+}
+
+// Scaled scores of grouped queries against keys with the mask applied: [b, a_kv, g, s_q, s_k].
+at::Tensor masked_scores(const at::Tensor& q_grouped, const at::Tensor& k_heads, const at::Tensor& allowed,
+                         int64_t group, double scale) {
+  const int64_t b = q_grouped.size(0), kv = q_grouped.size(1), sq = allowed.size(0), sk = allowed.size(1);
+  at::Tensor s = at::matmul(q_grouped, k_heads.transpose(-1, -2)).mul_(scale).view({b, kv, group, sq, sk});
+  return s.masked_fill_(allowed.logical_not(), -std::numeric_limits<float>::infinity());
+}
+
+// exp(s − lse) with rows of lse = −inf (no key allowed) giving 0, not NaN.
+at::Tensor probabilities(const at::Tensor& scores, const at::Tensor& lse) {
+  const at::Tensor finite = at::where(at::isinf(lse), at::zeros_like(lse), lse);
+  return at::exp(scores - finite.unsqueeze(-1));
+}
+
+}  // namespace
+
+struct TorchBackend::AdamState {
+  at::Tensor master;  // fp32 weights when storage is bf16; undefined when the weight is fp32 already
+  at::Tensor m, v;
+  int64_t step = 0;
+};
+
+// Times one backend call when profiling; on CPU the op has finished when the call returns.
+class TorchBackend::OpTimer {
+ public:
+  OpTimer(TorchBackend& be, const char* op) : be_(be), op_(op) {
+    if (be_.options_.profile_ops) start_ = std::chrono::steady_clock::now();
+  }
+  ~OpTimer() {
+    if (!be_.options_.profile_ops) return;
+    be_.synchronize();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    be_.op_times_.push_back({be_.phase_, be_.layer_, be_.label_, op_, seconds});
+  }
+
+ private:
+  TorchBackend& be_;
+  const char* op_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+TorchBackend::TorchBackend(Communicator& communicator, const ModelSpec& model, TorchBackendOptions options)
+    : communicator_(communicator),
+      model_(model),
+      options_(options),
+      weights_(model, options.weight_seed),
+      dropout_generator_(at::make_generator<at::CPUGeneratorImpl>(
+          options.weight_seed * 7919 + static_cast<uint64_t>(communicator.rank()))),
+      start_time_(std::chrono::steady_clock::now()) {}
+
+TorchBackend::~TorchBackend() {
+  // A step abandoned by an exception may leave communications in flight; their buffers must outlive
+  // them, and waiting on a failed group throws again, so they are dropped without waiting.
+  for (auto& [token, flight] : in_flight_) new InFlight(std::move(flight));  // leaked on purpose
+}
+
+at::ScalarType TorchBackend::storage_type(DType dtype) const {
+  switch (dtype) {
+    case DType::bf16:
+      return options_.precision == Precision::fp32 ? at::kFloat : at::kBFloat16;
+    case DType::fp32:
+      return at::kFloat;
+    case DType::int64:
+      return at::kLong;
+    case DType::u8:
+      return at::kByte;
+  }
+  return at::kFloat;
+}
+
+at::TensorOptions TorchBackend::options(DType dtype) const {
+  return at::TensorOptions(storage_type(dtype)).device(options_.device);
+}
+
+Tensor TorchBackend::make(const at::Tensor& t, DType dtype) const {
+  return Tensor(shape_of(t), dtype, std::make_shared<TorchTensor>(t));
+}
+
+Tensor TorchBackend::wrap(const at::Tensor& t, DType dtype) {
+  return make(t.to(options(dtype)), dtype);
+}
+
+const at::Tensor& TorchBackend::unwrap(const Tensor& t) {
+  return t.impl<TorchTensor>().t;
+}
+
+void TorchBackend::clear_records() {
+  calls_.clear();
+  op_times_.clear();
+  phase_times_.clear();
+}
+
+double TorchBackend::seconds_since_start() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time_).count();
+}
+
+void TorchBackend::synchronize() const {
+  // CPU ops are synchronous; on a GPU the profiler's times need the device to have caught up.
+  if (options_.device.is_cuda()) at::zeros({1}, at::TensorOptions().device(options_.device)).cpu();
+}
+
+void TorchBackend::begin_phase(Phase phase, int layer) {
+  phase_ = phase;
+  layer_ = layer;
+  synchronize();
+  phase_times_.push_back({phase, layer, seconds_since_start(), MemoryMeter::current_bytes()});
+}
+
+void TorchBackend::label(std::string_view name) {
+  label_ = name;
+}
+
+Tensor TorchBackend::parameter(std::string_view name, const Shape& shape, int shard) {
+  Tensor weight = wrap(weights_.shard(name, shape, shard, degree()), DType::bf16);
+  // The optimizer state exists from the start, as the static memory terms count it (16 bytes a
+  // parameter with the bf16 weight and gradient).
+  auto state = std::make_unique<AdamState>();
+  const at::Tensor& w = unwrap(weight);
+  if (w.scalar_type() != at::kFloat) state->master = w.to(at::kFloat);
+  state->m = at::zeros(w.sizes(), options(DType::fp32));
+  state->v = at::zeros(w.sizes(), options(DType::fp32));
+  adam_[weight.shared_impl().get()] = std::move(state);
+  return weight;
+}
+
+Tensor TorchBackend::gradient_buffer(const Shape& shape) {
+  return zeros(shape, DType::bf16);
+}
+
+Tensor TorchBackend::zeros(const Shape& shape, DType dtype) {
+  OpTimer timer(*this, "zeros");
+  return make(at::zeros(sizes(shape), options(dtype)), dtype);
+}
+
+Tensor TorchBackend::view(const Tensor& x, const Shape& shape) {
+  // A view must share storage (strategies add into views of buffers), so no reshape's silent copy.
+  return make(unwrap(x).view(sizes(shape)), x.dtype());
+}
+
+Tensor TorchBackend::slice(const Tensor& x, int dim, int64_t start, int64_t length) {
+  return make(unwrap(x).narrow(normalize_dim(x, dim), start, length), x.dtype());
+}
+
+Tensor TorchBackend::concat(const std::vector<Tensor>& parts, int dim) {
+  OpTimer timer(*this, "concat");
+  PARADYSE_CHECK(!parts.empty(), "concat of nothing");
+  std::vector<at::Tensor> tensors;
+  for (const Tensor& part : parts) tensors.push_back(unwrap(part));
+  return make(at::cat(tensors, normalize_dim(parts[0], dim)), parts[0].dtype());
+}
+
+Tensor TorchBackend::cast(const Tensor& x, DType dtype) {
+  OpTimer timer(*this, "cast");
+  return make(unwrap(x).to(storage_type(dtype), /*non_blocking=*/false, /*copy=*/true), dtype);
+}
+
+namespace {
+// GEMM operands in one type: the activation's (a strategy casts before its GEMMs; this only
+// matters for an fp32 accumulator meeting bf16 weights).
+at::Tensor like(const at::Tensor& t, const at::Tensor& reference) {
+  return t.scalar_type() == reference.scalar_type() ? t : t.to(reference.scalar_type());
+}
+}  // namespace
+
+Tensor TorchBackend::linear(const Tensor& x, const Tensor& w) {
+  OpTimer timer(*this, "linear");
+  const at::Tensor& a = unwrap(x);
+  return make(at::matmul(a, like(unwrap(w), a).t()), DType::bf16);
+}
+
+Tensor TorchBackend::matmul(const Tensor& x, const Tensor& w) {
+  OpTimer timer(*this, "matmul");
+  const at::Tensor& a = unwrap(x);
+  return make(at::matmul(a, like(unwrap(w), a)), DType::bf16);
+}
+
+Tensor TorchBackend::weight_grad(const Tensor& a, const Tensor& b) {
+  OpTimer timer(*this, "weight_grad");
+  const at::Tensor& left = unwrap(a);
+  const at::Tensor right = like(unwrap(b), left);
+  return make(at::mm(left.reshape({-1, left.size(-1)}).t(), right.reshape({-1, right.size(-1)})),
+              DType::bf16);
+}
+
+AttentionOutput TorchBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                const AttentionMask& mask) {
+  OpTimer timer(*this, "attention_forward");
+  const at::Tensor& tq = unwrap(q);
+  const int64_t b = q.size(0), sq = q.size(1), a = q.size(2), d = q.size(3), kv = k.size(2), g = a / kv;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const at::Tensor k_heads = heads_first(unwrap(k)), v_heads = heads_first(unwrap(v));
+  const at::Tensor allowed = allowed_pairs(mask, options_.device);
+  at::Tensor out = at::empty({b, kv, g, sq, d}, at::TensorOptions(at::kFloat).device(options_.device));
+  at::Tensor lse = at::empty({b, kv, g, sq}, out.options());
+  const int64_t block = query_block(b * a, k.size(1));
+  for (int64_t start = 0; start < sq; start += block) {
+    const int64_t n = std::min(block, sq - start);
+    const at::Tensor qb = grouped_queries(tq.narrow(1, start, n), kv);
+    const at::Tensor s = masked_scores(qb, k_heads, allowed.narrow(0, start, n), g, scale);
+    const at::Tensor row_lse = at::logsumexp(s, -1);  // [b, kv, g, n]
+    const at::Tensor p = probabilities(s, row_lse).view({b, kv, g * n, -1});
+    out.narrow(3, start, n).copy_(at::matmul(p, v_heads).view({b, kv, g, n, d}));
+    lse.narrow(3, start, n).copy_(row_lse);
+  }
+  // [b, kv, g, s, d] is [b, a, s, d] with a = kv·g: back to [b, s, a, d].
+  return {make(out.view({b, a, sq, d}).permute({0, 2, 1, 3}).to(storage_type(DType::bf16)).contiguous(),
+               DType::bf16),
+          make(lse.view({b, a, sq}), DType::fp32)};
+}
+
+AttentionGrads TorchBackend::attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k,
+                                                const Tensor& v, const Tensor& out, const Tensor& lse,
+                                                const AttentionMask& mask) {
+  OpTimer timer(*this, "attention_backward");
+  const int64_t b = q.size(0), sq = q.size(1), a = q.size(2), d = q.size(3), kv = k.size(2), g = a / kv;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const at::Tensor k_heads = heads_first(unwrap(k)), v_heads = heads_first(unwrap(v));
+  const at::Tensor allowed = allowed_pairs(mask, options_.device);
+  const at::Tensor lse_grouped = unwrap(lse).view({b, kv, g, sq});
+  // D = rowsum(dO ∘ O): the softmax backward's correction, FlashAttention's "delta".
+  const at::Tensor delta = (unwrap(d_out).to(at::kFloat) * unwrap(out).to(at::kFloat))
+                               .sum(-1)
+                               .permute({0, 2, 1})
+                               .reshape({b, kv, g, sq});
+  at::Tensor d_q = at::empty({b, kv, g, sq, d}, at::TensorOptions(at::kFloat).device(options_.device));
+  at::Tensor d_k = at::zeros({b, kv, k.size(1), d}, d_q.options());
+  at::Tensor d_v = at::zeros_like(d_k);
+  const int64_t block = query_block(b * a, k.size(1));
+  for (int64_t start = 0; start < sq; start += block) {
+    const int64_t n = std::min(block, sq - start);
+    const at::Tensor qb = grouped_queries(unwrap(q).narrow(1, start, n), kv);       // [b, kv, g·n, d]
+    const at::Tensor dob = grouped_queries(unwrap(d_out).narrow(1, start, n), kv);  // [b, kv, g·n, d]
+    const at::Tensor s = masked_scores(qb, k_heads, allowed.narrow(0, start, n), g, scale);
+    const at::Tensor p = probabilities(s, lse_grouped.narrow(3, start, n)).view({b, kv, g * n, -1});
+    const at::Tensor d_p = at::matmul(dob, v_heads.transpose(-1, -2));  // [b, kv, g·n, s_k]
+    const at::Tensor d_s =
+        (p * (d_p - delta.narrow(3, start, n).reshape({b, kv, g * n, 1}))).mul_(scale);  // of the raw q·kᵀ
+    d_q.narrow(3, start, n).copy_(at::matmul(d_s, k_heads).view({b, kv, g, n, d}));
+    d_k.add_(at::matmul(d_s.transpose(-1, -2), qb));
+    d_v.add_(at::matmul(p.transpose(-1, -2), dob));
+  }
+  const at::ScalarType type = storage_type(DType::bf16);
+  return {make(d_q.view({b, a, sq, d}).permute({0, 2, 1, 3}).to(type).contiguous(), DType::bf16),
+          make(d_k.permute({0, 2, 1, 3}).to(type).contiguous(), DType::bf16),
+          make(d_v.permute({0, 2, 1, 3}).to(type).contiguous(), DType::bf16)};
+}
+
+void TorchBackend::merge_attention(Tensor& out, Tensor& lse, const AttentionOutput& block) {
+  OpTimer timer(*this, "merge_attention");
+  at::Tensor o = unwrap(out), l = unwrap(lse);
+  const at::Tensor bo = unwrap(block.out), bl = unwrap(block.lse);
+  const at::Tensor merged = at::logaddexp(l, bl);
+  // Rows that no block has reached yet keep −inf and weight 0 instead of NaN.
+  const at::Tensor safe = at::where(at::isinf(merged), at::zeros_like(merged), merged);
+  auto weight = [&](const at::Tensor& part_lse) {  // [b, a, s] → [b, s, a, 1]
+    return at::exp(part_lse - safe).permute({0, 2, 1}).unsqueeze(-1);
+  };
+  o.copy_(o.to(at::kFloat) * weight(l) + bo.to(at::kFloat) * weight(bl));
+  l.copy_(merged);
+}
+
+Tensor TorchBackend::scores(const Tensor& q, const Tensor& k) {
+  OpTimer timer(*this, "scores");
+  return make(at::matmul(unwrap(q).permute({0, 2, 1, 3}), unwrap(k).permute({0, 2, 3, 1})), DType::bf16);
+}
+
+Tensor TorchBackend::scores_times(const Tensor& p, const Tensor& v) {
+  OpTimer timer(*this, "scores_times");
+  const at::Tensor& probs = unwrap(p);
+  return make(
+      at::matmul(probs, like(unwrap(v), probs).permute({0, 2, 1, 3})).permute({0, 2, 1, 3}).contiguous(),
+      DType::bf16);
+}
+
+Tensor TorchBackend::scores_transposed_times(const Tensor& p, const Tensor& x) {
+  OpTimer timer(*this, "scores_transposed_times");
+  const at::Tensor& probs = unwrap(p);
+  return make(at::matmul(probs.transpose(-1, -2), like(unwrap(x), probs).permute({0, 2, 1, 3}))
+                  .permute({0, 2, 1, 3})
+                  .contiguous(),
+              DType::bf16);
+}
+
+Tensor TorchBackend::softmax(const Tensor& scores, double scale, const AttentionMask& mask) {
+  OpTimer timer(*this, "softmax");
+  const at::Tensor allowed = allowed_pairs(mask, options_.device);
+  const at::Tensor s = (unwrap(scores).to(at::kFloat) * scale)
+                           .masked_fill_(allowed.logical_not(), -std::numeric_limits<float>::infinity());
+  return make(at::softmax(s, -1).to(storage_type(DType::bf16)), DType::bf16);
+}
+
+Tensor TorchBackend::softmax_backward(const Tensor& d_probs, const Tensor& probs, double scale) {
+  OpTimer timer(*this, "softmax_backward");
+  const at::Tensor p = unwrap(probs).to(at::kFloat), dp = unwrap(d_probs).to(at::kFloat);
+  const at::Tensor d_s = p * (dp - (dp * p).sum(-1, true)) * scale;
+  return make(d_s.to(storage_type(DType::bf16)), DType::bf16);
+}
+
+namespace {
+constexpr double kNormEpsilon = 1e-5;
+}
+
+NormOutput TorchBackend::norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                      NormKind kind) {
+  OpTimer timer(*this, "norm_forward");
+  const at::Tensor xf = unwrap(x).to(at::kFloat);
+  const at::Tensor g = unwrap(gamma).to(at::kFloat);
+  const int64_t rows = x.numel() / x.size(-1);
+  at::Tensor y, stats;
+  if (kind == NormKind::layer_norm) {
+    const at::Tensor mean = xf.mean(-1, true);
+    const at::Tensor rstd = at::rsqrt((xf - mean).pow(2).mean(-1, true) + kNormEpsilon);
+    y = (xf - mean) * rstd * g + unwrap(beta).to(at::kFloat);
+    stats = at::cat({mean.reshape({rows, 1}), rstd.reshape({rows, 1})}, 1);
+  } else {
+    const at::Tensor rms = at::rsqrt(xf.pow(2).mean(-1, true) + kNormEpsilon);
+    y = xf * rms * g;
+    stats = rms.reshape({rows, 1});
+  }
+  return {make(y.to(storage_type(DType::bf16)), DType::bf16), make(stats, DType::fp32)};
+}
+
+NormGrads TorchBackend::norm_backward(const Tensor& d_y, const Tensor& x, const Tensor& gamma,
+                                      const NormOutput& saved, NormKind kind) {
+  OpTimer timer(*this, "norm_backward");
+  const int64_t h = x.size(-1);
+  const at::Tensor xf = unwrap(x).to(at::kFloat).reshape({-1, h});
+  const at::Tensor dy = unwrap(d_y).to(at::kFloat).reshape({-1, h});
+  const at::Tensor g = unwrap(gamma).to(at::kFloat);
+  const at::Tensor& stats = unwrap(saved.stats);
+  NormGrads grads;
+  at::Tensor d_x;
+  if (kind == NormKind::layer_norm) {
+    const at::Tensor mean = stats.narrow(1, 0, 1), rstd = stats.narrow(1, 1, 1);
+    const at::Tensor x_hat = (xf - mean) * rstd;
+    const at::Tensor d_hat = dy * g;
+    d_x = rstd * (d_hat - d_hat.mean(-1, true) - x_hat * (d_hat * x_hat).mean(-1, true));
+    grads.d_gamma = make((dy * x_hat).sum(0), DType::fp32);
+    grads.d_beta = make(dy.sum(0), DType::fp32);
+  } else {
+    const at::Tensor& rms = stats;
+    const at::Tensor d_hat = dy * g;
+    d_x = rms * (d_hat - xf * rms.pow(2) * (d_hat * xf).mean(-1, true));
+    grads.d_gamma = make((dy * xf * rms).sum(0), DType::fp32);
+  }
+  grads.d_x = make(d_x.view(sizes(x.shape())).to(storage_type(DType::bf16)), DType::bf16);
+  return grads;
+}
+
+Tensor TorchBackend::gelu(const Tensor& x) {
+  OpTimer timer(*this, "gelu");
+  return make(at::gelu(unwrap(x), "tanh"), DType::bf16);
+}
+
+Tensor TorchBackend::gelu_backward(const Tensor& d_y, const Tensor& x) {
+  OpTimer timer(*this, "gelu_backward");
+  const at::Tensor& input = unwrap(x);
+  return make(at::gelu_backward(like(unwrap(d_y), input), input, "tanh"), DType::bf16);
+}
+
+Tensor TorchBackend::swiglu(const Tensor& x) {
+  OpTimer timer(*this, "swiglu");
+  const at::Tensor& t = unwrap(x);
+  const int64_t f = x.size(-1) / 2;
+  return make(at::silu(t.narrow(-1, 0, f)) * t.narrow(-1, f, f), DType::bf16);
+}
+
+Tensor TorchBackend::swiglu_backward(const Tensor& d_y, const Tensor& x) {
+  OpTimer timer(*this, "swiglu_backward");
+  const at::Tensor& t = unwrap(x);
+  const int64_t f = x.size(-1) / 2;
+  const at::Tensor gate = t.narrow(-1, 0, f).to(at::kFloat), up = t.narrow(-1, f, f).to(at::kFloat);
+  const at::Tensor dy = unwrap(d_y).to(at::kFloat);
+  const at::Tensor sig = at::sigmoid(gate);
+  const at::Tensor d_gate = dy * up * sig * (1 + gate * (1 - sig));  // d silu(g)/dg = σ(g)(1 + g(1 − σ(g)))
+  return make(at::cat({d_gate, dy * gate * sig}, -1).to(storage_type(DType::bf16)), DType::bf16);
+}
+
+DropoutOutput TorchBackend::dropout(const Tensor& x, double probability) {
+  OpTimer timer(*this, "dropout");
+  const at::Tensor& t = unwrap(x);
+  const at::Tensor keep =
+      at::bernoulli(at::full(t.sizes(), 1 - probability, at::kFloat), dropout_generator_).to(options_.device);
+  return {make(t * keep.to(t.scalar_type()) / (1 - probability), DType::bf16),
+          make(keep.to(at::kByte), DType::u8)};
+}
+
+Tensor TorchBackend::dropout_backward(const Tensor& d_y, const Tensor& mask, double probability) {
+  OpTimer timer(*this, "dropout_backward");
+  const at::Tensor& dy = unwrap(d_y);
+  return make(dy * unwrap(mask).to(dy.scalar_type()) / (1 - probability), DType::bf16);
+}
+
+Tensor TorchBackend::add(const Tensor& a, const Tensor& b) {
+  OpTimer timer(*this, "add");
+  PARADYSE_CHECK(a.shape() == b.shape(), "add " + to_string(a.shape()) + " + " + to_string(b.shape()));
+  return make(unwrap(a) + unwrap(b), a.dtype());
+}
+
+void TorchBackend::add_(Tensor& accumulator, const Tensor& x) {
+  OpTimer timer(*this, "add_");
+  PARADYSE_CHECK(accumulator.numel() == x.numel(),
+                 "add_ " + to_string(accumulator.shape()) + " += " + to_string(x.shape()));
+  at::Tensor acc = unwrap(accumulator);
+  acc.add_(unwrap(x).reshape(acc.sizes()));
+}
+
+Tensor TorchBackend::embedding(const Tensor& tokens, const Tensor& table) {
+  OpTimer timer(*this, "embedding");
+  return make(at::embedding(unwrap(table), unwrap(tokens)), DType::bf16);
+}
+
+Tensor TorchBackend::embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t vocab) {
+  OpTimer timer(*this, "embedding_backward");
+  const int64_t h = d_y.size(-1);
+  at::Tensor d_table = at::zeros({vocab, h}, options(DType::bf16));
+  d_table.index_add_(0, unwrap(tokens).reshape({-1}), unwrap(d_y).reshape({-1, h}));
+  return make(d_table, DType::bf16);
+}
+
+LossOutput TorchBackend::cross_entropy(const Tensor& logits, const Tensor& targets) {
+  OpTimer timer(*this, "cross_entropy");
+  const at::Tensor z = unwrap(logits).to(at::kFloat);
+  const at::Tensor t = unwrap(targets);
+  // Targets below zero are padding: no loss, no gradient.
+  const at::Tensor valid = (t >= 0).unsqueeze(-1).to(at::kFloat);
+  const at::Tensor index = t.clamp_min(0).unsqueeze(-1);
+  const at::Tensor lse = at::logsumexp(z, -1, true);
+  const at::Tensor loss = ((lse - z.gather(-1, index)) * valid).sum().reshape({1});
+  at::Tensor d = at::exp(z - lse);
+  d.scatter_add_(-1, index, -at::ones_like(index, at::kFloat));
+  return {make(loss, DType::fp32), make((d * valid).to(storage_type(DType::bf16)), DType::bf16)};
+}
+
+void TorchBackend::adam_step(Tensor& weight, const Tensor& grad) {
+  OpTimer timer(*this, "adam_step");
+  auto it = adam_.find(weight.shared_impl().get());
+  PARADYSE_CHECK(it != adam_.end(), "adam_step on a tensor that is not a parameter");
+  AdamState& s = *it->second;
+  constexpr double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
+  ++s.step;
+  const at::Tensor g = unwrap(grad).to(at::kFloat).reshape(s.m.sizes());
+  s.m.mul_(beta1).add_(g, 1 - beta1);
+  s.v.mul_(beta2).addcmul_(g, g, 1 - beta2);
+  const double step_size = options_.learning_rate / (1 - std::pow(beta1, static_cast<double>(s.step)));
+  const at::Tensor denominator =
+      (s.v / (1 - std::pow(beta2, static_cast<double>(s.step)))).sqrt_().add_(epsilon);
+  at::Tensor w = unwrap(weight);
+  at::Tensor& master = s.master.defined() ? s.master : w;
+  master.addcdiv_(s.m, denominator, -step_size);
+  if (s.master.defined()) w.copy_(s.master);
+}
+
+// ---- communication ----
+
+Pending TorchBackend::start(OpKind kind, const Tensor& input, InFlight flight, Tensor result, int root,
+                            int to, int from) {
+  const CommunicationBytes bytes = communication_bytes(kind, static_cast<double>(input.bytes()), degree());
+  calls_.push_back({kind, degree(), bytes.size_bytes, bytes.bus_bytes, root, to, from});
+  const int64_t token = next_token_++;
+  in_flight_.emplace(token, std::move(flight));
+  return Pending(this, token, std::move(result));
+}
+
+Tensor TorchBackend::wait(int64_t token, Tensor result) {
+  if (token < 0) return result;
+  OpTimer timer(*this, "wait");
+  auto it = in_flight_.find(token);
+  PARADYSE_CHECK(it != in_flight_.end(), "wait on an unknown communication");
+  InFlight flight = std::move(it->second);
+  in_flight_.erase(it);
+  if (flight.work) flight.work->wait();
+  if (flight.finish) {
+    const at::Tensor done = flight.finish();
+    result = make(done, result.dtype());
+  }
+  return result;
+}
+
+namespace {
+// x split into p chunks along dim, as one contiguous rank-major buffer [p, chunk...].
+at::Tensor rank_major(const at::Tensor& x, int dim, int p) {
+  if (dim == 0) return x.contiguous();
+  return at::stack(x.chunk(p, dim), 0).contiguous();
+}
+// The inverse on the receiving side: p chunks [p, chunk...] joined along dim.
+at::Tensor joined(const at::Tensor& buffer, const Shape& chunk, int dim, int p) {
+  Shape shape{p};
+  shape.insert(shape.end(), chunk.begin(), chunk.end());
+  at::Tensor parts = buffer.view(sizes(shape));
+  if (dim == 0) {
+    Shape merged = chunk;
+    merged[0] *= p;
+    return parts.view(sizes(merged));
+  }
+  return at::cat(parts.unbind(0), dim);
+}
+}  // namespace
+
+Pending TorchBackend::all_gather_async(const Tensor& x, int dim) {
+  if (degree() == 1) return Pending(this, -1, x);
+  OpTimer timer(*this, "all_gather");
+  dim = normalize_dim(x, dim);
+  const int p = degree();
+  at::Tensor input = unwrap(x).contiguous();
+  at::Tensor output = at::empty({p * input.numel()}, input.options());
+  InFlight flight{communicator_.all_gather(input.view({-1}), output),
+                  {input, output},
+                  [output, chunk = x.shape(), dim, p] { return joined(output, chunk, dim, p); }};
+  return start(OpKind::all_gather, x, std::move(flight), make(output, x.dtype()));
+}
+
+Pending TorchBackend::reduce_scatter_async(const Tensor& x, int dim) {
+  if (degree() == 1) return Pending(this, -1, x);
+  OpTimer timer(*this, "reduce_scatter");
+  dim = normalize_dim(x, dim);
+  const int p = degree();
+  PARADYSE_CHECK(x.size(dim) % p == 0, "reduce_scatter of " + to_string(x.shape()) + " over " +
+                                           std::to_string(p) + " ranks along dim " + std::to_string(dim));
+  Shape shape = x.shape();
+  shape[static_cast<std::size_t>(dim)] /= p;
+  const at::Tensor input = rank_major(unwrap(x), dim, p);
+  at::Tensor output = at::empty(sizes(shape), input.options());
+  at::Tensor flat = output.view({-1});
+  InFlight flight{communicator_.reduce_scatter(input.view({-1}), flat), {input, output}, {}};
+  return start(OpKind::reduce_scatter, x, std::move(flight), make(output, x.dtype()));
+}
+
+Pending TorchBackend::all_reduce_async(const Tensor& x) {
+  if (degree() == 1) return Pending(this, -1, x);
+  OpTimer timer(*this, "all_reduce");
+  at::Tensor buffer = unwrap(x).contiguous();  // x itself when it is contiguous: in place
+  at::Tensor flat = buffer.view({-1});
+  InFlight flight{communicator_.all_reduce(flat), {buffer}, {}};
+  return start(OpKind::all_reduce, x, std::move(flight), make(buffer, x.dtype()));
+}
+
+Pending TorchBackend::all_to_all_async(const Tensor& x, int split_dim, int concat_dim) {
+  if (degree() == 1) return Pending(this, -1, x);
+  OpTimer timer(*this, "all_to_all");
+  split_dim = normalize_dim(x, split_dim);
+  concat_dim = normalize_dim(x, concat_dim);
+  const int p = degree();
+  PARADYSE_CHECK(x.size(split_dim) % p == 0,
+                 "all_to_all of " + to_string(x.shape()) + " over " + std::to_string(p) + " ranks");
+  Shape chunk = x.shape();
+  chunk[static_cast<std::size_t>(split_dim)] /= p;
+  const at::Tensor input = rank_major(unwrap(x), split_dim, p);
+  at::Tensor output = at::empty_like(input);
+  InFlight flight{communicator_.all_to_all(input.view({-1}), output),
+                  {input, output},
+                  [output, chunk, concat_dim, p] { return joined(output, chunk, concat_dim, p); }};
+  return start(OpKind::all_to_all, x, std::move(flight), make(output, x.dtype()));
+}
+
+Pending TorchBackend::broadcast_async(const Tensor& x, int root) {
+  if (degree() == 1) return Pending(this, -1, x);
+  OpTimer timer(*this, "broadcast");
+  at::Tensor buffer =
+      rank() == root ? unwrap(x).contiguous() : at::empty(unwrap(x).sizes(), unwrap(x).options());
+  at::Tensor flat = buffer.view({-1});
+  InFlight flight{communicator_.broadcast(flat, root), {buffer}, {}};
+  return start(OpKind::broadcast, x, std::move(flight), rank() == root ? x : make(buffer, x.dtype()), root);
+}
+
+Pending TorchBackend::reduce_async(const Tensor& x, int root) {
+  if (degree() == 1) return Pending(this, -1, x);
+  OpTimer timer(*this, "reduce");
+  at::Tensor buffer = unwrap(x).contiguous();
+  at::Tensor flat = buffer.view({-1});
+  InFlight flight{communicator_.reduce(flat, root), {buffer}, {}};
+  return start(OpKind::reduce, x, std::move(flight), rank() == root ? make(buffer, x.dtype()) : Tensor(),
+               root);
+}
+
+Pending TorchBackend::send_recv_async(const Tensor& x, int to, int from) {
+  PARADYSE_CHECK(to >= 0 && to < degree() && from >= 0 && from < degree(),
+                 "send_recv peer outside the group");
+  OpTimer timer(*this, "send_recv");
+  const at::Tensor send = unwrap(x).contiguous();
+  if (degree() == 1) return start(OpKind::send_recv, x, {}, make(send.clone(), x.dtype()), -1, to, from);
+  at::Tensor recv = at::empty_like(send);
+  at::Tensor recv_flat = recv.view({-1});
+  InFlight flight{communicator_.send_recv(send.view({-1}), to, recv_flat, from), {send, recv}, {}};
+  return start(OpKind::send_recv, x, std::move(flight), make(recv, x.dtype()), -1, to, from);
+}
+
+}  // namespace paradyse::real

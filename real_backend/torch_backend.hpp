@@ -1,0 +1,169 @@
+// The real backend: the strategies' Backend on LibTorch tensors and a real Communicator. The same
+// strategy code that the tracer records computes real numbers here, forward and backward.
+//
+// Element types: a tensor keeps its logical DType (what the tracer counts bytes by); its storage
+// is that type under Precision::mixed (bf16 activations and weights, fp32 where the strategies ask
+// for it) or float32 throughout under Precision::fp32, which tests use to compare with a reference
+// at float32's tolerance. Attention is computed exactly (scores materialised per block of queries,
+// in float32), masked by token position as AttentionMask says.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "real_backend/communicator.hpp"
+#include "real_backend/model_weights.hpp"
+#include "strategies/backend.hpp"
+#include "strategies/program.hpp"
+
+namespace paradyse::real {
+
+enum class Precision { fp32, mixed };
+
+struct TorchBackendOptions {
+  at::Device device = at::kCPU;
+  Precision precision = Precision::fp32;
+  uint64_t weight_seed = 1;
+  double learning_rate = 1e-4;  // AdamW, β = (0.9, 0.999), ε = 1e-8, no weight decay
+  bool profile_ops = false;     // time every op (ops_timed())
+};
+
+// One communication call as the strategy issued it, counted as the tracer counts it (Op).
+struct CommunicationCall {
+  OpKind kind;
+  int group_size;
+  double size_bytes;
+  double bus_bytes;
+  int root = -1, send_to = -1, recv_from = -1;
+  friend bool operator==(const CommunicationCall&, const CommunicationCall&) = default;
+};
+
+// Wall time of one backend call; on CPU ops are synchronous, so this is the op's own time.
+struct OpTiming {
+  Phase phase;
+  int layer;
+  std::string label;
+  const char* op;
+  double seconds;
+};
+
+// Time at which a phase began, seconds since the backend was made.
+struct PhaseTiming {
+  Phase phase;
+  int layer;
+  double start_s;
+  int64_t live_bytes;  // MemoryMeter::current_bytes() then
+};
+
+class TorchBackend final : public Backend {
+ public:
+  TorchBackend(Communicator& communicator, const ModelSpec& model, TorchBackendOptions options = {});
+  ~TorchBackend() override;
+
+  // A handle on a LibTorch tensor of logical type `dtype` (its storage converted as the precision says).
+  Tensor wrap(const at::Tensor& t, DType dtype);
+  static const at::Tensor& unwrap(const Tensor& t);
+  at::ScalarType storage_type(DType dtype) const;
+
+  const std::vector<CommunicationCall>& communication_calls() const { return calls_; }
+  const std::vector<OpTiming>& ops_timed() const { return op_times_; }
+  const std::vector<PhaseTiming>& phases_timed() const { return phase_times_; }
+  void clear_records();
+  double seconds_since_start() const;
+  void synchronize() const;  // waits for the device (a no-op on CPU)
+
+  int rank() const override { return communicator_.rank(); }
+  int degree() const override { return communicator_.size(); }
+  void begin_phase(Phase phase, int layer) override;
+  void label(std::string_view name) override;
+
+  Tensor parameter(std::string_view name, const Shape& shape, int shard) override;
+  Tensor gradient_buffer(const Shape& shape) override;
+  Tensor zeros(const Shape& shape, DType dtype) override;
+  Tensor view(const Tensor& x, const Shape& shape) override;
+  Tensor slice(const Tensor& x, int dim, int64_t start, int64_t length) override;
+  Tensor concat(const std::vector<Tensor>& parts, int dim) override;
+  Tensor cast(const Tensor& x, DType dtype) override;
+
+  Tensor linear(const Tensor& x, const Tensor& w) override;
+  Tensor matmul(const Tensor& x, const Tensor& w) override;
+  Tensor weight_grad(const Tensor& a, const Tensor& b) override;
+
+  AttentionOutput attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionMask& mask) override;
+  AttentionGrads attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& out, const Tensor& lse, const AttentionMask& mask) override;
+  void merge_attention(Tensor& out, Tensor& lse, const AttentionOutput& block) override;
+
+  Tensor scores(const Tensor& q, const Tensor& k) override;
+  Tensor scores_times(const Tensor& p, const Tensor& v) override;
+  Tensor scores_transposed_times(const Tensor& p, const Tensor& x) override;
+  Tensor softmax(const Tensor& scores, double scale, const AttentionMask& mask) override;
+  Tensor softmax_backward(const Tensor& d_probs, const Tensor& probs, double scale) override;
+
+  NormOutput norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, NormKind kind) override;
+  NormGrads norm_backward(const Tensor& d_y, const Tensor& x, const Tensor& gamma, const NormOutput& saved,
+                          NormKind kind) override;
+  Tensor gelu(const Tensor& x) override;
+  Tensor gelu_backward(const Tensor& d_y, const Tensor& x) override;
+  Tensor swiglu(const Tensor& x) override;
+  Tensor swiglu_backward(const Tensor& d_y, const Tensor& x) override;
+  DropoutOutput dropout(const Tensor& x, double probability) override;
+  Tensor dropout_backward(const Tensor& d_y, const Tensor& mask, double probability) override;
+  Tensor add(const Tensor& a, const Tensor& b) override;
+  void add_(Tensor& accumulator, const Tensor& x) override;
+
+  Tensor embedding(const Tensor& tokens, const Tensor& table) override;
+  Tensor embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t vocab) override;
+  LossOutput cross_entropy(const Tensor& logits, const Tensor& targets) override;
+  void adam_step(Tensor& weight, const Tensor& grad) override;
+
+  Pending all_gather_async(const Tensor& x, int dim) override;
+  Pending reduce_scatter_async(const Tensor& x, int dim) override;
+  Pending all_reduce_async(const Tensor& x) override;
+  Pending all_to_all_async(const Tensor& x, int split_dim, int concat_dim) override;
+  Pending broadcast_async(const Tensor& x, int root) override;
+  Pending reduce_async(const Tensor& x, int root) override;
+  Pending send_recv_async(const Tensor& x, int to, int from) override;
+
+ protected:
+  Tensor wait(int64_t token, Tensor result) override;
+
+ private:
+  struct InFlight {
+    std::unique_ptr<Work> work;
+    std::vector<at::Tensor> keep_alive;  // buffers the communicator reads or writes until done
+    std::function<at::Tensor()> finish;  // the result's final layout, once the data is there
+  };
+  struct AdamState;
+  class OpTimer;
+
+  Tensor make(const at::Tensor& t, DType dtype) const;  // wraps storage already of the right type
+  Pending start(OpKind kind, const Tensor& input, InFlight flight, Tensor result, int root = -1, int to = -1,
+                int from = -1);
+  at::TensorOptions options(DType dtype) const;
+
+  Communicator& communicator_;
+  const ModelSpec& model_;
+  TorchBackendOptions options_;
+  ModelWeights weights_;
+  Phase phase_ = Phase::layer_forward;
+  int layer_ = -1;
+  std::string label_;
+  int64_t next_token_ = 0;
+  std::unordered_map<int64_t, InFlight> in_flight_;
+  std::unordered_map<const TensorImpl*, std::unique_ptr<AdamState>> adam_;
+  at::Generator dropout_generator_;
+  std::vector<CommunicationCall> calls_;
+  std::vector<OpTiming> op_times_;
+  std::vector<PhaseTiming> phase_times_;
+  std::chrono::steady_clock::time_point start_time_;
+};
+
+}  // namespace paradyse::real

@@ -1,0 +1,131 @@
+#include "tests/real_backend/reference_model.hpp"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "strategies/training_step.hpp"
+
+namespace paradyse::testing {
+namespace {
+
+constexpr double kEpsilon = 1e-5;
+
+std::string layer_name(int layer, const std::string& name) {
+  return "layers." + std::to_string(layer) + "." + name;
+}
+
+torch::Tensor norm(const ModelSpec& model, const torch::Tensor& x, const torch::Tensor& gamma,
+                   const torch::Tensor& beta) {
+  if (model.norm == NormKind::layer_norm) return torch::layer_norm(x, {model.hidden}, gamma, beta, kEpsilon);
+  return x * torch::rsqrt(x.pow(2).mean(-1, true) + kEpsilon) * gamma;
+}
+
+torch::Tensor attention(const ModelSpec& model, const torch::Tensor& q, const torch::Tensor& k,
+                        const torch::Tensor& v) {
+  const int64_t group = model.heads / model.kv_heads, s = q.size(1);
+  const torch::Tensor qh = q.permute({0, 2, 1, 3});
+  const torch::Tensor kh = k.permute({0, 2, 1, 3}).repeat_interleave(group, 1);
+  const torch::Tensor vh = v.permute({0, 2, 1, 3}).repeat_interleave(group, 1);
+  torch::Tensor scores =
+      torch::matmul(qh, kh.transpose(-1, -2)) / std::sqrt(static_cast<double>(model.head_dim()));
+  if (model.causal)
+    scores = scores.masked_fill(torch::ones({s, s}, torch::kBool).triu(1),
+                                -std::numeric_limits<float>::infinity());
+  return torch::matmul(torch::softmax(scores, -1), vh).permute({0, 2, 1, 3});  // [b, s, a, d]
+}
+
+torch::Tensor layer(const ModelSpec& model, const NamedTensors& w, int index, const torch::Tensor& x) {
+  auto get = [&](const std::string& name) { return w.at(layer_name(index, name)); };
+  auto optional = [&](const std::string& name) {
+    auto it = w.find(layer_name(index, name));
+    return it == w.end() ? torch::Tensor() : it->second;
+  };
+  const int64_t b = x.size(0), s = x.size(1), h = model.hidden, h_kv = model.kv_hidden(),
+                d = model.head_dim();
+  const torch::Tensor qkv =
+      torch::matmul(norm(model, x, get("norm1.gamma"), optional("norm1.beta")), get("qkv").t());
+  const torch::Tensor q = qkv.narrow(2, 0, h).reshape({b, s, model.heads, d});
+  const torch::Tensor k = qkv.narrow(2, h, h_kv).reshape({b, s, model.kv_heads, d});
+  const torch::Tensor v = qkv.narrow(2, h + h_kv, h_kv).reshape({b, s, model.kv_heads, d});
+  const torch::Tensor h1 = x + torch::matmul(attention(model, q, k, v).reshape({b, s, h}), get("proj"));
+  const torch::Tensor pre =
+      torch::matmul(norm(model, h1, get("norm2.gamma"), optional("norm2.beta")), get("mlp_in").t());
+  torch::Tensor act;
+  if (model.mlp == MlpKind::gelu) {
+    act = torch::gelu(pre, "tanh");
+  } else {
+    const int64_t f = model.ffn_hidden;
+    act = torch::silu(pre.narrow(2, 0, f)) * pre.narrow(2, f, f);
+  }
+  return h1 + torch::matmul(act, get("mlp_out"));
+}
+
+// Fresh leaves that require gradients, so that every test differentiates its own graph.
+NamedTensors leaves(const NamedTensors& weights) {
+  NamedTensors out;
+  for (const auto& [name, t] : weights) out[name] = t.detach().clone().requires_grad_(true);
+  return out;
+}
+
+NamedTensors grads_of(const NamedTensors& leaves_by_name) {
+  NamedTensors grads;
+  for (const auto& [name, t] : leaves_by_name)
+    if (t.grad().defined()) grads[name] = t.grad();
+  return grads;
+}
+
+}  // namespace
+
+NamedTensors reference_weights(const ModelSpec& model, int num_layers, int degree, uint64_t seed) {
+  const real::ModelWeights weights(model, seed);
+  const int64_t h = model.hidden, vocab = padded_vocab(model, degree);
+  NamedTensors out;
+  auto add = [&](const std::string& name, const Shape& shape) { out[name] = weights.full(name, shape); };
+  add("embedding", {vocab, h});
+  if (!model.tied_embeddings) add("head", {vocab, h});
+  add("final_norm.gamma", {h});
+  if (model.norm == NormKind::layer_norm) add("final_norm.beta", {h});
+  for (int l = 0; l < num_layers; ++l) {
+    add(layer_name(l, "qkv"), {h + 2 * model.kv_hidden(), h});
+    add(layer_name(l, "proj"), {h, h});
+    add(layer_name(l, "mlp_in"), {model.mlp_in_rows(), h});
+    add(layer_name(l, "mlp_out"), {model.ffn_hidden, h});
+    for (const char* n : {"norm1", "norm2"}) {
+      add(layer_name(l, std::string(n) + ".gamma"), {h});
+      if (model.norm == NormKind::layer_norm) add(layer_name(l, std::string(n) + ".beta"), {h});
+    }
+  }
+  return out;
+}
+
+ReferenceLayer reference_layer(const ModelSpec& model, const NamedTensors& weights, int index,
+                               const at::Tensor& x, const at::Tensor& d_y) {
+  NamedTensors w = leaves(weights);
+  torch::Tensor input = x.detach().clone().requires_grad_(true);
+  torch::Tensor y = layer(model, w, index, input);
+  y.backward(d_y);
+  ReferenceLayer result{y.detach(), input.grad(), {}};
+  const std::string prefix = "layers." + std::to_string(index) + ".";
+  for (const auto& [name, grad] : grads_of(w))
+    if (name.rfind(prefix, 0) == 0) result.grads[name.substr(prefix.size())] = grad;
+  return result;
+}
+
+ReferenceStep reference_step(const ModelSpec& model, const NamedTensors& weights, int num_layers,
+                             const at::Tensor& tokens, const at::Tensor& targets) {
+  NamedTensors w = leaves(weights);
+  torch::Tensor x = torch::embedding(w.at("embedding"), tokens);
+  for (int l = 0; l < num_layers; ++l) x = layer(model, w, l, x);
+  auto beta = w.find("final_norm.beta");
+  x = norm(model, x, w.at("final_norm.gamma"), beta == w.end() ? torch::Tensor() : beta->second);
+  const torch::Tensor& head = model.tied_embeddings ? w.at("embedding") : w.at("head");
+  const torch::Tensor logits = torch::matmul(x, head.t());
+  const torch::Tensor loss = torch::nn::functional::cross_entropy(
+      logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1).reduction(torch::kSum));
+  loss.backward();
+  return {loss.detach().reshape({1}), grads_of(w)};
+}
+
+}  // namespace paradyse::testing

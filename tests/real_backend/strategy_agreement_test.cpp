@@ -1,0 +1,232 @@
+// Every strategy, run for real on 2 and 4 ranks, against the one-device reference (reference_model.hpp):
+// one layer's output, input gradient and weight gradients, and a 2-layer model's loss and every
+// weight's gradient, causal and not, MHA with GELU/LayerNorm and GQA with SwiGLU/RMSNorm.
+// Tolerance: kFloat32Tolerance (max |a − b| / max |b| ≤ 1e-4) in float32.
+#include <map>
+
+#include "strategies/layer.hpp"
+#include "strategies/strategy.hpp"
+#include "tests/real_backend/rank_group.hpp"
+#include "tests/real_backend/real_helpers.hpp"
+#include "tests/real_backend/reference_model.hpp"
+
+#include "tests/real_backend/catch_after_torch.hpp"  // last: after LibTorch
+
+namespace paradyse::testing {
+namespace {
+
+constexpr uint64_t kSeed = 7;
+
+real::TorchBackendOptions fp32_options() {
+  real::TorchBackendOptions options;
+  options.weight_seed = kSeed;
+  return options;
+}
+const std::vector<std::string> kLayerWeights = {"qkv", "proj", "mlp_in", "mlp_out"};
+const std::vector<std::string> kNormWeights = {"norm1.gamma", "norm1.beta", "norm2.gamma", "norm2.beta"};
+
+// What one rank computed for one layer: y and d_x on its tokens, its weight-shard gradients and its
+// partial sums of the (replicated) norm gradients.
+struct LayerResult {
+  at::Tensor y, d_x;
+  std::map<std::string, at::Tensor> grads;
+};
+
+std::map<std::string, const Tensor*> by_name(const LayerWeights& w) {
+  return {{"qkv", &w.qkv},
+          {"proj", &w.proj},
+          {"mlp_in", &w.mlp_in},
+          {"mlp_out", &w.mlp_out},
+          {"norm1.gamma", &w.norm1_gamma},
+          {"norm1.beta", &w.norm1_beta},
+          {"norm2.gamma", &w.norm2_gamma},
+          {"norm2.beta", &w.norm2_beta}};
+}
+
+void check_layer(const Strategy& strategy, const ModelSpec& model, int degree, Recompute recompute) {
+  const int64_t b = 2, s = 32;
+  const SequenceLayout layout(s, degree, model.causal);
+  const at::Tensor x = at::randn({b, s, model.hidden}, at::TensorOptions(at::kFloat));
+  const at::Tensor d_y = at::randn({b, s, model.hidden});
+  const std::vector<LayerResult> results = run_ranks<LayerResult>(
+      degree, model,
+      [&](real::TorchBackend& be) {
+        ModelShards shards(be, model, 1);
+        const LayerContext ctx{model, layout, b, recompute};
+        const Tensor x_local = be.wrap(local_tokens(x, layout, be.rank()), DType::bf16);
+        LayerForward forward = layer_forward(be, strategy, ctx, shards.layers[0], x_local);
+        const Tensor d_x =
+            layer_backward(be, strategy, ctx, shards.layers[0], std::move(forward.saved),
+                           be.wrap(local_tokens(d_y, layout, be.rank()), DType::bf16), shards.layer_grads[0]);
+        LayerResult result{torch_of(forward.y), torch_of(d_x), {}};
+        for (const auto& [name, grad] : by_name(shards.layer_grads[0]))
+          if (grad->defined()) result.grads[name] = torch_of(*grad);
+        return result;
+      },
+      fp32_options());
+
+  const NamedTensors weights = reference_weights(model, 1, degree, kSeed);
+  const ReferenceLayer expected = reference_layer(model, weights, 0, x, d_y);
+  std::vector<at::Tensor> ys, d_xs;
+  for (const LayerResult& r : results) {
+    ys.push_back(r.y);
+    d_xs.push_back(r.d_x);
+  }
+  CHECK(relative_error(place_tokens(ys, layout), expected.y) <= kFloat32Tolerance);
+  CHECK(relative_error(place_tokens(d_xs, layout), expected.d_x) <= kFloat32Tolerance);
+  for (const std::string& name : kLayerWeights) {
+    std::vector<at::Tensor> shards;
+    for (const LayerResult& r : results) shards.push_back(r.grads.at(name));
+    INFO("weight " << name);
+    CHECK(relative_error(real::join_shards("layers.0." + name, shards, model), expected.grads.at(name)) <=
+          kFloat32Tolerance);
+  }
+  for (const std::string& name : kNormWeights) {
+    if (!expected.grads.count(name)) continue;
+    at::Tensor sum = at::zeros_like(expected.grads.at(name));
+    for (const LayerResult& r : results) sum += r.grads.at(name);  // each rank's tokens' share
+    INFO("weight " << name);
+    CHECK(relative_error(sum, expected.grads.at(name)) <= kFloat32Tolerance);
+  }
+}
+
+// Loss and every weight's gradient after one training step of `plan`, joined over ranks.
+struct StepResult {
+  at::Tensor loss;
+  std::map<std::string, at::Tensor> grads;
+};
+
+StepResult run_step(const ModelSpec& model, int degree, const Plan& plan, const at::Tensor& tokens,
+                    const at::Tensor& targets) {
+  StepSpec spec;
+  spec.model = &model;
+  spec.tokens = tokens.size(1);
+  spec.batch = tokens.size(0);
+  spec.plan = plan;
+  spec.loss_chunk_tokens = 5;  // several chunks per rank
+  const SequenceLayout layout = step_layout(spec, degree);
+  using Shards = std::map<std::string, at::Tensor>;
+  struct RankResult {
+    at::Tensor loss;
+    Shards grads;
+  };
+  const auto ranks = run_ranks<RankResult>(
+      degree, model,
+      [&](real::TorchBackend& be) {
+        ModelShards shards(be, model, static_cast<int>(plan.size()));
+        const Tensor loss =
+            training_step(be, spec, shards, be.wrap(local_tokens(tokens, layout, be.rank()), DType::int64),
+                          be.wrap(local_tokens(targets, layout, be.rank()), DType::int64));
+        RankResult r{torch_of(loss), {}};
+        r.grads["embedding"] = torch_of(shards.embedding_grad);
+        if (shards.head_grad.defined()) r.grads["head"] = torch_of(shards.head_grad);
+        r.grads["final_norm.gamma"] = torch_of(shards.final_norm_gamma_grad);
+        if (shards.final_norm_beta_grad.defined())
+          r.grads["final_norm.beta"] = torch_of(shards.final_norm_beta_grad);
+        for (std::size_t l = 0; l < plan.size(); ++l)
+          for (const auto& [name, grad] : by_name(shards.layer_grads[l]))
+            if (grad->defined()) r.grads["layers." + std::to_string(l) + "." + name] = torch_of(*grad);
+        return r;
+      },
+      fp32_options());
+  StepResult result{at::zeros({1}), {}};
+  for (const RankResult& r : ranks) result.loss += r.loss;
+  for (const auto& [name, grad] : ranks[0].grads) {
+    std::vector<at::Tensor> shards;
+    for (const RankResult& r : ranks) shards.push_back(r.grads.at(name));
+    result.grads[name] = real::join_shards(name, shards, model);
+  }
+  return result;
+}
+
+void check_step(const StepResult& actual, const ReferenceStep& expected) {
+  CHECK(relative_error(actual.loss, expected.loss) <= kFloat32Tolerance);
+  REQUIRE(actual.grads.size() == expected.grads.size());
+  for (const auto& [name, grad] : expected.grads) {
+    INFO("weight " << name);
+    CHECK(relative_error(actual.grads.at(name), grad) <= kFloat32Tolerance);
+  }
+}
+
+struct StepInputs {
+  at::Tensor tokens, targets;
+};
+
+StepInputs step_inputs(const ModelSpec& model, int64_t tokens) {
+  StepInputs in{at::randint(model.vocab, {2, tokens}, at::kLong),
+                at::randint(model.vocab, {2, tokens}, at::kLong)};
+  in.targets.narrow(1, tokens - 3, 3).fill_(-1);  // padding: no loss there
+  return in;
+}
+
+void check_strategy(const std::string& name) {
+  const Strategy& strategy = *find_strategy(name);
+  const int degree = GENERATE(2, 4);
+  const bool gqa = GENERATE(false, true);
+  const bool causal = GENERATE(true, false);
+  const ModelSpec model = tiny_model(gqa, causal);
+  at::manual_seed(static_cast<uint64_t>(degree * 4 + gqa * 2 + causal));
+  INFO(name << " on " << degree << " ranks, " << (gqa ? "GQA" : "MHA")
+            << (causal ? ", causal" : ", bidirectional"));
+  SECTION("one layer: output, input gradient, weight gradients") {
+    check_layer(strategy, model, degree, Recompute::none);
+  }
+  SECTION("one layer with full recomputation") {
+    check_layer(strategy, model, degree, Recompute::full);
+  }
+  SECTION("a 2-layer model: loss and every weight's gradient") {
+    const StepInputs in = step_inputs(model, 32);
+    check_step(run_step(model, degree, uniform_plan(strategy, 2), in.tokens, in.targets),
+               reference_step(model, reference_weights(model, 2, degree, kSeed), 2, in.tokens, in.targets));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("megatron_ts computes what one device computes", "[real]") {
+  check_strategy("megatron_ts");
+}
+TEST_CASE("megatron_cz computes what one device computes", "[real]") {
+  check_strategy("megatron_cz");
+}
+TEST_CASE("ulysses_z computes what one device computes", "[real]") {
+  check_strategy("ulysses_z");
+}
+TEST_CASE("colossal_z computes what one device computes", "[real]") {
+  check_strategy("colossal_z");
+  SECTION("selective recomputation rebuilds the probabilities") {
+    at::manual_seed(3);
+    check_layer(*find_strategy("colossal_z"), tiny_model(false, true), 2, Recompute::selective);
+  }
+}
+TEST_CASE("metp computes what one device computes", "[real]") {
+  check_strategy("metp");
+}
+
+TEST_CASE("a plan that switches strategy at every layer computes what every pure plan does", "[real]") {
+  // The unified layout makes switching free: no collective between layers, and the same numbers.
+  const bool causal = GENERATE(true, false);
+  const ModelSpec model = tiny_model(true, causal, 5);
+  at::manual_seed(11);
+  const StepInputs in = step_inputs(model, 32);
+  const int degree = 2;
+  const ReferenceStep expected =
+      reference_step(model, reference_weights(model, 5, degree, kSeed), 5, in.tokens, in.targets);
+  Plan mixed;
+  for (const Strategy* s : all_strategies()) mixed.push_back({s, Recompute::none});
+  std::reverse(mixed.begin() + 2, mixed.end());  // neighbours differ in both directions
+  const StepResult switching = run_step(model, degree, mixed, in.tokens, in.targets);
+  INFO("plan " << plan_name(mixed));
+  check_step(switching, expected);
+  for (const Strategy* s : all_strategies()) {
+    INFO("pure plan " << s->name());
+    const StepResult pure = run_step(model, degree, uniform_plan(*s, 5), in.tokens, in.targets);
+    CHECK(relative_error(switching.loss, pure.loss) <= kFloat32Tolerance);
+    for (const auto& [name, grad] : pure.grads) {
+      INFO("weight " << name);
+      CHECK(relative_error(switching.grads.at(name), grad) <= kFloat32Tolerance);
+    }
+  }
+}
+
+}  // namespace paradyse::testing
