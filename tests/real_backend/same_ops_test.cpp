@@ -1,0 +1,61 @@
+// The tracer and the real backend see the same ops: a whole training step of each strategy issues,
+// on every rank, the same communication calls in the same order (kind, group, bytes, peers) on
+// both backends, so what the simulator prices is what the real run does.
+#include "strategies/library.hpp"
+#include "strategies/tracing_backend.hpp"
+#include "tests/real_backend/rank_group.hpp"
+#include "tests/real_backend/real_helpers.hpp"
+
+#include "tests/real_backend/catch_after_torch.hpp"  // last: after LibTorch
+
+namespace paradyse::real {
+// How Catch prints a call when the sequences differ.
+std::ostream& operator<<(std::ostream& out, const CommunicationCall& c) {
+  return out << to_string(c.kind) << "(group " << c.group_size << ", " << c.size_bytes << " B, root "
+             << c.root << ", to " << c.send_to << ", from " << c.recv_from << ")";
+}
+}  // namespace paradyse::real
+
+namespace paradyse::testing {
+namespace {
+
+std::vector<real::CommunicationCall> traced_calls(const Program& program) {
+  std::vector<real::CommunicationCall> calls;
+  for (const Op& op : program.ops)
+    if (is_communication(op.kind))
+      calls.push_back(
+          {op.kind, op.group_size, op.size_bytes, op.bus_bytes, op.root, op.send_to, op.recv_from});
+  return calls;
+}
+
+}  // namespace
+
+TEST_CASE("tracer and real backend issue the same communication calls", "[real]") {
+  const Strategy& strategy = *find_strategy(
+      GENERATE(as<std::string>{}, "megatron_ts", "megatron_cz", "ulysses_z", "colossal_z", "metp"));
+  const bool gqa = GENERATE(false, true);
+  const ModelSpec model = tiny_model(gqa, /*causal=*/true);
+  const int degree = 4;
+  StepSpec spec;
+  spec.model = &model;
+  spec.tokens = 32;
+  spec.plan = uniform_plan(strategy, 2, Recompute::selective);
+  spec.loss_chunk_tokens = 5;
+  INFO(strategy.name() << (gqa ? ", GQA" : ", MHA"));
+
+  const auto real_calls =
+      run_ranks<std::vector<real::CommunicationCall>>(degree, model, [&](real::TorchBackend& be) {
+        ModelShards shards(be, model, 2);
+        const Tensor tokens = be.wrap(at::zeros({1, spec.tokens / degree}, at::kLong), DType::int64);
+        training_step(be, spec, shards, tokens, tokens);
+        return be.communication_calls();
+      });
+  for (int rank = 0; rank < degree; ++rank) {
+    INFO("rank " << rank);
+    const std::vector<real::CommunicationCall> traced = traced_calls(trace_training_step(spec, rank, degree));
+    REQUIRE(!traced.empty());
+    CHECK(real_calls[static_cast<std::size_t>(rank)] == traced);
+  }
+}
+
+}  // namespace paradyse::testing
