@@ -9,9 +9,11 @@
 #include "experiments/costmodel_command.hpp"
 #include "experiments/estimate_command.hpp"
 #include "experiments/plan_command.hpp"
+#include "experiments/run_command.hpp"
 #include "experiments/simulate_command.hpp"
 #include "experiments/sweep_command.hpp"
 #include "experiments/trace_command.hpp"
+#include "real_backend/communication_error.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -25,6 +27,7 @@ int main(int argc, char** argv) {
   paradyse::cli::add_estimate_command(app);
   paradyse::cli::add_simulate_command(app);
   paradyse::cli::add_plan_command(app);
+  paradyse::cli::add_run_command(app);
   paradyse::cli::add_costmodel_command(app);
   paradyse::cli::add_bench_command(app);
   paradyse::cli::add_bench_simulate_command(app);
@@ -36,8 +39,13 @@ int main(int argc, char** argv) {
   } catch (const paradyse::InputError& e) {
     fmt::print(stderr, "paradyse: error: {}\n", e.what());
     return 2;
+  } catch (const paradyse::real::CommunicationError& e) {
+    fmt::print(stderr, "paradyse: error: {}\n", e.what());
+    return 4;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "paradyse: internal error: {}\n", e.what());
+    // The first line: LibTorch's errors go on with a stack trace nobody running paradyse needs.
+    const std::string what = e.what();
+    fmt::print(stderr, "paradyse: internal error: {}\n", what.substr(0, what.find('\n')));
     return 3;
   }
   return 0;

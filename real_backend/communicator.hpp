@@ -11,16 +11,11 @@
 #include <ATen/Tensor.h>
 
 #include <memory>
-#include <stdexcept>
 #include <string>
 
-namespace paradyse::real {
+#include "real_backend/communication_error.hpp"
 
-// A peer failed, a transport broke or the group timed out: the step cannot go on on this rank.
-class CommunicationError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+namespace paradyse::real {
 
 // A started communication. wait() blocks until its buffers may be read (the output) or reused (the
 // input) and throws CommunicationError if it failed.

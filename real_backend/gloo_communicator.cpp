@@ -13,6 +13,14 @@ std::string first_line(const std::string& text) {
   return text.substr(0, text.find('\n'));
 }
 
+// Gloo in LibTorch 1.13 knows no bfloat16. Moving bytes does not care what they mean, so bf16 travels
+// as float16 bits (never computed on); sums (all_reduce, reduce) are taken in float32 and cast back, which
+// doubles their bytes on the wire: only the norm gradients, ColossalZ's dK/dV and METP's weight gradients are
+// summed so.
+at::Tensor as_bytes(const at::Tensor& t) {
+  return t.scalar_type() == at::kBFloat16 ? t.view(at::kHalf) : t;
+}
+
 class GlooWork final : public Work {
  public:
   GlooWork(int rank, std::string what, std::vector<c10::intrusive_ptr<c10d::Work>> works,
@@ -56,8 +64,8 @@ class GlooCommunicator final : public Communicator {
   std::string name() const override { return "gloo"; }
 
   std::unique_ptr<Work> all_gather(const at::Tensor& input, at::Tensor& output) override {
-    std::vector<std::vector<at::Tensor>> outputs{output.chunk(size_)};
-    std::vector<at::Tensor> inputs{input};
+    std::vector<std::vector<at::Tensor>> outputs{as_bytes(output).chunk(size_)};
+    std::vector<at::Tensor> inputs{as_bytes(input)};
     return start("all_gather", [&] { return Works{group_->allgather(outputs, inputs)}; });
   }
 
@@ -70,40 +78,42 @@ class GlooCommunicator final : public Communicator {
         "reduce_scatter", [] { return Works{}; },
         [work = std::shared_ptr<Work>(std::move(work)), received, output, p = size_]() mutable {
           work->wait();
-          output.copy_(received.view({p, -1}).sum(0));
+          output.copy_(received.view({p, -1}).to(at::kFloat).sum(0));
         });
   }
 
   std::unique_ptr<Work> all_reduce(at::Tensor& inout) override {
-    std::vector<at::Tensor> tensors{inout};
-    return start("all_reduce", [&] { return Works{group_->allreduce(tensors)}; });
+    std::vector<at::Tensor> tensors{summable(inout)};
+    return start(
+        "all_reduce", [&] { return Works{group_->allreduce(tensors)}; }, copy_back(tensors[0], inout));
   }
 
   std::unique_ptr<Work> all_to_all(const at::Tensor& input, at::Tensor& output) override {
     std::vector<int64_t> equal_splits;
-    at::Tensor in = input, out = output;
+    at::Tensor in = as_bytes(input), out = as_bytes(output);
     return start("all_to_all",
                  [&] { return Works{group_->alltoall_base(out, in, equal_splits, equal_splits)}; });
   }
 
   std::unique_ptr<Work> broadcast(at::Tensor& inout, int root) override {
-    std::vector<at::Tensor> tensors{inout};
+    std::vector<at::Tensor> tensors{as_bytes(inout)};
     c10d::BroadcastOptions options;
     options.rootRank = root;
     return start("broadcast", [&] { return Works{group_->broadcast(tensors, options)}; });
   }
 
   std::unique_ptr<Work> reduce(at::Tensor& inout, int root) override {
-    std::vector<at::Tensor> tensors{inout};
+    std::vector<at::Tensor> tensors{summable(inout)};
     c10d::ReduceOptions options;
     options.rootRank = root;
-    return start("reduce", [&] { return Works{group_->reduce(tensors, options)}; });
+    return start(
+        "reduce", [&] { return Works{group_->reduce(tensors, options)}; }, copy_back(tensors[0], inout));
   }
 
   std::unique_ptr<Work> send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) override {
     // Every rank issues its exchanges in the same order, so a per-pair count is a tag both ends agree on.
     const int tag = next_tag_++;
-    std::vector<at::Tensor> sends{send}, recvs{recv};
+    std::vector<at::Tensor> sends{as_bytes(send)}, recvs{as_bytes(recv)};
     return start("send_recv", [&] {
       return Works{group_->send(sends, to, tag), group_->recv(recvs, from, tag)};
     });
@@ -127,6 +137,15 @@ class GlooCommunicator final : public Communicator {
     return std::make_unique<GlooWork>(rank_, what, std::move(works), std::move(finish));
   }
   using Works = std::vector<c10::intrusive_ptr<c10d::Work>>;
+
+  static at::Tensor summable(const at::Tensor& t) {
+    return t.scalar_type() == at::kBFloat16 ? t.to(at::kFloat) : t;
+  }
+  // After a sum taken in another type, the result goes back into the caller's buffer.
+  static std::function<void()> copy_back(const at::Tensor& summed, const at::Tensor& buffer) {
+    if (summed.is_same(buffer)) return {};
+    return [summed, buffer]() mutable { buffer.copy_(summed); };
+  }
 
   int rank_, size_;
   int next_tag_ = 0;

@@ -1,7 +1,9 @@
 #include "real_backend/memory_meter.hpp"
 
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 
@@ -18,33 +20,27 @@ void add(int64_t bytes) {
   }
 }
 
-// The inner allocation and its size, freed together.
-struct Counted {
-  c10::DataPtr inner;
-  int64_t bytes;
-};
+// Each block carries its size in a header in front of the data, so that the free knows what to
+// subtract with nothing but the data pointer: LibTorch's raw_allocate (used by oneDNN's bf16 GEMMs)
+// requires the context to be the data pointer itself.
+constexpr std::size_t kHeader = 64;  // keeps the data at alloc_cpu's 64-byte alignment
 
-void free_counted(void* context) {
-  auto* counted = static_cast<Counted*>(context);
-  add(-counted->bytes);
-  delete counted;
+void free_counted(void* data) {
+  char* base = static_cast<char*>(data) - kHeader;
+  add(-static_cast<int64_t>(*reinterpret_cast<std::size_t*>(base)));
+  c10::free_cpu(base);
 }
 
 class CountingAllocator final : public c10::Allocator {
  public:
-  explicit CountingAllocator(c10::Allocator* inner) : inner_(inner) {}
-
   c10::DataPtr allocate(size_t n) const override {
-    c10::DataPtr inner = inner_->allocate(n);
-    void* data = inner.get();
-    const c10::Device device = inner.device();
+    char* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
+    *reinterpret_cast<std::size_t*>(base) = n;
     add(static_cast<int64_t>(n));
-    return {data, new Counted{std::move(inner), static_cast<int64_t>(n)}, &free_counted, device};
+    void* data = base + kHeader;
+    return {data, data, &free_counted, c10::Device(c10::DeviceType::CPU)};
   }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
-
- private:
-  c10::Allocator* inner_;
+  c10::DeleterFnPtr raw_deleter() const override { return &free_counted; }
 };
 
 }  // namespace
@@ -52,7 +48,7 @@ class CountingAllocator final : public c10::Allocator {
 void MemoryMeter::install() {
   static std::once_flag once;
   std::call_once(once, [] {
-    static CountingAllocator allocator(c10::GetDefaultCPUAllocator());
+    static CountingAllocator allocator;
     c10::SetCPUAllocator(&allocator, /*priority=*/100);
   });
 }
@@ -65,6 +61,21 @@ int64_t MemoryMeter::peak_bytes() {
 }
 void MemoryMeter::reset_peak() {
   peak.store(current.load());
+}
+
+void HeldBytes::hold(const void* storage, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (references_[storage]++ > 0) return;
+  current_ += bytes;
+  peak_ = std::max(peak_, current_);
+}
+
+void HeldBytes::release(const void* storage, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = references_.find(storage);
+  if (it == references_.end() || --it->second > 0) return;
+  references_.erase(it);
+  current_ -= bytes;
 }
 
 }  // namespace paradyse::real

@@ -41,7 +41,7 @@ float element(std::string_view name, uint64_t name_hash, int64_t row, int64_t co
   const float u = uniform(name_hash, row * cols + col);
   if (ends_with(name, "gamma")) return 1.0f + 0.2f * u;
   if (ends_with(name, "beta")) return 0.2f * u;
-  if (name == "embedding" || name == "head") return u;
+  if (name == "embedding") return u;
   return u * static_cast<float>(std::sqrt(3.0 / static_cast<double>(cols)));  // unit variance out
 }
 

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <csignal>
 #include <limits>
 
 #include "real_backend/memory_meter.hpp"
@@ -10,9 +11,32 @@
 namespace paradyse::real {
 namespace {
 
+// A handle's tensor; its storage counts in the backend's HeldBytes while any handle on it lives.
 struct TorchTensor final : TensorImpl {
-  explicit TorchTensor(at::Tensor tensor) : t(std::move(tensor)) {}
+  TorchTensor(at::Tensor tensor, std::shared_ptr<HeldBytes> held)
+      : t(std::move(tensor)), held_(std::move(held)) {
+    held_->hold(storage(), bytes());
+  }
+  ~TorchTensor() override { held_->release(storage(), bytes()); }
+  const void* storage() const { return t.storage().unsafeGetStorageImpl(); }
+  int64_t bytes() const { return static_cast<int64_t>(t.storage().nbytes()); }
+
   at::Tensor t;
+
+ private:
+  std::shared_ptr<HeldBytes> held_;
+};
+
+// Buffers held outside handles (optimizer state, communication buffers) count the same way.
+class HeldTensors {
+ public:
+  HeldTensors(std::shared_ptr<HeldBytes> held, std::vector<at::Tensor> tensors) : held_(std::move(held)) {
+    for (const at::Tensor& t : tensors) parts_.push_back(std::make_unique<TorchTensor>(t, held_));
+  }
+
+ private:
+  std::shared_ptr<HeldBytes> held_;
+  std::vector<std::unique_ptr<TorchTensor>> parts_;
 };
 
 at::IntArrayRef sizes(const Shape& shape) {
@@ -78,6 +102,7 @@ struct TorchBackend::AdamState {
   at::Tensor master;  // fp32 weights when storage is bf16; undefined when the weight is fp32 already
   at::Tensor m, v;
   int64_t step = 0;
+  std::shared_ptr<void> held;  // counts master, m and v in HeldBytes
 };
 
 // Times one backend call when profiling; on CPU the op has finished when the call returns.
@@ -133,7 +158,7 @@ at::TensorOptions TorchBackend::options(DType dtype) const {
 }
 
 Tensor TorchBackend::make(const at::Tensor& t, DType dtype) const {
-  return Tensor(shape_of(t), dtype, std::make_shared<TorchTensor>(t));
+  return Tensor(shape_of(t), dtype, std::make_shared<TorchTensor>(t, held_));
 }
 
 Tensor TorchBackend::wrap(const at::Tensor& t, DType dtype) {
@@ -163,7 +188,7 @@ void TorchBackend::begin_phase(Phase phase, int layer) {
   phase_ = phase;
   layer_ = layer;
   synchronize();
-  phase_times_.push_back({phase, layer, seconds_since_start(), MemoryMeter::current_bytes()});
+  phase_times_.push_back({phase, layer, seconds_since_start(), held_->current()});
 }
 
 void TorchBackend::label(std::string_view name) {
@@ -179,6 +204,9 @@ Tensor TorchBackend::parameter(std::string_view name, const Shape& shape, int sh
   if (w.scalar_type() != at::kFloat) state->master = w.to(at::kFloat);
   state->m = at::zeros(w.sizes(), options(DType::fp32));
   state->v = at::zeros(w.sizes(), options(DType::fp32));
+  std::vector<at::Tensor> held{state->m, state->v};
+  if (state->master.defined()) held.push_back(state->master);
+  state->held = std::make_shared<HeldTensors>(held_, held);
   adam_[weight.shared_impl().get()] = std::move(state);
   return weight;
 }
@@ -515,9 +543,11 @@ void TorchBackend::adam_step(Tensor& weight, const Tensor& grad) {
 
 Pending TorchBackend::start(OpKind kind, const Tensor& input, InFlight flight, Tensor result, int root,
                             int to, int from) {
+  if (++calls_issued_ == options_.kill_after_calls) std::raise(SIGKILL);
   const CommunicationBytes bytes = communication_bytes(kind, static_cast<double>(input.bytes()), degree());
   calls_.push_back({kind, degree(), bytes.size_bytes, bytes.bus_bytes, root, to, from});
   const int64_t token = next_token_++;
+  flight.held = std::make_shared<HeldTensors>(held_, flight.keep_alive);
   in_flight_.emplace(token, std::move(flight));
   return Pending(this, token, std::move(result));
 }
@@ -566,7 +596,8 @@ Pending TorchBackend::all_gather_async(const Tensor& x, int dim) {
   at::Tensor output = at::empty({p * input.numel()}, input.options());
   InFlight flight{communicator_.all_gather(input.view({-1}), output),
                   {input, output},
-                  [output, chunk = x.shape(), dim, p] { return joined(output, chunk, dim, p); }};
+                  [output, chunk = x.shape(), dim, p] { return joined(output, chunk, dim, p); },
+                  {}};
   return start(OpKind::all_gather, x, std::move(flight), make(output, x.dtype()));
 }
 
@@ -582,7 +613,7 @@ Pending TorchBackend::reduce_scatter_async(const Tensor& x, int dim) {
   const at::Tensor input = rank_major(unwrap(x), dim, p);
   at::Tensor output = at::empty(sizes(shape), input.options());
   at::Tensor flat = output.view({-1});
-  InFlight flight{communicator_.reduce_scatter(input.view({-1}), flat), {input, output}, {}};
+  InFlight flight{communicator_.reduce_scatter(input.view({-1}), flat), {input, output}, {}, {}};
   return start(OpKind::reduce_scatter, x, std::move(flight), make(output, x.dtype()));
 }
 
@@ -591,7 +622,7 @@ Pending TorchBackend::all_reduce_async(const Tensor& x) {
   OpTimer timer(*this, "all_reduce");
   at::Tensor buffer = unwrap(x).contiguous();  // x itself when it is contiguous: in place
   at::Tensor flat = buffer.view({-1});
-  InFlight flight{communicator_.all_reduce(flat), {buffer}, {}};
+  InFlight flight{communicator_.all_reduce(flat), {buffer}, {}, {}};
   return start(OpKind::all_reduce, x, std::move(flight), make(buffer, x.dtype()));
 }
 
@@ -609,7 +640,8 @@ Pending TorchBackend::all_to_all_async(const Tensor& x, int split_dim, int conca
   at::Tensor output = at::empty_like(input);
   InFlight flight{communicator_.all_to_all(input.view({-1}), output),
                   {input, output},
-                  [output, chunk, concat_dim, p] { return joined(output, chunk, concat_dim, p); }};
+                  [output, chunk, concat_dim, p] { return joined(output, chunk, concat_dim, p); },
+                  {}};
   return start(OpKind::all_to_all, x, std::move(flight), make(output, x.dtype()));
 }
 
@@ -619,7 +651,7 @@ Pending TorchBackend::broadcast_async(const Tensor& x, int root) {
   at::Tensor buffer =
       rank() == root ? unwrap(x).contiguous() : at::empty(unwrap(x).sizes(), unwrap(x).options());
   at::Tensor flat = buffer.view({-1});
-  InFlight flight{communicator_.broadcast(flat, root), {buffer}, {}};
+  InFlight flight{communicator_.broadcast(flat, root), {buffer}, {}, {}};
   return start(OpKind::broadcast, x, std::move(flight), rank() == root ? x : make(buffer, x.dtype()), root);
 }
 
@@ -628,7 +660,7 @@ Pending TorchBackend::reduce_async(const Tensor& x, int root) {
   OpTimer timer(*this, "reduce");
   at::Tensor buffer = unwrap(x).contiguous();
   at::Tensor flat = buffer.view({-1});
-  InFlight flight{communicator_.reduce(flat, root), {buffer}, {}};
+  InFlight flight{communicator_.reduce(flat, root), {buffer}, {}, {}};
   return start(OpKind::reduce, x, std::move(flight), rank() == root ? make(buffer, x.dtype()) : Tensor(),
                root);
 }
@@ -641,7 +673,7 @@ Pending TorchBackend::send_recv_async(const Tensor& x, int to, int from) {
   if (degree() == 1) return start(OpKind::send_recv, x, {}, make(send.clone(), x.dtype()), -1, to, from);
   at::Tensor recv = at::empty_like(send);
   at::Tensor recv_flat = recv.view({-1});
-  InFlight flight{communicator_.send_recv(send.view({-1}), to, recv_flat, from), {send, recv}, {}};
+  InFlight flight{communicator_.send_recv(send.view({-1}), to, recv_flat, from), {send, recv}, {}, {}};
   return start(OpKind::send_recv, x, std::move(flight), make(recv, x.dtype()), -1, to, from);
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "real_backend/communicator.hpp"
+#include "real_backend/memory_meter.hpp"
 #include "real_backend/model_weights.hpp"
 #include "strategies/backend.hpp"
 #include "strategies/program.hpp"
@@ -32,6 +33,7 @@ struct TorchBackendOptions {
   uint64_t weight_seed = 1;
   double learning_rate = 1e-4;  // AdamW, β = (0.9, 0.999), ε = 1e-8, no weight decay
   bool profile_ops = false;     // time every op (ops_timed())
+  int kill_after_calls = -1;    // fault injection (launcher.hpp): SIGKILL at this communication call
 };
 
 // One communication call as the strategy issued it, counted as the tracer counts it (Op).
@@ -58,7 +60,7 @@ struct PhaseTiming {
   Phase phase;
   int layer;
   double start_s;
-  int64_t live_bytes;  // MemoryMeter::current_bytes() then
+  int64_t live_bytes;  // held_bytes().current() then
 };
 
 class TorchBackend final : public Backend {
@@ -74,7 +76,10 @@ class TorchBackend final : public Backend {
   const std::vector<CommunicationCall>& communication_calls() const { return calls_; }
   const std::vector<OpTiming>& ops_timed() const { return op_times_; }
   const std::vector<PhaseTiming>& phases_timed() const { return phase_times_; }
+  // Bytes this backend holds (memory_meter.hpp): what the simulator's memory timeline predicts.
+  HeldBytes& held_bytes() { return *held_; }
   void clear_records();
+  void set_profile_ops(bool on) { options_.profile_ops = on; }
   double seconds_since_start() const;
   void synchronize() const;  // waits for the device (a no-op on CPU)
 
@@ -140,6 +145,7 @@ class TorchBackend final : public Backend {
     std::unique_ptr<Work> work;
     std::vector<at::Tensor> keep_alive;  // buffers the communicator reads or writes until done
     std::function<at::Tensor()> finish;  // the result's final layout, once the data is there
+    std::shared_ptr<void> held;          // counts keep_alive in HeldBytes
   };
   struct AdamState;
   class OpTimer;
@@ -149,6 +155,7 @@ class TorchBackend final : public Backend {
                 int from = -1);
   at::TensorOptions options(DType dtype) const;
 
+  std::shared_ptr<HeldBytes> held_ = std::make_shared<HeldBytes>();
   Communicator& communicator_;
   const ModelSpec& model_;
   TorchBackendOptions options_;
@@ -157,6 +164,7 @@ class TorchBackend final : public Backend {
   int layer_ = -1;
   std::string label_;
   int64_t next_token_ = 0;
+  int64_t calls_issued_ = 0;
   std::unordered_map<int64_t, InFlight> in_flight_;
   std::unordered_map<const TensorImpl*, std::unique_ptr<AdamState>> adam_;
   at::Generator dropout_generator_;

@@ -87,6 +87,8 @@ TEST_CASE("model: every preset loads with its shape", "[strategies]") {
       {"llama3-8b", 4096, 32, 8, 14336, 32, 128256, true, MlpKind::swiglu, NormKind::rms_norm, false, 0.0},
       {"llama3-70b-8l", 8192, 64, 8, 28672, 8, 128256, true, MlpKind::swiglu, NormKind::rms_norm, false, 0.0},
       {"gpt3-22b", 6144, 64, 64, 24576, 48, 51200, true, MlpKind::gelu, NormKind::layer_norm, true, 0.1},
+      {"tiny-gpt", 256, 8, 8, 1024, 2, 1000, true, MlpKind::gelu, NormKind::layer_norm, false, 0.0},
+      {"tiny-llama", 256, 8, 4, 512, 2, 1000, true, MlpKind::swiglu, NormKind::rms_norm, false, 0.0},
   };
   REQUIRE(model_preset_names().size() == presets.size());
   for (const Expected& expected : presets) {

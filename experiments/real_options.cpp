@@ -1,0 +1,108 @@
+#include "experiments/real_options.hpp"
+
+#include <cstdlib>
+
+#include "common/errors.hpp"
+#include "experiments/inputs.hpp"
+#include "strategies/training_step.hpp"
+
+namespace paradyse::cli {
+
+void RealRunOptions::add_to(CLI::App& command) {
+  command
+      .add_option("--ranks", ranks, "processes to run (started here, or by mpirun/srun: their world size)")
+      ->capture_default_str();
+  command
+      .add_option("--model", model,
+                  "model preset (tiny-gpt and tiny-llama fit a CPU) or a Hugging Face config.json")
+      ->capture_default_str();
+  command
+      .add_option("--attention", attention, "override the model's attention mask: causal or bidirectional")
+      ->check(CLI::IsMember({"causal", "bidirectional"}));
+  command.add_option("--plan", plan, "one strategy for every layer, or one per layer, comma-separated")
+      ->capture_default_str();
+  command.add_option("--layers", layers, "layers to run (default: the model's)");
+  command.add_option("--recompute", recompute, "none, selective or full, for every layer")
+      ->capture_default_str();
+  command.add_option("--seq", seq, "tokens per sequence, comma-separated (16K = 16384)")
+      ->capture_default_str();
+  command.add_option("--batch", batch, "sequences per step")->capture_default_str();
+  command.add_option("--steps", steps, "measured steps per length (the median is reported)")
+      ->capture_default_str();
+  command.add_option("--warmup", warmup, "unmeasured steps first, per length")->capture_default_str();
+  command.add_option("--device", device, "cpu (Gloo) or cuda (NCCL; needs a CUDA LibTorch)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  command
+      .add_option(
+          "--dtype", dtype,
+          "bf16: bf16 activations and weights, as the simulator counts bytes; fp32: float32 throughout")
+      ->check(CLI::IsMember({"bf16", "fp32"}))
+      ->capture_default_str();
+  command.add_option("--timeout", timeout_s, "seconds a rank waits for a peer before failing")
+      ->capture_default_str();
+}
+
+ModelSpec RealRunOptions::load_model() const {
+  ModelSpec spec = paradyse::load_model(
+      model, attention.empty() ? std::nullopt : std::optional<bool>(attention == "causal"));
+  if (layers < 0)
+    throw InputError("--layers", 0, "",
+                     "expected a positive number of layers, got " + std::to_string(layers));
+  if (layers > 0) spec.num_layers = layers;
+  return spec;
+}
+
+real::RunRequest RealRunOptions::request(const ModelSpec& spec) const {
+  auto positive = [](int64_t value, const char* flag) {
+    if (value < 1) throw InputError(flag, 0, "", "expected a positive number, got " + std::to_string(value));
+  };
+  positive(ranks, "--ranks");
+  positive(batch, "--batch");
+  positive(steps, "--steps");
+  positive(timeout_s, "--timeout");
+  if (warmup < 0) throw InputError("--warmup", 0, "", "expected 0 or more, got " + std::to_string(warmup));
+  real::RunRequest r;
+  r.model = &spec;
+  r.plan = parse_plan(plan, spec, parse_recompute_flag(recompute));
+  for (const LayerChoice& choice : r.plan)
+    if (auto reason = choice.strategy->unsupported(spec, ranks))
+      throw InputError("--ranks", 0, "",
+                       std::string(choice.strategy->name()) + " cannot run " + spec.name + " on " +
+                           std::to_string(ranks) + " ranks: " + *reason);
+  r.lengths = parse_lengths(seq, "--seq");
+  for (int64_t length : r.lengths) {
+    const int64_t multiple = SequenceLayout::required_multiple(ranks, spec.causal);
+    if (length % multiple != 0)
+      throw InputError(
+          "--seq", 0, "",
+          "expected lengths that " + std::to_string(ranks) + " ranks can split: multiples of " +
+              std::to_string(multiple) +
+              (spec.causal ? " (2 x ranks: causal models give each rank two zig-zag chunks)" : "") +
+              ", got " + std::to_string(length) + " (the next is " +
+              std::to_string(SequenceLayout::padded_length(length, ranks, spec.causal)) + ")");
+  }
+  r.batch = batch;
+  r.steps = steps;
+  r.warmup_steps = warmup;
+  r.cuda = device == "cuda";
+  if (auto reason = real::device_unavailable(r.cuda)) throw InputError("--device", 0, "", *reason);
+  r.mixed_precision = dtype == "bf16";
+  r.timeout = std::chrono::seconds(timeout_s);
+  return r;
+}
+
+void on_every_rank(int ranks, int timeout_s, const std::function<void(const real::RankEnvironment&)>& body) {
+  if (const auto env = real::rank_from_environment()) {
+    if (env->size != ranks)
+      throw InputError("--ranks", 0, "",
+                       "expected the world size of the job that started this process (" + env->launcher +
+                           ": " + std::to_string(env->size) + "), got " + std::to_string(ranks));
+    body(*env);
+    return;
+  }
+  // A rank that fails notices within its timeout at worst; mostly at once, when a connection drops.
+  std::exit(real::launch_local_ranks(ranks, std::chrono::seconds(timeout_s) + std::chrono::seconds(10)));
+}
+
+}  // namespace paradyse::cli

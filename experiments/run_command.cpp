@@ -1,0 +1,126 @@
+#include "experiments/run_command.hpp"
+
+#include <fmt/core.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "common/atomic_file.hpp"
+#include "common/errors.hpp"
+#include "costmodel/profile.hpp"
+#include "experiments/real_options.hpp"
+
+namespace paradyse::cli {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+struct RunOptions {
+  RealRunOptions real;
+  std::string profile;
+  std::string ops;
+  bool json = false;
+};
+
+nlohmann::ordered_json to_json(const real::RunReport& report, const ModelSpec& model, const Plan& plan) {
+  nlohmann::ordered_json j;
+  j["model"] = model.name;
+  j["plan"] = plan_name(plan);
+  j["ranks"] = report.ranks;
+  j["communicator"] = report.communicator;
+  j["lengths"] = nlohmann::ordered_json::array();
+  for (const real::LengthMeasurement& m : report.lengths)
+    j["lengths"].push_back({{"seq", m.seq},
+                            {"median_step_s", m.median_step_seconds},
+                            {"step_s", m.step_seconds},
+                            {"tokens_per_s", static_cast<double>(m.seq) / m.median_step_seconds},
+                            {"peak_memory_bytes", m.peak_bytes},
+                            {"process_peak_bytes", m.process_peak_bytes},
+                            {"saved_bytes_per_layer", m.saved_bytes_per_layer},
+                            {"loss_per_token", m.loss_per_token},
+                            {"layer_forward_s", m.layer_forward_s},
+                            {"layer_backward_s", m.layer_backward_s}});
+  return j;
+}
+
+void print_table(const real::RunReport& report, const ModelSpec& model, const Plan& plan) {
+  fmt::print("{} on {} ranks ({}), plan {}\n", model.name, report.ranks, report.communicator,
+             plan_name(plan));
+  fmt::print("{:>8}  {:>12}  {:>10}  {:>12}  {:>13}  {:>10}\n", "seq", "median step", "tokens/s",
+             "peak memory", "saved / layer", "loss/token");
+  for (const real::LengthMeasurement& m : report.lengths)
+    fmt::print("{:>8}  {:>10.4f} s  {:>10.0f}  {:>8.1f} MiB  {:>9.2f} MiB  {:>10.4f}\n", m.seq,
+               m.median_step_seconds, static_cast<double>(m.seq) / m.median_step_seconds,
+               static_cast<double>(m.peak_bytes) / kMiB, static_cast<double>(m.saved_bytes_per_layer) / kMiB,
+               m.loss_per_token);
+}
+
+// The profile dataset of the learned cost model (costmodel/profile.hpp), measured for real.
+void write_profile(const std::string& path, const real::RunReport& report, const ModelSpec& model,
+                   const real::RunRequest& request, const std::string& device) {
+  costmodel::Profile profile;
+  profile.model = model.name;
+  profile.cluster = "local-" + device;
+  profile.degree = report.ranks;
+  profile.batch = request.batch;
+  profile.source = "real";
+  for (const real::LengthMeasurement& m : report.lengths)
+    profile.points.push_back({std::string(request.plan[0].strategy->name()),
+                              std::string(to_string(request.plan[0].recompute)), m.seq, m.median_step_seconds,
+                              static_cast<double>(m.peak_bytes),
+                              static_cast<double>(m.saved_bytes_per_layer)});
+  costmodel::write_profile(profile, path);
+}
+
+void write_ops(const std::string& path, const real::RunReport& report) {
+  write_file_atomically(path, [&](std::ostream& out) {
+    out << "seq,phase,layer,label,op,seconds\n";
+    for (const real::TimedOp& op : report.ops)
+      out << op.seq << ',' << to_string(op.phase) << ',' << op.layer << ',' << op.label << ',' << op.op << ','
+          << op.seconds << '\n';
+  });
+}
+
+void run(const RunOptions& options) {
+  const ModelSpec model = options.real.load_model();
+  const real::RunRequest request = options.real.request(model);
+  if (!options.profile.empty() && plan_name(request.plan).find(',') != std::string::npos)
+    throw InputError("--profile", 0, "",
+                     "expected a uniform plan (one strategy for every layer): profiles "
+                     "measure strategies one at a time, got " +
+                         plan_name(request.plan));
+  on_every_rank(options.real.ranks, options.real.timeout_s, [&](const real::RankEnvironment& env) {
+    real::RunRequest r = request;
+    r.profile_ops = !options.ops.empty();
+    const auto report = real::run_training(env, r);
+    if (!report) return;
+    if (!options.profile.empty()) write_profile(options.profile, *report, model, r, options.real.device);
+    if (!options.ops.empty()) write_ops(options.ops, *report);
+    if (options.json)
+      std::cout << to_json(*report, model, r.plan).dump(2) << "\n";
+    else
+      print_table(*report, model, r.plan);
+  });
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* command = app.add_subcommand(
+      "run",
+      "Run training steps for real: forward, backward, gradient reduction and an AdamW step of the model "
+      "with "
+      "the plan's strategy per layer, on --ranks processes of this machine (or as one rank of an mpirun/srun "
+      "job), with LibTorch tensors and Gloo (CPU) or NCCL (GPU). Prints the median step time, tokens/s and "
+      "the "
+      "peak memory any rank held.");
+  options->real.add_to(*command);
+  command->add_option("--profile", options->profile,
+                      "also write the measurements as a profile dataset (CSV) for `paradyse costmodel fit`");
+  command->add_option("--ops", options->ops, "also write every op's time of the last step (rank 0) as CSV");
+  command->add_flag("--json", options->json, "print JSON instead of a table");
+  command->callback([options] { run(*options); });
+}
+
+}  // namespace paradyse::cli

@@ -1,0 +1,168 @@
+#include "real_backend/launcher.hpp"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <thread>
+#include <vector>
+
+#include "common/errors.hpp"
+
+namespace paradyse::real {
+namespace {
+
+std::optional<std::string> env(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+int parse_count(const std::string& text, const char* variable, int minimum) {
+  int value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < minimum)
+    throw InputError(
+        "", 0, variable,
+        "expected an integer >= " + std::to_string(minimum) + " in the environment, got '" + text + "'");
+  return value;
+}
+
+std::string tcp_store() {
+  return "tcp:" + env("MASTER_ADDR").value_or("127.0.0.1") + ":" + env("MASTER_PORT").value_or("29500");
+}
+
+// The command line this process was started with, as exec needs it.
+std::vector<std::string> own_arguments() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  for (std::size_t start = 0; start < all.size();) {
+    const std::size_t end = all.find('\0', start);
+    args.push_back(all.substr(start, end - start));
+    start = end == std::string::npos ? all.size() : end + 1;
+  }
+  return args;
+}
+
+pid_t start_rank(const std::vector<std::string>& args, int rank, int ranks, const std::string& store) {
+  const pid_t pid = fork();
+  if (pid < 0) throw InternalError(std::string("fork failed: ") + std::strerror(errno));
+  if (pid > 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // the ranks go with the launcher
+  setenv("PARADYSE_RANK", std::to_string(rank).c_str(), 1);
+  setenv("PARADYSE_WORLD_SIZE", std::to_string(ranks).c_str(), 1);
+  setenv("PARADYSE_STORE", store.c_str(), 1);
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execv("/proc/self/exe", argv.data());
+  std::cerr << "paradyse: rank " << rank << ": exec failed: " << std::strerror(errno) << "\n";
+  _exit(127);
+}
+
+std::string describe(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return std::string("was killed by signal ") + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+int exit_code(int status) {
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+}  // namespace
+
+std::optional<RankEnvironment> rank_from_environment() {
+  struct Source {
+    const char* rank;
+    const char* size;
+    const char* launcher;
+  };
+  for (const Source& s :
+       {Source{"PARADYSE_RANK", "PARADYSE_WORLD_SIZE", "paradyse"},
+        Source{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "mpirun"},
+        Source{"PMI_RANK", "PMI_SIZE", "mpirun"}, Source{"SLURM_PROCID", "SLURM_NTASKS", "srun"},
+        Source{"RANK", "WORLD_SIZE", "torchrun"}}) {
+    const auto rank = env(s.rank), size = env(s.size);
+    if (!rank || !size) continue;
+    RankEnvironment e;
+    e.size = parse_count(*size, s.size, 1);
+    e.rank = parse_count(*rank, s.rank, 0);
+    if (e.rank >= e.size)
+      throw InputError("", 0, s.rank,
+                       "expected a rank below " + std::string(s.size) + " = " + *size + ", got " + *rank);
+    e.store = env("PARADYSE_STORE").value_or(tcp_store());
+    e.launcher = s.launcher;
+    return e;
+  }
+  return std::nullopt;
+}
+
+std::optional<FaultInjection> fault_from_environment() {
+  const auto text = env("PARADYSE_FAULT_KILL");
+  if (!text) return std::nullopt;
+  const std::size_t colon = text->find(':');
+  if (colon == std::string::npos)
+    throw InputError("", 0, "PARADYSE_FAULT_KILL", "expected RANK:CALLS, got '" + *text + "'");
+  return FaultInjection{parse_count(text->substr(0, colon), "PARADYSE_FAULT_KILL", 0),
+                        parse_count(text->substr(colon + 1), "PARADYSE_FAULT_KILL", 0)};
+}
+
+int launch_local_ranks(int ranks, std::chrono::seconds grace) {
+  const std::vector<std::string> args = own_arguments();
+  const std::filesystem::path store =
+      std::filesystem::temp_directory_path() / ("paradyse-store-" + std::to_string(getpid()));
+  std::filesystem::remove(store);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < ranks; ++rank)
+    pids.push_back(start_rank(args, rank, ranks, "file:" + store.string()));
+
+  int result = 0, running = ranks;
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  while (running > 0) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, deadline ? WNOHANG : 0);
+    if (pid == 0) {  // others still running after a failure
+      if (std::chrono::steady_clock::now() < *deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      for (std::size_t r = 0; r < pids.size(); ++r)
+        if (pids[r] > 0) {
+          std::cerr << "paradyse: rank " << r << " was still running " << grace.count()
+                    << " s after another rank failed: killed\n";
+          kill(pids[r], SIGKILL);
+        }
+      deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);  // only reaping is left
+      continue;
+    }
+    if (pid < 0) break;
+    const auto it = std::find(pids.begin(), pids.end(), pid);
+    if (it == pids.end()) continue;
+    const auto rank = it - pids.begin();
+    *it = -1;
+    --running;
+    if (status != 0 && result == 0) {
+      std::cerr << "paradyse: rank " << rank << " of " << ranks << " " << describe(status)
+                << (running > 0 ? "; stopping the other ranks" : "") << "\n";
+      result = exit_code(status);
+      if (!deadline) deadline = std::chrono::steady_clock::now() + grace;
+    }
+  }
+  std::filesystem::remove(store);
+  return result;
+}
+
+}  // namespace paradyse::real

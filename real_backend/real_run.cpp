@@ -1,0 +1,158 @@
+#include "real_backend/real_run.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "common/errors.hpp"
+#include "real_backend/connect.hpp"
+#include "real_backend/memory_meter.hpp"
+#include "real_backend/torch_backend.hpp"
+#include "strategies/training_step.hpp"
+
+namespace paradyse::real {
+namespace {
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// The largest of each rank's value, on every rank.
+std::vector<double> max_over_ranks(Communicator& communicator, const std::vector<double>& values) {
+  const at::Tensor mine = at::tensor(values, at::kDouble);
+  at::Tensor all = at::empty({communicator.size() * mine.numel()}, at::kDouble);
+  communicator.all_gather(mine, all)->wait();
+  const at::Tensor largest = std::get<0>(all.view({communicator.size(), -1}).max(0));
+  return {largest.data_ptr<double>(), largest.data_ptr<double>() + largest.numel()};
+}
+
+struct PhaseSpans {
+  std::vector<double> forward, backward;
+  int64_t saved_bytes_per_layer = 0;
+};
+
+// Layer times and saved bytes from the phase marks of one step.
+PhaseSpans phase_spans(const std::vector<PhaseTiming>& phases, std::size_t layers) {
+  PhaseSpans spans{std::vector<double>(layers), std::vector<double>(layers), 0};
+  std::vector<int64_t> forward_live;
+  for (std::size_t i = 0; i + 1 < phases.size(); ++i) {
+    const PhaseTiming& p = phases[i];
+    const double seconds = phases[i + 1].start_s - p.start_s;
+    if (p.layer < 0) continue;
+    const auto layer = static_cast<std::size_t>(p.layer);
+    if (p.phase == Phase::layer_forward) {
+      spans.forward[layer] += seconds;
+      forward_live.push_back(p.live_bytes);
+      if (layer + 1 == layers) forward_live.push_back(phases[i + 1].live_bytes);  // the head begins
+    }
+    if (p.phase == Phase::layer_backward) spans.backward[layer] += seconds;
+  }
+  // What a layer's forward leaves alive is the next layer's starting point minus its own.
+  if (forward_live.size() >= 2)
+    spans.saved_bytes_per_layer =
+        (forward_live.back() - forward_live.front()) / static_cast<int64_t>(forward_live.size() - 1);
+  return spans;
+}
+
+}  // namespace
+
+std::optional<std::string> device_unavailable(bool cuda) {
+  if (!cuda) return std::nullopt;
+  if (!at::hasCUDA())
+    return "this paradyse is built against a CPU-only LibTorch, which cannot run on GPUs: configure with "
+           "-DTorch_DIR=<a CUDA LibTorch>/share/cmake/Torch to use --device cuda";
+  if (at::getNumGPUs() == 0) return "LibTorch has CUDA but no GPU is visible (CUDA_VISIBLE_DEVICES?)";
+#ifndef PARADYSE_WITH_NCCL
+  return "this paradyse was built without NCCL (not found at configure time), so GPUs cannot communicate";
+#else
+  return std::nullopt;
+#endif
+}
+
+std::optional<RunReport> run_training(const RankEnvironment& env, const RunRequest& request) {
+  PARADYSE_CHECK(request.model != nullptr && !request.plan.empty(), "a run needs a model and a plan");
+  MemoryMeter::install();  // before any tensor, so that every byte is counted
+  at::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / env.size));
+  const std::chrono::milliseconds timeout = request.timeout;
+  auto communicator = connect(env, request.cuda, timeout);
+  TorchBackendOptions options;
+  options.device = request.cuda ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_cuda_device(env)))
+                                : at::Device(at::kCPU);
+  options.precision = request.mixed_precision ? Precision::mixed : Precision::fp32;
+  options.weight_seed = request.seed;
+  if (const auto fault = fault_from_environment(); fault && fault->rank == env.rank)
+    options.kill_after_calls = fault->after_calls;
+  const ModelSpec& model = *request.model;
+  TorchBackend be(*communicator, model, options);
+  ModelShards shards(be, model, static_cast<int>(request.plan.size()));
+
+  RunReport report;
+  report.communicator = communicator->name();
+  report.ranks = env.size;
+  at::Generator tokens_generator =
+      at::make_generator<at::CPUGeneratorImpl>(request.seed + 1000 * env.rank + 1);
+  for (const int64_t seq : request.lengths) {
+    StepSpec spec;
+    spec.model = &model;
+    spec.tokens = seq;
+    spec.batch = request.batch;
+    spec.plan = request.plan;
+    step_layout(spec, env.size);  // throws InputError on a length the layout cannot split
+    const int64_t local = seq / env.size;
+    LengthMeasurement m;
+    m.seq = seq;
+    double loss = 0;
+    for (int step = 0; step < request.warmup_steps + request.steps; ++step) {
+      const bool measured = step >= request.warmup_steps;
+      const bool last = step + 1 == request.warmup_steps + request.steps;
+      const Tensor tokens =
+          be.wrap(at::randint(model.vocab, {request.batch, local}, tokens_generator), DType::int64);
+      const Tensor targets =
+          be.wrap(at::randint(model.vocab, {request.batch, local}, tokens_generator), DType::int64);
+      communicator->barrier();
+      if (measured && step == request.warmup_steps) {
+        MemoryMeter::reset_peak();
+        be.held_bytes().reset_peak();
+      }
+      be.clear_records();
+      be.set_profile_ops(request.profile_ops && last);
+      const double start = be.seconds_since_start();
+      const Tensor step_loss = training_step(be, spec, shards, tokens, targets);
+      be.synchronize();
+      communicator->barrier();
+      const double seconds = be.seconds_since_start() - start;
+      if (!measured) continue;
+      m.step_seconds.push_back(seconds);
+      loss = TorchBackend::unwrap(step_loss).item<double>();
+      if (last) {
+        const PhaseSpans spans = phase_spans(be.phases_timed(), request.plan.size());
+        m.layer_forward_s = spans.forward;
+        m.layer_backward_s = spans.backward;
+        m.saved_bytes_per_layer = spans.saved_bytes_per_layer;
+        for (const OpTiming& op : be.ops_timed())
+          report.ops.push_back({seq, op.phase, op.layer, op.label, op.op, op.seconds});
+      }
+    }
+    // Step times are already the slowest rank's (each step ends at a barrier); peaks and loss are not.
+    const std::vector<double> peaks = max_over_ranks(
+        *communicator,
+        {static_cast<double>(be.held_bytes().peak()), static_cast<double>(MemoryMeter::peak_bytes())});
+    m.peak_bytes = static_cast<int64_t>(peaks[0]);
+    m.process_peak_bytes = static_cast<int64_t>(peaks[1]);
+    at::Tensor total_loss = at::tensor({loss}, at::kDouble);
+    communicator->all_reduce(total_loss)->wait();
+    m.loss_per_token = total_loss.item<double>() / static_cast<double>(seq * request.batch);
+    m.median_step_seconds = median(m.step_seconds);
+    report.lengths.push_back(std::move(m));
+  }
+  communicator->barrier();
+  if (env.rank != 0) return std::nullopt;
+  return report;
+}
+
+}  // namespace paradyse::real

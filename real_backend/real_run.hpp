@@ -1,0 +1,66 @@
+// Training steps run for real on this process's rank: what `paradyse run` and `paradyse validate`
+// measure. Every rank of the group calls run_training with the same request; rank 0 returns what
+// was measured, gathered over the ranks. Project types only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "real_backend/launcher.hpp"
+#include "strategies/backend.hpp"
+#include "strategies/strategy.hpp"
+
+namespace paradyse::real {
+
+struct RunRequest {
+  const ModelSpec* model = nullptr;
+  Plan plan;                     // one entry per layer run
+  std::vector<int64_t> lengths;  // tokens per sequence; each a multiple of the layout's (checked)
+  int64_t batch = 1;
+  int warmup_steps = 1;  // run, not measured: first-touch allocations and connection setup
+  int steps = 3;         // measured, per length
+  bool cuda = false;
+  bool mixed_precision = true;  // bf16 activations and weights as the tracer counts them; else float32
+  std::chrono::seconds timeout{120};
+  bool profile_ops = false;  // time every op of the last measured step of each length (rank 0)
+  uint64_t seed = 1;
+};
+
+struct TimedOp {
+  int64_t seq;
+  Phase phase;
+  int layer;
+  std::string label;
+  std::string op;
+  double seconds;
+};
+
+struct LengthMeasurement {
+  int64_t seq = 0;
+  std::vector<double> step_seconds;  // each measured step, slowest rank (steps end at a barrier)
+  double median_step_seconds = 0;
+  double loss_per_token = 0;            // last step, over the ranks' tokens
+  int64_t peak_bytes = 0;               // most any rank's backend held (HeldBytes) during the measured steps
+  int64_t process_peak_bytes = 0;       // most any rank's process allocated (MemoryMeter): op temporaries too
+  int64_t saved_bytes_per_layer = 0;    // rank 0: live bytes each layer's forward left, mean
+  std::vector<double> layer_forward_s;  // rank 0, last step, per layer
+  std::vector<double> layer_backward_s;  // rank 0, last step, per layer
+};
+
+struct RunReport {
+  std::string communicator;  // "gloo" or "nccl"
+  int ranks = 0;
+  std::vector<LengthMeasurement> lengths;
+  std::vector<TimedOp> ops;  // with profile_ops
+};
+
+// Why this build cannot run on the device asked for, if it cannot (a CPU-only LibTorch asked for
+// CUDA, no GPU visible, no NCCL); call it before starting ranks.
+std::optional<std::string> device_unavailable(bool cuda);
+
+std::optional<RunReport> run_training(const RankEnvironment& env, const RunRequest& request);
+
+}  // namespace paradyse::real

@@ -1,0 +1,92 @@
+// `paradyse run`: real training steps in separate processes, the failure of one rank, and the
+// inputs it refuses before starting any.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "costmodel/profile.hpp"
+#include "tests/experiments/run_paradyse.hpp"
+#include "tests/temp_dir.hpp"
+
+namespace paradyse::testing {
+
+TEST_CASE("run: every strategy's processes train to the same loss", "[real][cli]") {
+  // Same weights (degree-independent), same tokens, float32: the strategies differ only in rounding.
+  double first_loss = 0;
+  for (const char* plan :
+       {"megatron_ts", "megatron_cz", "ulysses_z", "colossal_z", "metp", "metp,megatron_ts"}) {
+    INFO("plan " << plan);
+    const RunResult r =
+        run_paradyse(std::string("run --ranks 2 --model tiny-llama --seq 64 --steps 1 --warmup 0 "
+                                 "--dtype fp32 --json --plan ") +
+                     plan);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["ranks"] == 2);
+    CHECK(j["communicator"] == "gloo");
+    const auto& m = j["lengths"][0];
+    CHECK(m["seq"] == 64);
+    CHECK(m["peak_memory_bytes"].get<double>() > 0);
+    CHECK(m["layer_forward_s"].size() == 2);
+    const double loss = m["loss_per_token"].get<double>();
+    if (first_loss == 0) first_loss = loss;
+    CHECK(loss == Approx(first_loss).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("run: a rank killed mid-step stops the others with an error instead of a hang", "[real][cli]") {
+  setenv("PARADYSE_FAULT_KILL", "1:7", 1);  // rank 1 dies at its 7th communication call
+  const auto start = std::chrono::steady_clock::now();
+  const RunResult r = run_paradyse("run --ranks 2 --model tiny-gpt --seq 64 --steps 1 --timeout 30");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  unsetenv("PARADYSE_FAULT_KILL");
+  CHECK(r.exit_code == 128 + 9);
+  CHECK(r.out.empty());
+  CHECK_THAT(r.err, Catch::Contains("rank 1 of 2 was killed by signal 9"));
+  CHECK_THAT(r.err, Catch::Contains("rank 0: "));
+  CHECK_THAT(r.err, Catch::Contains("failed (a peer died or the group timed out)"));
+  CHECK(seconds < 30);  // rank 0 noticed the dropped connection, not its timeout
+}
+
+TEST_CASE("run: writes a profile the learned cost model reads", "[real][cli]") {
+  TempDir dir;
+  const std::string path = dir.file("profile.csv");
+  const RunResult r = run_paradyse(
+      "run --ranks 2 --model tiny-gpt --layers 1 --seq 32,64 --steps 1 --plan ulysses_z --profile " + path);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const costmodel::Profile profile = costmodel::read_profile(path);
+  CHECK(profile.source == "real");
+  CHECK(profile.degree == 2);
+  REQUIRE(profile.points.size() == 2);
+  CHECK(profile.points[1].seq == 64);
+  CHECK(profile.points[1].strategy == "ulysses_z");
+  CHECK(profile.points[1].iteration_time_s > 0);
+}
+
+TEST_CASE("run: bad inputs are refused before any rank starts", "[real][cli]") {
+  struct Case {
+    const char* arguments;
+    const char* message;
+  };
+  for (const Case& c : {
+           Case{"--ranks 3 --seq 96", "cannot run tiny-gpt on 3 ranks"},
+           Case{"--ranks 3 --seq 96 --plan ulysses_z", "Ulysses degree 3 must divide the 8 attention heads"},
+           Case{"--ranks 4 --seq 100", "multiples of 8 (2 x ranks"},
+           Case{"--ranks 2 --seq 0", "--seq"},
+           Case{"--seq 64 --device cuda", "CPU-only LibTorch"},
+           Case{"--seq 64 --plan megatron_ts,metp,metp", "expected one strategy, or one per layer"},
+           Case{"--seq 64 --ranks 0", "--ranks"},
+       }) {
+    INFO(c.arguments);
+    const RunResult r = run_paradyse(std::string("run --model tiny-gpt ") + c.arguments);
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.empty());
+    CHECK_THAT(r.err, Catch::Contains(c.message));
+  }
+}
+
+}  // namespace paradyse::testing
