@@ -13,6 +13,7 @@
 #include "experiments/simulate_command.hpp"
 #include "experiments/sweep_command.hpp"
 #include "experiments/trace_command.hpp"
+#include "experiments/validate_command.hpp"
 #include "real_backend/communication_error.hpp"
 
 int main(int argc, char** argv) {
@@ -28,6 +29,8 @@ int main(int argc, char** argv) {
   paradyse::cli::add_simulate_command(app);
   paradyse::cli::add_plan_command(app);
   paradyse::cli::add_run_command(app);
+  paradyse::cli::add_calibrate_command(app);
+  paradyse::cli::add_validate_command(app);
   paradyse::cli::add_costmodel_command(app);
   paradyse::cli::add_bench_command(app);
   paradyse::cli::add_bench_simulate_command(app);

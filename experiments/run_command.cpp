@@ -92,8 +92,9 @@ void run(const RunOptions& options) {
   on_every_rank(options.real.ranks, options.real.timeout_s, [&](const real::RankEnvironment& env) {
     real::RunRequest r = request;
     r.profile_ops = !options.ops.empty();
-    const auto report = real::run_training(env, r);
-    if (!report) return;
+    const auto reports = real::run_training(env, {r});
+    if (reports.empty()) return;
+    const real::RunReport* report = &reports[0];
     if (!options.profile.empty()) write_profile(options.profile, *report, model, r, options.real.device);
     if (!options.ops.empty()) write_ops(options.ops, *report);
     if (options.json)

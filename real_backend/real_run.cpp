@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/errors.hpp"
+#include "real_backend/calibration.hpp"
 #include "real_backend/connect.hpp"
 #include "real_backend/memory_meter.hpp"
 #include "real_backend/torch_backend.hpp"
@@ -74,12 +75,11 @@ std::optional<std::string> device_unavailable(bool cuda) {
 #endif
 }
 
-std::optional<RunReport> run_training(const RankEnvironment& env, const RunRequest& request) {
+namespace {
+
+// One request's steps on an open communicator.
+RunReport run_request(const RankEnvironment& env, Communicator* communicator, const RunRequest& request) {
   PARADYSE_CHECK(request.model != nullptr && !request.plan.empty(), "a run needs a model and a plan");
-  MemoryMeter::install();  // before any tensor, so that every byte is counted
-  at::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / env.size));
-  const std::chrono::milliseconds timeout = request.timeout;
-  auto communicator = connect(env, request.cuda, timeout);
   TorchBackendOptions options;
   options.device = request.cuda ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_cuda_device(env)))
                                 : at::Device(at::kCPU);
@@ -151,8 +151,36 @@ std::optional<RunReport> run_training(const RankEnvironment& env, const RunReque
     report.lengths.push_back(std::move(m));
   }
   communicator->barrier();
-  if (env.rank != 0) return std::nullopt;
   return report;
+}
+
+void prepare_process(const RankEnvironment& env) {
+  MemoryMeter::install();  // before any tensor, so that every byte is counted
+  at::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / env.size));
+}
+
+}  // namespace
+
+std::vector<RunReport> run_training(const RankEnvironment& env, const std::vector<RunRequest>& requests) {
+  PARADYSE_CHECK(!requests.empty(), "a run needs a request");
+  prepare_process(env);
+  auto communicator = connect(env, requests[0].cuda, requests[0].timeout);
+  std::vector<RunReport> reports;
+  for (const RunRequest& request : requests) reports.push_back(run_request(env, communicator.get(), request));
+  if (env.rank != 0) reports.clear();
+  return reports;
+}
+
+std::optional<std::string> calibrate_on_rank(const RankEnvironment& env, const ModelSpec& model,
+                                             bool mixed_precision, std::chrono::seconds timeout) {
+  prepare_process(env);
+  auto communicator = connect(env, /*cuda=*/false, timeout);
+  CalibrationOptions options;
+  options.precision = mixed_precision ? Precision::mixed : Precision::fp32;
+  std::string json = calibrate_local_cpu(*communicator, model, options);
+  communicator->barrier();
+  if (env.rank != 0) return std::nullopt;
+  return json;
 }
 
 }  // namespace paradyse::real

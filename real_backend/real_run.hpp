@@ -61,6 +61,13 @@ struct RunReport {
 // CUDA, no GPU visible, no NCCL); call it before starting ranks.
 std::optional<std::string> device_unavailable(bool cuda);
 
-std::optional<RunReport> run_training(const RankEnvironment& env, const RunRequest& request);
+// Every request in turn on one communicator (all must agree on device and timeout); rank 0 gets a
+// report per request, the other ranks an empty vector.
+std::vector<RunReport> run_training(const RankEnvironment& env, const std::vector<RunRequest>& requests);
+
+// `paradyse calibrate` on this rank: measures this machine (calibration.hpp) with every rank;
+// rank 0 gets the cluster JSON text, the others nullopt.
+std::optional<std::string> calibrate_on_rank(const RankEnvironment& env, const ModelSpec& model,
+                                             bool mixed_precision, std::chrono::seconds timeout);
 
 }  // namespace paradyse::real

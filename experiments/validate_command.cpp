@@ -1,0 +1,174 @@
+#include "experiments/validate_command.hpp"
+
+#include <fmt/core.h>
+
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "common/atomic_file.hpp"
+#include "common/errors.hpp"
+#include "experiments/inputs.hpp"
+#include "experiments/real_options.hpp"
+#include "sim/simulator.hpp"
+
+namespace paradyse::cli {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+struct CalibrateOptions {
+  int ranks = 2;
+  std::string model = "tiny-gpt";
+  std::string dtype = "bf16";
+  std::string out = "local-cpu.json";
+  int timeout_s = 120;
+};
+
+void calibrate(const CalibrateOptions& options) {
+  if (options.ranks < 1)
+    throw InputError("--ranks", 0, "", "expected a positive number, got " + std::to_string(options.ranks));
+  const ModelSpec model = load_model(options.model);
+  on_every_rank(options.ranks, options.timeout_s, [&](const real::RankEnvironment& env) {
+    const auto json =
+        real::calibrate_on_rank(env, model, options.dtype == "bf16", std::chrono::seconds(options.timeout_s));
+    if (!json) return;
+    write_file_atomically(options.out, [&](std::ostream& out) { out << *json << "\n"; });
+    const hw::ClusterSpec cluster = hw::load_cluster(options.out);  // what validate will read
+    fmt::print("wrote {}: {} ranks, GEMM peak {:.1f} GFLOP/s, copy {:.1f} GB/s, all-reduce bus {:.2f} GB/s\n",
+               options.out, cluster.gpus_per_node, cluster.gpu.bf16_flops_per_second / 1e9,
+               cluster.gpu.hbm_bytes_per_second / 1e9, cluster.intra_node.peak_bus_bandwidth() / 1e9);
+  });
+}
+
+struct ValidateOptions {
+  RealRunOptions real;
+  std::string cluster = "local-cpu.json";
+  bool json = false;
+};
+
+struct Row {
+  std::string plan;
+  int64_t seq;
+  double measured_s, simulated_s;
+  double measured_bytes, simulated_bytes;
+};
+
+double relative_error(double simulated, double measured) {
+  return (simulated - measured) / measured;
+}
+
+void print_rows(const std::vector<Row>& rows, const ValidateOptions& options, const std::string& model) {
+  fmt::print("{} on {} ranks of this machine, simulated on {}\n", model, options.real.ranks, options.cluster);
+  fmt::print("{:<12} {:>7}  {:>11} {:>11} {:>8}  {:>12} {:>12} {:>8}\n", "plan", "seq", "measured",
+             "simulated", "error", "measured", "simulated", "error");
+  for (const Row& r : rows)
+    fmt::print("{:<12} {:>7}  {:>9.4f} s {:>9.4f} s {:>+7.1f}%  {:>8.2f} MiB {:>8.2f} MiB {:>+7.1f}%\n",
+               r.plan, r.seq, r.measured_s, r.simulated_s, 100 * relative_error(r.simulated_s, r.measured_s),
+               r.measured_bytes / kMiB, r.simulated_bytes / kMiB,
+               100 * relative_error(r.simulated_bytes, r.measured_bytes));
+  std::vector<double> time_errors, memory_errors;
+  for (const Row& r : rows) {
+    time_errors.push_back(std::abs(relative_error(r.simulated_s, r.measured_s)));
+    memory_errors.push_back(std::abs(relative_error(r.simulated_bytes, r.measured_bytes)));
+  }
+  auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum / static_cast<double>(v.size());
+  };
+  fmt::print("mean |error|: time {:.1f}%, memory {:.1f}%\n", 100 * mean(time_errors),
+             100 * mean(memory_errors));
+}
+
+void validate(const ValidateOptions& options) {
+  const ModelSpec model = options.real.load_model();
+  if (!std::filesystem::exists(options.cluster))
+    throw InputError(options.cluster, 0, "",
+                     "no such cluster file: measure this machine first with `paradyse calibrate --ranks " +
+                         std::to_string(options.real.ranks) + " --out " + options.cluster + "`");
+  const hw::ClusterSpec cluster = hw::load_cluster(options.cluster);
+  if (cluster.num_gpus() < options.real.ranks)
+    throw InputError(options.cluster, 0, "gpus_per_node",
+                     "expected at least --ranks = " + std::to_string(options.real.ranks) + " ranks, got " +
+                         std::to_string(cluster.num_gpus()) +
+                         " (calibrate with as many ranks as you validate on)");
+  // "all": one uniform plan per strategy that can run here.
+  std::vector<real::RunRequest> requests;
+  RealRunOptions one = options.real;
+  for (const Strategy* strategy :
+       options.real.plan == "all" ? all_strategies() : std::vector<const Strategy*>{}) {
+    if (strategy->unsupported(model, options.real.ranks)) continue;
+    one.plan = std::string(strategy->name());
+    requests.push_back(one.request(model));
+  }
+  if (requests.empty()) requests.push_back(options.real.request(model));
+
+  on_every_rank(options.real.ranks, options.real.timeout_s, [&](const real::RankEnvironment& env) {
+    const std::vector<real::RunReport> reports = real::run_training(env, requests);
+    if (reports.empty()) return;
+    sim::Simulator simulator(model, cluster);
+    std::vector<Row> rows;
+    for (std::size_t i = 0; i < requests.size(); ++i)
+      for (const real::LengthMeasurement& m : reports[i].lengths) {
+        const sim::SimulationResult s =
+            simulator.simulate(requests[i].plan, {m.seq, options.real.ranks, requests[i].batch});
+        rows.push_back({plan_name(requests[i].plan), m.seq, m.median_step_seconds, s.iteration_time_s,
+                        static_cast<double>(m.peak_bytes), s.peak_memory_bytes});
+      }
+    if (!options.json) return print_rows(rows, options, model.name);
+    nlohmann::ordered_json j = nlohmann::ordered_json::array();
+    for (const Row& r : rows)
+      j.push_back({{"plan", r.plan},
+                   {"seq", r.seq},
+                   {"measured_s", r.measured_s},
+                   {"simulated_s", r.simulated_s},
+                   {"time_error", relative_error(r.simulated_s, r.measured_s)},
+                   {"measured_peak_bytes", r.measured_bytes},
+                   {"simulated_peak_bytes", r.simulated_bytes},
+                   {"memory_error", relative_error(r.simulated_bytes, r.measured_bytes)}});
+    std::cout << j.dump(2) << "\n";
+  });
+}
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app) {
+  auto options = std::make_shared<CalibrateOptions>();
+  CLI::App* command =
+      app.add_subcommand("calibrate",
+                         "Measure this machine (GEMM and attention throughput at the model's head size, copy "
+                         "bandwidth, op overhead, "
+                         "all-reduce and all-to-all bandwidth over --ranks processes) into a cluster file in "
+                         "the presets' schema: "
+                         "the local-cpu model of this machine that `paradyse validate` simulates on.");
+  command->add_option("--ranks", options->ranks, "processes to measure with (as validate will run)")
+      ->capture_default_str();
+  command->add_option("--model", options->model, "model whose head size attention is timed at")
+      ->capture_default_str();
+  command->add_option("--dtype", options->dtype, "element type GEMMs and attention are timed in")
+      ->check(CLI::IsMember({"bf16", "fp32"}))
+      ->capture_default_str();
+  command->add_option("--out", options->out, "cluster file to write")->capture_default_str();
+  command->add_option("--timeout", options->timeout_s, "seconds a rank waits for a peer")
+      ->capture_default_str();
+  command->callback([options] { calibrate(*options); });
+}
+
+void add_validate_command(CLI::App& app) {
+  auto options = std::make_shared<ValidateOptions>();
+  CLI::App* command = app.add_subcommand(
+      "validate",
+      "Run a plan for real (as `paradyse run`) and simulate the same steps on this machine's calibrated "
+      "model "
+      "(`paradyse calibrate`); print measured against simulated step time and peak memory with the relative "
+      "error. --plan all validates every strategy that can run.");
+  options->real.add_to(*command);
+  command->add_option("--cluster", options->cluster, "the calibrated cluster file of this machine")
+      ->capture_default_str();
+  command->add_flag("--json", options->json, "print JSON instead of a table");
+  command->callback([options] { validate(*options); });
+}
+
+}  // namespace paradyse::cli

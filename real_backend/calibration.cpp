@@ -1,0 +1,307 @@
+#include "real_backend/calibration.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+namespace paradyse::real {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using Points = std::vector<std::pair<double, double>>;  // a curve's [x, y], x increasing
+
+// Points grow until the next one would take longer than this for a single run (GEMM time grows 8×
+// per doubling of n, attention 4× per doubling of s), so the whole calibration takes seconds.
+constexpr double kGemmPointSeconds = 0.3;
+constexpr double kAttentionPointSeconds = 1.0;
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+// The median of every rank's `value`; the same on every rank, so ranks also agree on when to stop.
+double median_over_ranks(Communicator& communicator, double value) {
+  const at::Tensor mine = at::full({1}, value, at::kDouble);
+  at::Tensor all = at::empty({communicator.size()}, at::kDouble);
+  communicator.all_gather(mine, all)->wait();
+  const double* first = all.data_ptr<double>();
+  return median(std::vector<double>(first, first + communicator.size()));
+}
+
+// Times a piece of work as all ranks run it together: a barrier lines the ranks up before each run,
+// so they contend for cores and memory as they do in training. One untimed warm-up run first (first
+// touch of memory, thread pools, Gloo's buffers).
+class Timer {
+ public:
+  Timer(Communicator& communicator, int repeats) : communicator_(communicator), repeats_(repeats) {}
+
+  template <class Run>
+  double median_seconds(Run&& run) const {
+    communicator_.barrier();
+    run();
+    std::vector<double> seconds;
+    for (int i = 0; i < repeats_; ++i) {
+      communicator_.barrier();
+      const auto start = std::chrono::steady_clock::now();
+      run();
+      const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+      seconds.push_back(std::max(elapsed.count(), 1e-9));  // a curve's y must stay > 0
+    }
+    return median_over_ranks(communicator_, median(std::move(seconds)));
+  }
+
+ private:
+  Communicator& communicator_;
+  int repeats_;
+};
+
+// FLOP/s of at::mm on square n×n matrices of `type`, by the GEMM's 2n³ FLOPs.
+Points gemm_flops_per_second(const Timer& timer, at::ScalarType type) {
+  Points points;
+  for (int64_t n = 64; n <= 2048; n *= 2) {
+    const at::Tensor a = at::randn({n, n}).to(type), b = at::randn({n, n}).to(type);
+    at::Tensor c = at::empty({n, n}, a.options());
+    const double seconds = timer.median_seconds([&] { at::mm_out(c, a, b); });
+    const double flops = 2.0 * static_cast<double>(n * n * n);
+    points.emplace_back(flops, flops / seconds);
+    if (8 * seconds > kGemmPointSeconds) break;
+  }
+  return points;
+}
+
+// FLOP/s of TorchBackend's attention forward + backward (what runs for real) on one sequence of s
+// tokens, by s. FLOPs as the tracer counts them (strategies/tracing_backend.cpp): forward 4·heads·d
+// per computed pair, backward 2.5× forward.
+Points attention_flops_per_second(const Timer& timer, TorchBackend& backend, int64_t heads, int64_t kv_heads,
+                                  int64_t head_dim, bool causal) {
+  Points points;
+  for (int64_t s = 128; s <= 2048; s *= 2) {
+    const Positions sequence{TokenRange{0, s}};
+    const AttentionMask mask{causal, sequence, sequence};
+    const Tensor q = backend.wrap(at::randn({1, s, heads, head_dim}), DType::bf16);
+    const Tensor k = backend.wrap(at::randn({1, s, kv_heads, head_dim}), DType::bf16);
+    const Tensor v = backend.wrap(at::randn({1, s, kv_heads, head_dim}), DType::bf16);
+    const Tensor d_out = backend.wrap(at::randn({1, s, heads, head_dim}), DType::bf16);
+    const double seconds = timer.median_seconds([&] {
+      const AttentionOutput forward = backend.attention_forward(q, k, v, mask);
+      backend.attention_backward(d_out, q, k, v, forward.out, forward.lse, mask);
+    });
+    const double flops = 3.5 * 4.0 * static_cast<double>(heads * head_dim) * mask.computed_pairs();
+    points.emplace_back(static_cast<double>(s), flops / seconds);
+    if (4 * seconds > kAttentionPointSeconds) break;
+  }
+  return points;
+}
+
+// Bytes read and written per second by a 64 MiB copy: the rate memory-bound ops stream at.
+double copy_bytes_per_second(const Timer& timer) {
+  const at::Tensor source = at::rand({64 * kMiB / 4});
+  at::Tensor target = at::empty_like(source);
+  const double seconds = timer.median_seconds([&] { target.copy_(source); });
+  return 2.0 * static_cast<double>(source.nbytes()) / seconds;
+}
+
+// The fixed cost of one op (the cost model's kernel launch): an add of two 1-element tensors, timed
+// over a batch so the clock's resolution does not matter.
+double op_overhead_seconds(const Timer& timer) {
+  constexpr int kBatch = 100;
+  const at::Tensor a = at::ones({1}), b = at::ones({1});
+  const double seconds = timer.median_seconds([&] {
+    for (int i = 0; i < kBatch; ++i) at::add(a, b);
+  });
+  return seconds / kBatch;
+}
+
+struct Fabric {
+  Points bus_bandwidth;  // all-reduce bus bandwidth by message bytes
+  double latency_seconds = 0;
+  double all_to_all_bus_bandwidth = 0;  // at the largest size
+};
+
+// The collectives between the ranks, in nccl-tests' bus bandwidth: 2(p−1)/p·size/time for the
+// all-reduce, (p−1)/p·size/time for the all-to-all. With one rank nothing moves; size/time then
+// stands in so that the figures stay positive.
+Fabric measure_fabric(Communicator& communicator, const Timer& timer) {
+  const double p = communicator.size();
+  const double all_reduce_share = p > 1 ? 2 * (p - 1) / p : 1;
+  const double all_to_all_share = p > 1 ? (p - 1) / p : 1;
+  auto all_reduce_seconds = [&](int64_t bytes) {
+    at::Tensor buffer = at::zeros({bytes / 4});
+    return timer.median_seconds([&] { communicator.all_reduce(buffer)->wait(); });
+  };
+  Fabric fabric;
+  fabric.latency_seconds = all_reduce_seconds(4);
+  const int64_t largest = 64 * kMiB;
+  for (int64_t bytes = 1024; bytes <= largest; bytes *= 4) {
+    const double size = static_cast<double>(bytes);
+    fabric.bus_bandwidth.emplace_back(size, all_reduce_share * size / all_reduce_seconds(bytes));
+  }
+  // all_to_all needs p equal chunks.
+  const at::Tensor input = at::zeros({largest / 4 / communicator.size() * communicator.size()});
+  at::Tensor output = at::empty_like(input);
+  const double seconds = timer.median_seconds([&] { communicator.all_to_all(input, output)->wait(); });
+  fabric.all_to_all_bus_bandwidth = all_to_all_share * static_cast<double>(input.nbytes()) / seconds;
+  return fabric;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
+std::string cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos)
+      return line.substr(line.find_first_not_of(" \t", line.find(':') + 1));
+  return "CPU";
+}
+
+double physical_memory_bytes() {
+  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+}
+
+// Four significant digits: measurements are not more precise than that, and the file stays readable.
+double rounded(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4g", value);
+  return std::stod(text);
+}
+
+// A fraction of peak as the schema wants it: in (0, 1]. Above 1 happens when attention (computed in
+// float32) outruns bf16 GEMMs.
+double fraction(double value) {
+  return std::clamp(rounded(value), 1e-4, 1.0);
+}
+
+// [[x, y], ...] with x strictly increasing (a point that is not is dropped) and y = f(y).
+template <class F>
+Json curve(const Points& points, F&& f) {
+  Json json = Json::array();
+  double last_x = 0;
+  for (const auto& [x, y] : points) {
+    if (x <= last_x) continue;
+    json.push_back({static_cast<int64_t>(x), f(y)});
+    last_x = x;
+  }
+  return json;
+}
+
+double peak(const Points& points) {
+  double best = 0;
+  for (const auto& [x, y] : points) best = std::max(best, y);
+  return best;
+}
+
+}  // namespace
+
+std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& model,
+                                const CalibrationOptions& options) {
+  const Timer timer(communicator, std::max(1, options.repeats));
+  const int ranks = communicator.size();
+
+  // Compute, on every rank at once.
+  TorchBackendOptions backend_options;
+  backend_options.precision = options.precision;
+  TorchBackend backend(communicator, model, backend_options);
+  const Points gemm = gemm_flops_per_second(timer, backend.storage_type(DType::bf16));
+  const int64_t heads = std::max<int64_t>(1, model.heads / ranks);
+  const int64_t kv_heads = std::gcd(heads, std::max<int64_t>(1, model.kv_heads / ranks));  // divides heads
+  const Points attention =
+      attention_flops_per_second(timer, backend, heads, kv_heads, model.head_dim(), false);
+  const Points causal = attention_flops_per_second(timer, backend, heads, kv_heads, model.head_dim(), true);
+  const double copy = copy_bytes_per_second(timer);
+  const double launch = op_overhead_seconds(timer);
+  const Fabric fabric = measure_fabric(communicator, timer);
+  communicator.barrier();
+  if (communicator.rank() != 0) return "";
+
+  const std::string host = host_name();
+  const std::string type = options.precision == Precision::mixed ? "bf16" : "fp32";
+  const std::string where = ", median of " + std::to_string(std::max(1, options.repeats)) +
+                            " (then over ranks), on " + host + ", " + std::to_string(ranks) + " ranks, " +
+                            type;
+  auto measured = [&](const std::string& what) { return "measured by paradyse calibrate: " + what + where; };
+  const double gemm_peak = peak(gemm);
+  const int64_t largest_n = std::llround(std::cbrt(gemm.back().first / 2));
+  auto of_peak = [&](double flops_per_second) { return fraction(flops_per_second / gemm_peak); };
+  const std::string attention_what = "TorchBackend attention forward + backward, q [1, s, " +
+                                     std::to_string(heads) + ", " + std::to_string(model.head_dim()) + "], " +
+                                     std::to_string(kv_heads) +
+                                     " kv heads, FLOPs 3.5 x 4 heads d pairs, divided by the GEMM peak";
+
+  Json gpu;
+  gpu["name"] = cpu_model() + " (" + std::to_string(ranks) + " ranks sharing it)";
+  gpu["bf16_flops_per_second"] = rounded(gemm_peak);
+  gpu["hbm_bytes"] = static_cast<int64_t>(physical_memory_bytes() / ranks);
+  gpu["hbm_bytes_per_second"] = rounded(copy);
+  gpu["gemm_efficiency_by_flops"] = curve(gemm, of_peak);
+  gpu["attention_efficiency_by_seq"] = curve(attention, of_peak);
+  gpu["causal_attention_efficiency_by_seq"] = curve(causal, of_peak);
+  gpu["kernel_launch_seconds"] = rounded(launch);
+  gpu["reserved_bytes"] = 0;
+  gpu["allocator_fragmentation"] = 0;
+  gpu["source"] = {
+      {"bf16_flops_per_second", measured("the highest FLOP/s of at::mm on square n x n matrices, n = 64, "
+                                         "128, ..., " +
+                                         std::to_string(largest_n))},
+      {"hbm_bytes", "sysconf: the machine's physical memory (" + host + ") divided by its " +
+                        std::to_string(ranks) + " ranks"},
+      {"hbm_bytes_per_second", measured("copy_ of a 64 MiB tensor, bytes read + written per second")},
+      {"gemm_efficiency_by_flops", measured("at::mm of n x n matrices (2 n^3 FLOPs), FLOP/s over the peak")},
+      {"attention_efficiency_by_seq", measured(attention_what + ", non-causal, by s")},
+      {"causal_attention_efficiency_by_seq", measured(attention_what + ", causal (s(s+1)/2 pairs), by s")},
+      {"kernel_launch_seconds", measured("at::add of two 1-element tensors, per op over batches of 100")},
+      {"reserved_bytes", "none: CPU tensors have no device context"},
+      {"allocator_fragmentation", "none: CPU tensors are freed to the system allocator"}};
+
+  Json intra;
+  intra["bytes_per_second"] = rounded(peak(fabric.bus_bandwidth));
+  intra["bus_bandwidth_by_bytes"] = curve(fabric.bus_bandwidth, rounded);
+  intra["all_to_all_efficiency"] =
+      fraction(fabric.all_to_all_bus_bandwidth / fabric.bus_bandwidth.back().second);
+  intra["latency_seconds"] = rounded(fabric.latency_seconds);
+  const std::string gloo = communicator.name() + " all-reduce of float32 over the " + std::to_string(ranks) +
+                           " ranks with a barrier before each";
+  intra["source"] = {
+      {"bytes_per_second", measured("the highest all-reduce bus bandwidth below")},
+      {"bus_bandwidth_by_bytes", measured(gloo + ", 1 KiB to 64 MiB, bus bandwidth 2(p-1)/p size / time")},
+      {"all_to_all_efficiency",
+       measured(communicator.name() + " all-to-all of 64 MiB, bus bandwidth (p-1)/p size / time, over "
+                                      "the all-reduce's at 64 MiB")},
+      {"latency_seconds", measured(gloo + ", 1 element")}};
+  Json inter = intra;
+  for (Json& text : inter["source"]) text = "single machine: the intra-node figures";
+
+  Json cluster;
+  cluster["name"] = "local-cpu";
+  cluster["description"] = !options.description.empty()
+                               ? options.description
+                               : "this machine (" + host + "): " + cpu_model() + ", " +
+                                     std::to_string(ranks) + " CPU ranks of paradyse's real backend over " +
+                                     communicator.name() + ", " + type;
+  cluster["gpus_per_node"] = ranks;
+  cluster["nics_per_node"] = 1;
+  cluster["source"] = {{"gpus_per_node", "the " + std::to_string(ranks) +
+                                             " ranks of the calibration, each standing for a GPU"},
+                       {"nics_per_node", "assumed: one machine, no NIC between its ranks; 1 for the schema"}};
+  cluster["gpu"] = std::move(gpu);
+  cluster["intra_node"] = std::move(intra);
+  cluster["inter_node"] = std::move(inter);
+  return cluster.dump(2);
+}
+
+}  // namespace paradyse::real

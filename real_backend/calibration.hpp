@@ -1,0 +1,29 @@
+// Calibration: measures this machine as the real backend's CPU ranks use it and writes what it found
+// as a cluster description ("local-cpu") in the schema of hw_models/presets/*.json, so that the cost
+// model and the simulator can predict runs on it. Each figure is measured in the terms the cost model
+// prices it by (costmodel/op_time.cpp): GEMM and attention FLOP/s as the tracer counts FLOPs, copy
+// bandwidth for memory-bound ops, the fixed cost of one op, and all-reduce bus bandwidth by size.
+#pragma once
+
+#include <string>
+
+#include "real_backend/communicator.hpp"
+#include "real_backend/torch_backend.hpp"
+#include "strategies/model.hpp"
+
+namespace paradyse::real {
+
+struct CalibrationOptions {
+  Precision precision = Precision::mixed;  // the element type GEMMs and attention are timed in
+  int repeats = 5;                         // timed repetitions per point; the median is kept
+  std::string description;                 // the JSON's "description"; empty: one naming the host
+};
+
+// Every rank of the group calls it; all ranks measure at the same time, as they will run, and each
+// figure is the median over ranks. Rank 0 returns the cluster JSON text (indent 2), the other ranks
+// an empty string. Attention is timed at the model's head_dim with model.heads / size() heads (at
+// least 1). Takes some seconds; throws CommunicationError if the group fails.
+std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& model,
+                                const CalibrationOptions& options);
+
+}  // namespace paradyse::real
