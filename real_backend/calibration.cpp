@@ -40,24 +40,27 @@ double median_over_ranks(Communicator& communicator, double value) {
   return median(std::vector<double>(first, first + communicator.size()));
 }
 
-// Times a piece of work as all ranks run it together: a barrier lines the ranks up before each run,
-// so they contend for cores and memory as they do in training. One untimed warm-up run first (first
-// touch of memory, thread pools, Gloo's buffers).
+// Times a piece of work as all ranks run it together: a barrier lines the ranks up before each
+// repetition, so they contend for cores and memory as they do in training. One untimed warm-up run
+// first (first touch of memory, thread pools, Gloo's buffers). A repetition of a short piece runs it
+// `batch` times back to back and keeps the mean, as nccl-tests does: a single short run is below the
+// clock's resolution, or, for a collective, often delayed by a whole scheduler tick (milliseconds)
+// while the ranks' threads share the cores, which would make the median of single runs a coin toss.
 class Timer {
  public:
   Timer(Communicator& communicator, int repeats) : communicator_(communicator), repeats_(repeats) {}
 
   template <class Run>
-  double median_seconds(Run&& run) const {
+  double median_seconds(Run&& run, int batch = 1) const {
     communicator_.barrier();
     run();
     std::vector<double> seconds;
     for (int i = 0; i < repeats_; ++i) {
       communicator_.barrier();
       const auto start = std::chrono::steady_clock::now();
-      run();
+      for (int j = 0; j < batch; ++j) run();
       const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-      seconds.push_back(std::max(elapsed.count(), 1e-9));  // a curve's y must stay > 0
+      seconds.push_back(std::max(elapsed.count() / batch, 1e-9));  // a curve's y must stay > 0
     }
     return median_over_ranks(communicator_, median(std::move(seconds)));
   }
@@ -113,15 +116,10 @@ double copy_bytes_per_second(const Timer& timer) {
   return 2.0 * static_cast<double>(source.nbytes()) / seconds;
 }
 
-// The fixed cost of one op (the cost model's kernel launch): an add of two 1-element tensors, timed
-// over a batch so the clock's resolution does not matter.
+// The fixed cost of one op (the cost model's kernel launch): an add of two 1-element tensors.
 double op_overhead_seconds(const Timer& timer) {
-  constexpr int kBatch = 100;
   const at::Tensor a = at::ones({1}), b = at::ones({1});
-  const double seconds = timer.median_seconds([&] {
-    for (int i = 0; i < kBatch; ++i) at::add(a, b);
-  });
-  return seconds / kBatch;
+  return timer.median_seconds([&] { at::add(a, b); }, 100);
 }
 
 struct Fabric {
@@ -139,7 +137,7 @@ Fabric measure_fabric(Communicator& communicator, const Timer& timer) {
   const double all_to_all_share = p > 1 ? (p - 1) / p : 1;
   auto all_reduce_seconds = [&](int64_t bytes) {
     at::Tensor buffer = at::zeros({bytes / 4});
-    return timer.median_seconds([&] { communicator.all_reduce(buffer)->wait(); });
+    return timer.median_seconds([&] { communicator.all_reduce(buffer)->wait(); }, bytes < 4 * kMiB ? 10 : 1);
   };
   Fabric fabric;
   fabric.latency_seconds = all_reduce_seconds(4);
@@ -164,9 +162,12 @@ std::string host_name() {
 
 std::string cpu_model() {
   std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);)
-    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos)
-      return line.substr(line.find_first_not_of(" \t", line.find(':') + 1));
+  for (std::string line; std::getline(cpuinfo, line);) {
+    const std::size_t colon = line.find(':');
+    if (line.rfind("model name", 0) != 0 || colon == std::string::npos) continue;
+    const std::size_t value = line.find_first_not_of(" \t", colon + 1);
+    if (value != std::string::npos) return line.substr(value);
+  }
   return "CPU";
 }
 
@@ -181,8 +182,8 @@ double rounded(double value) {
   return std::stod(text);
 }
 
-// A fraction of peak as the schema wants it: in (0, 1]. Above 1 happens when attention (computed in
-// float32) outruns bf16 GEMMs.
+// A fraction of peak as the schema wants it: in (0, 1]. Above 1 can happen when attention (computed
+// in float32) outruns the GEMMs of the timed element type.
 double fraction(double value) {
   return std::clamp(rounded(value), 1e-4, 1.0);
 }
@@ -238,10 +239,10 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   const double gemm_peak = peak(gemm);
   const int64_t largest_n = std::llround(std::cbrt(gemm.back().first / 2));
   auto of_peak = [&](double flops_per_second) { return fraction(flops_per_second / gemm_peak); };
-  const std::string attention_what = "TorchBackend attention forward + backward, q [1, s, " +
-                                     std::to_string(heads) + ", " + std::to_string(model.head_dim()) + "], " +
-                                     std::to_string(kv_heads) +
-                                     " kv heads, FLOPs 3.5 x 4 heads d pairs, divided by the GEMM peak";
+  const std::string attention_what =
+      "TorchBackend attention forward + backward (scores in float32), q [1, s, " + std::to_string(heads) +
+      ", " + std::to_string(model.head_dim()) + "], " + std::to_string(kv_heads) +
+      " kv heads, FLOPs 3.5 x 4 heads d pairs, divided by the GEMM peak";
 
   Json gpu;
   gpu["name"] = cpu_model() + " (" + std::to_string(ranks) + " ranks sharing it)";
@@ -255,16 +256,15 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   gpu["reserved_bytes"] = 0;
   gpu["allocator_fragmentation"] = 0;
   gpu["source"] = {
-      {"bf16_flops_per_second", measured("the highest FLOP/s of at::mm on square n x n matrices, n = 64, "
-                                         "128, ..., " +
-                                         std::to_string(largest_n))},
+      {"bf16_flops_per_second", measured("the highest FLOP/s of at::mm on square n x n matrices, n = 64 to " +
+                                         std::to_string(largest_n) + " doubling")},
       {"hbm_bytes", "sysconf: the machine's physical memory (" + host + ") divided by its " +
                         std::to_string(ranks) + " ranks"},
       {"hbm_bytes_per_second", measured("copy_ of a 64 MiB tensor, bytes read + written per second")},
       {"gemm_efficiency_by_flops", measured("at::mm of n x n matrices (2 n^3 FLOPs), FLOP/s over the peak")},
       {"attention_efficiency_by_seq", measured(attention_what + ", non-causal, by s")},
       {"causal_attention_efficiency_by_seq", measured(attention_what + ", causal (s(s+1)/2 pairs), by s")},
-      {"kernel_launch_seconds", measured("at::add of two 1-element tensors, per op over batches of 100")},
+      {"kernel_launch_seconds", measured("at::add of two 1-element tensors, the mean of 100 back to back")},
       {"reserved_bytes", "none: CPU tensors have no device context"},
       {"allocator_fragmentation", "none: CPU tensors are freed to the system allocator"}};
 
@@ -274,8 +274,9 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   intra["all_to_all_efficiency"] =
       fraction(fabric.all_to_all_bus_bandwidth / fabric.bus_bandwidth.back().second);
   intra["latency_seconds"] = rounded(fabric.latency_seconds);
-  const std::string gloo = communicator.name() + " all-reduce of float32 over the " + std::to_string(ranks) +
-                           " ranks with a barrier before each";
+  const std::string gloo =
+      communicator.name() + " all-reduce of float32 over the " + std::to_string(ranks) +
+      " ranks, a barrier before each repetition, below 4 MiB the mean of 10 back to back";
   intra["source"] = {
       {"bytes_per_second", measured("the highest all-reduce bus bandwidth below")},
       {"bus_bandwidth_by_bytes", measured(gloo + ", 1 KiB to 64 MiB, bus bandwidth 2(p-1)/p size / time")},

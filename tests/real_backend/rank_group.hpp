@@ -20,7 +20,6 @@ template <class Result>
 std::vector<Result> run_ranks(int degree, const ModelSpec& model,
                               const std::function<Result(real::TorchBackend&)>& body,
                               real::TorchBackendOptions options = {}) {
-  at::set_num_threads(1);  // the ranks share the machine's cores
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<Result> results(static_cast<std::size_t>(degree));
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(degree));
@@ -28,6 +27,7 @@ std::vector<Result> run_ranks(int degree, const ModelSpec& model,
   for (int rank = 0; rank < degree; ++rank)
     threads.emplace_back([&, rank] {
       try {
+        at::set_num_threads(1);  // per thread (OpenMP's setting is): the ranks share the machine's cores
         auto communicator = real::make_gloo_communicator(store, rank, degree, std::chrono::seconds(60));
         real::TorchBackend backend(*communicator, model, options);
         results[static_cast<std::size_t>(rank)] = body(backend);
