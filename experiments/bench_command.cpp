@@ -1,5 +1,7 @@
 #include "experiments/bench_command.hpp"
 
+#include "common/statistics.hpp"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -17,11 +19,6 @@ struct BenchOptions {
   std::string lengths = "4K,32K,256K";
   int repeat = 51;
 };
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 void run(const BenchOptions& options) {
   const std::vector<int64_t> lengths = parse_lengths(options.lengths, "--seq");

@@ -84,7 +84,9 @@ void write_ops(const std::string& path, const real::RunReport& report) {
 void run(const RunOptions& options) {
   const ModelSpec model = options.real.load_model();
   const real::RunRequest request = options.real.request(model);
-  if (!options.profile.empty() && plan_name(request.plan).find(',') != std::string::npos)
+  if (!options.profile.empty() &&
+      request.plan != uniform_plan(*request.plan[0].strategy, static_cast<int64_t>(request.plan.size()),
+                                   request.plan[0].recompute))
     throw InputError("--profile", 0, "",
                      "expected a uniform plan (one strategy for every layer): profiles "
                      "measure strategies one at a time, got " +

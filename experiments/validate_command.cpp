@@ -94,16 +94,19 @@ void validate(const ValidateOptions& options) {
                      "expected at least --ranks = " + std::to_string(options.real.ranks) + " ranks, got " +
                          std::to_string(cluster.num_gpus()) +
                          " (calibrate with as many ranks as you validate on)");
-  // "all": one uniform plan per strategy that can run here.
   std::vector<real::RunRequest> requests;
+  if (options.real.plan != "all") requests.push_back(options.real.request(model));
   RealRunOptions one = options.real;
   for (const Strategy* strategy :
-       options.real.plan == "all" ? all_strategies() : std::vector<const Strategy*>{}) {
-    if (strategy->unsupported(model, options.real.ranks)) continue;
-    one.plan = std::string(strategy->name());
-    requests.push_back(one.request(model));
-  }
-  if (requests.empty()) requests.push_back(options.real.request(model));
+       options.real.plan == "all" ? all_strategies() : std::vector<const Strategy*>{})
+    if (!strategy->unsupported(model, options.real.ranks)) {  // "all": each strategy that can run here
+      one.plan = std::string(strategy->name());
+      requests.push_back(one.request(model));
+    }
+  if (requests.empty())
+    throw InputError(
+        "--plan", 0, "",
+        "no strategy can run " + model.name + " on " + std::to_string(options.real.ranks) + " ranks");
 
   on_every_rank(options.real.ranks, options.real.timeout_s, [&](const real::RankEnvironment& env) {
     const std::vector<real::RunReport> reports = real::run_training(env, requests);

@@ -1,5 +1,7 @@
 #include "real_backend/calibration.hpp"
 
+#include "common/statistics.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,19 +27,9 @@ constexpr double kGemmPointSeconds = 0.3;
 constexpr double kAttentionPointSeconds = 1.0;
 constexpr int64_t kMiB = int64_t{1} << 20;
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t middle = values.size() / 2;
-  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
-}
-
 // The median of every rank's `value`; the same on every rank, so ranks also agree on when to stop.
 double median_over_ranks(Communicator& communicator, double value) {
-  const at::Tensor mine = at::full({1}, value, at::kDouble);
-  at::Tensor all = at::empty({communicator.size()}, at::kDouble);
-  communicator.all_gather(mine, all)->wait();
-  const double* first = all.data_ptr<double>();
-  return median(std::vector<double>(first, first + communicator.size()));
+  return median(gather_values(communicator, {value})[0]);
 }
 
 // Times a piece of work as all ranks run it together: a barrier lines the ranks up before each

@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "real_backend/communication_error.hpp"
 
@@ -46,5 +47,9 @@ class Communicator {
   virtual std::unique_ptr<Work> send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) = 0;
   virtual void barrier() = 0;
 };
+
+// Every rank's `values` on every rank: element i of the result holds value i of each rank, in rank
+// order. For the few numbers (times, peaks) that a measurement summarises over the group.
+std::vector<std::vector<double>> gather_values(Communicator& communicator, const std::vector<double>& values);
 
 }  // namespace paradyse::real

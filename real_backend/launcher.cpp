@@ -130,10 +130,11 @@ int launch_local_ranks(int ranks, std::chrono::seconds grace) {
     pids.push_back(start_rank(args, rank, ranks, "file:" + store.string()));
 
   int result = 0, running = ranks;
-  std::optional<std::chrono::steady_clock::time_point> deadline;
+  std::optional<std::chrono::steady_clock::time_point> deadline;  // for the others, once one failed
+  bool stragglers_killed = false;
   while (running > 0) {
     int status = 0;
-    const pid_t pid = waitpid(-1, &status, deadline ? WNOHANG : 0);
+    const pid_t pid = waitpid(-1, &status, deadline && !stragglers_killed ? WNOHANG : 0);
     if (pid == 0) {  // others still running after a failure
       if (std::chrono::steady_clock::now() < *deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -145,7 +146,7 @@ int launch_local_ranks(int ranks, std::chrono::seconds grace) {
                     << " s after another rank failed: killed\n";
           kill(pids[r], SIGKILL);
         }
-      deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);  // only reaping is left
+      stragglers_killed = true;  // only reaping is left
       continue;
     }
     if (pid < 0) break;

@@ -31,16 +31,12 @@ float uniform(uint64_t name_hash, int64_t index) {
   return static_cast<float>(static_cast<double>(bits >> 11) * 0x1.0p-53 * 2.0 - 1.0);
 }
 
-bool ends_with(std::string_view text, std::string_view suffix) {
-  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
-}
-
 // Value of element (row, col) of the whole tensor. Scales keep activations of unit size through the
 // layers, so that gradients are far from float32's rounding in the tests that compare them.
 float element(std::string_view name, uint64_t name_hash, int64_t row, int64_t col, int64_t cols) {
   const float u = uniform(name_hash, row * cols + col);
-  if (ends_with(name, "gamma")) return 1.0f + 0.2f * u;
-  if (ends_with(name, "beta")) return 0.2f * u;
+  if (name.ends_with("gamma")) return 1.0f + 0.2f * u;
+  if (name.ends_with("beta")) return 0.2f * u;
   if (name == "embedding") return u;
   return u * static_cast<float>(std::sqrt(3.0 / static_cast<double>(cols)));  // unit variance out
 }
@@ -55,8 +51,8 @@ struct RowBlock {
 std::vector<RowBlock> shard_rows(std::string_view name, const ModelSpec& model, int64_t shard_rows_count,
                                  int shard, int degree) {
   std::vector<int64_t> groups{shard_rows_count};
-  if (ends_with(name, ".qkv")) groups = LayerWeights::qkv_groups(model, degree);
-  if (ends_with(name, ".mlp_in")) groups = LayerWeights::mlp_in_groups(model, degree);
+  if (name.ends_with(".qkv")) groups = LayerWeights::qkv_groups(model, degree);
+  if (name.ends_with(".mlp_in")) groups = LayerWeights::mlp_in_groups(model, degree);
   std::vector<RowBlock> blocks;
   int64_t group_start = 0;
   for (int64_t g : groups) {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/errors.hpp"
+#include "common/statistics.hpp"
 #include "real_backend/calibration.hpp"
 #include "real_backend/connect.hpp"
 #include "real_backend/memory_meter.hpp"
@@ -17,19 +18,12 @@
 namespace paradyse::real {
 namespace {
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
 // The largest of each rank's value, on every rank.
 std::vector<double> max_over_ranks(Communicator& communicator, const std::vector<double>& values) {
-  const at::Tensor mine = at::tensor(values, at::kDouble);
-  at::Tensor all = at::empty({communicator.size() * mine.numel()}, at::kDouble);
-  communicator.all_gather(mine, all)->wait();
-  const at::Tensor largest = std::get<0>(all.view({communicator.size(), -1}).max(0));
-  return {largest.data_ptr<double>(), largest.data_ptr<double>() + largest.numel()};
+  std::vector<double> largest;
+  for (const std::vector<double>& across_ranks : gather_values(communicator, values))
+    largest.push_back(*std::max_element(across_ranks.begin(), across_ranks.end()));
+  return largest;
 }
 
 struct PhaseSpans {
@@ -102,7 +96,6 @@ RunReport run_request(const RankEnvironment& env, Communicator* communicator, co
     spec.tokens = seq;
     spec.batch = request.batch;
     spec.plan = request.plan;
-    step_layout(spec, env.size);  // throws InputError on a length the layout cannot split
     const int64_t local = seq / env.size;
     LengthMeasurement m;
     m.seq = seq;

@@ -10,7 +10,8 @@
 
 namespace paradyse::testing {
 
-TEST_CASE("validate: measured peak memory is the simulated one and times come with their error", "[real][cli]") {
+TEST_CASE("validate: measured peak memory is the simulated one and times come with their error",
+          "[real][cli]") {
   TempDir dir;
   const std::string cluster = dir.file("local-cpu.json");
   const RunResult calibrated = run_paradyse("calibrate --ranks 2 --out " + cluster);
