@@ -14,15 +14,16 @@ namespace paradyse::cli {
 namespace {
 
 struct BenchOptions {
-  MachineOptions machine;
+  evaluation::MachineOptions machine;
   std::string strategies = "all";
   std::string lengths = "4K,32K,256K";
   int repeat = 51;
 };
 
 void run(const BenchOptions& options) {
-  const std::vector<int64_t> lengths = parse_lengths(options.lengths, "--seq");
-  const std::vector<const Strategy*> strategies = parse_strategies(options.strategies, "--strategy");
+  const std::vector<int64_t> lengths = evaluation::parse_lengths(options.lengths, "--seq");
+  const std::vector<const Strategy*> strategies =
+      evaluation::parse_strategies(options.strategies, "--strategy");
   if (options.repeat < 1) throw InputError("--repeat", 0, "", "expected a positive count");
   costmodel::Estimator estimator(options.machine.load_model(), options.machine.load_cluster());
   using Clock = std::chrono::steady_clock;
@@ -63,7 +64,7 @@ void add_bench_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "bench",
       "Benchmark: time to trace and estimate one (strategy, length), cold and cached; prints medians.");
-  options->machine.add_to(*command);
+  add_machine_options(*command, options->machine);
   command->add_option("--strategy", options->strategies, "strategy name(s) or 'all'")->capture_default_str();
   command->add_option("--seq", options->lengths, "sequence length(s), comma-separated")
       ->capture_default_str();

@@ -6,14 +6,16 @@
 #include <chrono>
 #include <iostream>
 
-#include "experiments/compare_job.hpp"
+#include "evaluation/compare_job.hpp"
+#include "experiments/command_table.hpp"
+#include "experiments/inputs.hpp"
 #include "experiments/progress_bar.hpp"
 
 namespace paradyse::cli {
 namespace {
 
 struct CompareCommandOptions {
-  CompareJob job;
+  evaluation::CompareJob job;
   std::string out = "out/compare";
   bool json = false;
 };
@@ -22,26 +24,27 @@ void run(const CompareCommandOptions& options) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   ProgressBar bar(isatty(STDERR_FILENO) != 0);
-  CompareJobResult run = run_compare_job(
+  evaluation::CompareJobResult run = evaluation::run_compare_job(
       options.job,
       [&](int64_t done, int64_t total, const std::string& what) { bar.update(done, total, what); });
   bar.finish();
-  const CompareResult& result = run.result;
-  RunDescription& description = run.description;
-  write_compare_outputs(result, description, options.out);
+  const evaluation::CompareResult& result = run.result;
+  evaluation::RunDescription& description = run.description;
+  evaluation::write_compare_outputs(result, description, options.out);
   description.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
   if (options.json) {
-    std::cout << summary_json(result, description).dump(2) << "\n";
+    std::cout << evaluation::summary_json(result, description).dump(2) << "\n";
     return;
   }
   fmt::print("{} on {} (degree {}), trace {}: {}\n", description.model, description.cluster,
              description.degree, description.trace, description.preparation);
   fmt::print("times: {}\n", result.method);
-  if (result.interpolation && result.interpolation->samples > 0)
+  if (result.interpolation && result.interpolation->count() > 0)
     fmt::print("interpolation error on {} sequences simulated directly: mean {:.3f} %, max {:.3f} %\n",
-               result.interpolation->samples, result.interpolation->mean_pct, result.interpolation->max_pct);
-  fmt::print("{}", summary_table(result));
+               result.interpolation->count(), result.interpolation->mean_pct(),
+               result.interpolation->max_pct());
+  fmt::print("{}", evaluation::summary_table(result));
   fmt::print(
       "wrote {}/{{summary.json, per_sequence.csv, report.md, cumulative_time.png, time_by_length.png}} in "
       "{:.1f} s\n",
@@ -52,15 +55,9 @@ void run(const CompareCommandOptions& options) {
 
 void add_compare_command(CLI::App& app) {
   auto options = std::make_shared<CompareCommandOptions>();
-  CLI::App* command = app.add_subcommand(
-      "compare",
-      "Train a dataset's real length trace under each policy, one sequence per training step: total time, "
-      "tokens/s, MFU, sequences out of memory, the longest sequence trained before the first out of memory, "
-      "plan "
-      "switches; writes summary.json, per_sequence.csv, report.md and the plots (the paper's Figure 2) to "
-      "--out.");
-  options->job.machine.add_to(*command);
-  options->job.policies.add_to(*command);
+  CLI::App* command = app.add_subcommand("compare", command_description("compare"));
+  add_machine_options(*command, options->job.machine);
+  add_policy_options(*command, options->job.policies);
   command
       ->add_option(
           "--trace", options->job.trace,

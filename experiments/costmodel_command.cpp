@@ -6,19 +6,21 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "costmodel/accuracy.hpp"
 #include "costmodel/estimate.hpp"
 #include "costmodel/learned_model.hpp"
 #include "costmodel/profile.hpp"
-#include "experiments/compare_job.hpp"
+#include "evaluation/compare_job.hpp"
+#include "evaluation/profiling.hpp"
+#include "experiments/command_table.hpp"
 #include "experiments/inputs.hpp"
-#include "experiments/profiling.hpp"
 #include "sim/simulator.hpp"
 
 namespace paradyse::cli {
 namespace {
 
 struct ProfileOptions {
-  MachineOptions machine;
+  evaluation::MachineOptions machine;
   std::string strategies = "all";
   std::string lengths;
   int degree = 0;
@@ -28,9 +30,10 @@ struct ProfileOptions {
 };
 
 void profile(const ProfileOptions& options) {
-  const std::vector<int64_t> lengths = parse_lengths(options.lengths, "--seq");
-  const std::vector<const Strategy*> strategies = parse_strategies(options.strategies, "--strategy");
-  check_engine(options.engine);
+  const std::vector<int64_t> lengths = evaluation::parse_lengths(options.lengths, "--seq");
+  const std::vector<const Strategy*> strategies =
+      evaluation::parse_strategies(options.strategies, "--strategy");
+  evaluation::check_engine(options.engine);
   if (options.out.empty()) throw InputError("--out", 0, "", "expected a file to write the profile to");
   const ModelSpec model = options.machine.load_model();
   const hw::ClusterSpec cluster = options.machine.load_cluster();
@@ -38,8 +41,8 @@ void profile(const ProfileOptions& options) {
   const int degree = options.degree == 0 ? cluster.num_gpus() : options.degree;
   std::unique_ptr<sim::Simulator> simulator;
   if (options.engine == "sim") simulator = std::make_unique<sim::Simulator>(model, cluster);
-  const costmodel::Profile profile =
-      profile_uniform_plans(estimator, simulator.get(), degree, options.batch, strategies, lengths);
+  const costmodel::Profile profile = evaluation::profile_uniform_plans(estimator, simulator.get(), degree,
+                                                                       options.batch, strategies, lengths);
   if (profile.points.empty())
     throw InputError("--strategy", 0, "", "no strategy given can run " + model.name);
   costmodel::write_profile(profile, options.out);
@@ -75,27 +78,20 @@ void fit(const FitOptions& options) {
 }
 
 struct EvalOptions {
-  MachineOptions machine;
+  evaluation::MachineOptions machine;
   std::string model_file;
   std::string profile;
   bool json = false;
 };
 
-struct Errors {
-  std::vector<double> time, memory;  // absolute percentage errors
-  void add(double predicted_time, double predicted_memory, const costmodel::ProfilePoint& measured) {
-    time.push_back(100 * std::abs(predicted_time - measured.iteration_time_s) / measured.iteration_time_s);
-    memory.push_back(100 * std::abs(predicted_memory - measured.peak_memory_bytes) /
-                     measured.peak_memory_bytes);
-  }
-};
+nlohmann::ordered_json to_json(const PercentageErrors& errors) {
+  if (errors.count() == 0) return nullptr;
+  return {{"mean_ape_pct", errors.mean_pct()}, {"max_ape_pct", errors.max_pct()}};
+}
 
-nlohmann::ordered_json summary(const std::vector<double>& errors) {
-  if (errors.empty()) return nullptr;
-  double sum = 0;
-  for (double e : errors) sum += e;
-  return {{"mean_ape_pct", sum / static_cast<double>(errors.size())},
-          {"max_ape_pct", *std::max_element(errors.begin(), errors.end())}};
+nlohmann::ordered_json to_json(const costmodel::TimeAndMemoryErrors& errors) {
+  return {
+      {"points", errors.time.count()}, {"time", to_json(errors.time)}, {"memory", to_json(errors.memory)}};
 }
 
 // Mean and max absolute percentage error of the learned and the analytic model against a held-out
@@ -103,72 +99,35 @@ nlohmann::ordered_json summary(const std::vector<double>& errors) {
 void eval(const EvalOptions& options) {
   const costmodel::LearnedModel learned = costmodel::LearnedModel::load(options.model_file);
   const costmodel::Profile heldout = costmodel::read_profile(options.profile);
-  const ModelSpec model = options.machine.load_model();
-  const hw::ClusterSpec cluster = options.machine.load_cluster();
-  const auto check = [&](const std::string& file, const std::string& field, const std::string& in_file,
-                         const std::string& asked) {
-    if (in_file != asked)
-      throw InputError(file, 0, field,
-                       "is '" + in_file + "', but '" + asked + "' was asked for (--model, --cluster)");
-  };
-  check(options.model_file, "model", learned.model_name(), model.name);
-  check(options.model_file, "cluster", learned.cluster_name(), cluster.name);
-  check(options.profile, "model", heldout.model, model.name);
-  check(options.profile, "cluster", heldout.cluster, cluster.name);
-  check(options.profile, "degree", std::to_string(heldout.degree), std::to_string(learned.degree()));
-  check(options.profile, "batch", std::to_string(heldout.batch), std::to_string(learned.batch()));
-
-  costmodel::Estimator estimator(model, cluster);
-  std::map<std::string, Errors> errors;  // "learned inside", "analytic outside", ...
-  int compared = 0;
-  for (const costmodel::ProfilePoint& point : heldout.points) {
-    const Strategy* strategy = find_strategy(point.strategy);
-    if (strategy == nullptr || !learned.has(point.strategy, point.recompute)) continue;
-    const costmodel::LearnedPrediction p = learned.predict(point.strategy, point.recompute, point.seq);
-    const Recompute recompute = *parse_recompute(point.recompute);
-    const costmodel::Estimate e = estimator.estimate(
-        *strategy, {.tokens = point.seq, .degree = heldout.degree, .batch = heldout.batch}, recompute);
-    const std::string where = p.extrapolated ? "outside" : "inside";
-    errors["learned " + where].add(p.iteration_time_s, p.peak_memory_bytes, point);
-    errors["analytic " + where].add(e.time.total_seconds, e.memory.peak, point);
-    ++compared;
-  }
-  if (compared == 0)
-    throw InputError(options.profile, 0, "",
-                     "no point of a strategy the cost model knows; nothing to compare");
-
-  nlohmann::ordered_json out;
-  out["model_file"] = options.model_file;
-  out["profile"] = options.profile;
-  out["points"] = compared;
-  for (const char* model_kind : {"learned", "analytic"}) {
-    for (const char* where : {"inside", "outside"}) {
-      const auto found = errors.find(std::string(model_kind) + " " + where);
-      const Errors none;
-      const Errors& e = found == errors.end() ? none : found->second;
-      out[model_kind][where] = {
-          {"points", e.time.size()}, {"time", summary(e.time)}, {"memory", summary(e.memory)}};
-    }
-  }
+  const costmodel::AccuracyReport report =
+      costmodel::evaluate_accuracy(learned, options.model_file, heldout, options.profile,
+                                   options.machine.load_model(), options.machine.load_cluster());
+  const std::pair<const char*, const costmodel::ModelAccuracy*> models[] = {{"learned", &report.learned},
+                                                                            {"analytic", &report.analytic}};
   if (options.json) {
+    nlohmann::ordered_json out;
+    out["model_file"] = options.model_file;
+    out["profile"] = options.profile;
+    out["points"] = report.points;
+    for (const auto& [name, accuracy] : models)
+      out[name] = {{"inside", to_json(accuracy->inside)}, {"outside", to_json(accuracy->outside)}};
     std::cout << out.dump(2) << "\n";
     return;
   }
-  fmt::print("{} held-out points of {} ({}) against {}\n", compared, options.profile, heldout.source,
+  fmt::print("{} held-out points of {} ({}) against {}\n", report.points, options.profile, heldout.source,
              options.model_file);
   fmt::print("{:<10} {:<8} {:>7} {:>15} {:>14} {:>17} {:>16}\n", "model", "range", "points",
              "time_mean_ape_%", "time_max_ape_%", "memory_mean_ape_%", "memory_max_ape_%");
-  for (const char* model_kind : {"learned", "analytic"}) {
-    for (const char* where : {"inside", "outside"}) {
-      const auto& row = out[model_kind][where];
-      if (row["points"] == 0) {
-        fmt::print("{:<10} {:<8} {:>7}\n", model_kind, where, 0);
+  for (const auto& [name, accuracy] : models) {
+    for (const auto& [where, errors] :
+         {std::pair{"inside", &accuracy->inside}, {"outside", &accuracy->outside}}) {
+      if (errors->time.count() == 0) {
+        fmt::print("{:<10} {:<8} {:>7}\n", name, where, 0);
         continue;
       }
-      fmt::print("{:<10} {:<8} {:>7} {:>15.2f} {:>14.2f} {:>17.2f} {:>16.2f}\n", model_kind, where,
-                 row["points"].get<int>(), row["time"]["mean_ape_pct"].get<double>(),
-                 row["time"]["max_ape_pct"].get<double>(), row["memory"]["mean_ape_pct"].get<double>(),
-                 row["memory"]["max_ape_pct"].get<double>());
+      fmt::print("{:<10} {:<8} {:>7} {:>15.2f} {:>14.2f} {:>17.2f} {:>16.2f}\n", name, where,
+                 errors->time.count(), errors->time.mean_pct(), errors->time.max_pct(),
+                 errors->memory.mean_pct(), errors->memory.max_pct());
     }
   }
 }
@@ -176,18 +135,14 @@ void eval(const EvalOptions& options) {
 }  // namespace
 
 void add_costmodel_command(CLI::App& app) {
-  CLI::App* command = app.add_subcommand(
-      "costmodel",
-      "The paper's learned cost model: profile uniform plans (simulated), fit a random forest inside the "
-      "profiled "
-      "lengths and a polynomial beyond, and evaluate it and the analytic model on held-out profiles.");
+  CLI::App* command = app.add_subcommand("costmodel", command_description("costmodel"));
   command->require_subcommand(1);
 
   auto profile_options = std::make_shared<ProfileOptions>();
   CLI::App* profile_command = command->add_subcommand(
       "profile",
       "Simulate (or estimate) every strategy's uniform plan at each length and write a profile CSV.");
-  profile_options->machine.add_to(*profile_command);
+  add_machine_options(*profile_command, profile_options->machine);
   profile_command->add_option("--strategy", profile_options->strategies, "strategy name(s) or 'all'")
       ->capture_default_str();
   profile_command->add_option("--seq", profile_options->lengths, "sequence lengths: 1K,2K,4K")->required();
@@ -211,7 +166,7 @@ void add_costmodel_command(CLI::App& app) {
                               "Mean and max absolute percentage error of the learned and the analytic model "
                               "against a held-out profile, "
                               "inside and outside the learned model's profiled lengths.");
-  eval_options->machine.add_to(*eval_command);
+  add_machine_options(*eval_command, eval_options->machine);
   eval_command->add_option("--costmodel", eval_options->model_file, "learned model file")->required();
   eval_command->add_option("--profile", eval_options->profile, "held-out profile CSV")->required();
   eval_command->add_flag("--json", eval_options->json, "print JSON instead of a table");

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "common/units.hpp"
 #include "costmodel/estimate.hpp"
 #include "experiments/inputs.hpp"
 
@@ -12,7 +13,7 @@ namespace paradyse::cli {
 namespace {
 
 struct EstimateOptions {
-  MachineOptions machine;
+  evaluation::MachineOptions machine;
   std::string strategies = "all";
   std::string lengths;
   int degree = 0;
@@ -20,8 +21,6 @@ struct EstimateOptions {
   std::string recompute = "none";
   bool json = false;
 };
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct Row {
   const Strategy* strategy;
@@ -108,9 +107,10 @@ void print_table(const std::vector<Row>& rows) {
 
 void run(const EstimateOptions& options) {
   // Validate every input before any work, so a bad flag leaves no partial output.
-  const std::vector<int64_t> lengths = parse_lengths(options.lengths, "--seq");
-  const std::vector<const Strategy*> strategies = parse_strategies(options.strategies, "--strategy");
-  const Recompute recompute = parse_recompute_flag(options.recompute);
+  const std::vector<int64_t> lengths = evaluation::parse_lengths(options.lengths, "--seq");
+  const std::vector<const Strategy*> strategies =
+      evaluation::parse_strategies(options.strategies, "--strategy");
+  const Recompute recompute = evaluation::parse_recompute_flag(options.recompute);
   costmodel::Estimator estimator(options.machine.load_model(), options.machine.load_cluster());
   const int degree = options.degree == 0 ? estimator.cluster().num_gpus() : options.degree;
   const bool single = strategies.size() == 1 && lengths.size() == 1;
@@ -169,7 +169,7 @@ void add_estimate_command(CLI::App& app) {
       "on P "
       "GPUs, optimizer step included) for each strategy and length. Lengths are padded up to a multiple of P "
       "(2P for causal models, whose ranks hold two zig-zag chunks); padding is reported.");
-  options->machine.add_to(*command);
+  add_machine_options(*command, options->machine);
   command
       ->add_option("--strategy", options->strategies,
                    "strategy name, comma-separated names, or 'all' (" + strategy_names() + ")")

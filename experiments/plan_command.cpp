@@ -7,39 +7,23 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "common/units.hpp"
 #include "experiments/inputs.hpp"
-#include "experiments/policy_options.hpp"
+#include "selector/longest_length.hpp"
 #include "selector/optimal_policy.hpp"
 #include "selector/paradyse_policy.hpp"
 
 namespace paradyse::cli {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
 struct PlanOptions {
-  MachineOptions machine;
-  PolicyOptions policies;
+  evaluation::MachineOptions machine;
+  evaluation::PolicyOptions policies;
   std::string lengths;
   bool longest = false;
   int64_t max_seq = 16 * 1024 * 1024;
   bool json = false;
 };
-
-// "megatron_ts×6,metp×2": runs of equal layers.
-std::string compact(const Plan& plan) {
-  if (plan.empty()) return "-";
-  std::string text;
-  for (std::size_t l = 0; l < plan.size();) {
-    std::size_t end = l;
-    while (end < plan.size() && plan[end] == plan[l]) ++end;
-    if (!text.empty()) text += ",";
-    text += plan_name({plan[l]});
-    if (end - l > 1) text += "x" + std::to_string(end - l);
-    l = end;
-  }
-  return text;
-}
 
 nlohmann::ordered_json to_json(const selector::Decision& d) {
   nlohmann::ordered_json j;
@@ -59,31 +43,13 @@ nlohmann::ordered_json to_json(const selector::Decision& d) {
   return j;
 }
 
-// The longest length at which `policy` plans something that fits, by bisection (a plan that fits a
-// length fits every shorter one); 0 when not even one token fits.
-std::pair<int64_t, selector::Decision> longest(selector::Policy& policy, int64_t max_seq) {
-  int64_t fits = 0, fails = max_seq + 1;
-  selector::Decision at_longest;
-  while (fails - fits > 1) {
-    const int64_t middle = fits + (fails - fits) / 2;
-    selector::Decision decision = policy.decide(middle);
-    if (decision.fits) {
-      fits = middle;
-      at_longest = std::move(decision);
-    } else {
-      fails = middle;
-    }
-  }
-  return {fits, at_longest};
-}
-
 void run(const PlanOptions& options) {
   if (options.longest == !options.lengths.empty())
     throw InputError("--seq", 0, "", "expected either --seq LENGTHS or --longest");
   const std::vector<int64_t> lengths =
-      options.longest ? std::vector<int64_t>{} : parse_lengths(options.lengths, "--seq");
+      options.longest ? std::vector<int64_t>{} : evaluation::parse_lengths(options.lengths, "--seq");
   if (options.max_seq < 1) throw InputError("--max-seq", 0, "", "expected a positive token count");
-  PolicySet set = options.policies.build(options.machine);
+  evaluation::PolicySet set = options.policies.build(options.machine);
 
   if (options.longest) {
     nlohmann::ordered_json out = nlohmann::ordered_json::array();
@@ -91,13 +57,14 @@ void run(const PlanOptions& options) {
       fmt::print("longest length each policy plans within memory ({} on {}, cost model {}):\n",
                  set.model.name, set.cluster.name, set.source->name());
     for (auto& policy : set.policies) {
-      const auto [tokens, decision] = longest(*policy, options.max_seq);
+      const auto [tokens, decision] = selector::longest_length(*policy, options.max_seq);
       if (options.json) {
         out.push_back(
-            {{"policy", policy->name()}, {"longest_seq", tokens}, {"plan", compact(decision.plan)}});
+            {{"policy", policy->name()}, {"longest_seq", tokens}, {"plan", plan_runs_name(decision.plan)}});
         continue;
       }
-      fmt::print("{:<22} {:>9} {}\n", policy->name(), tokens, tokens > 0 ? compact(decision.plan) : "");
+      fmt::print("{:<22} {:>9} {}\n", policy->name(), tokens,
+                 tokens > 0 ? plan_runs_name(decision.plan) : "");
     }
     if (options.json) std::cout << out.dump(2) << "\n";
     return;
@@ -119,11 +86,11 @@ void run(const PlanOptions& options) {
   for (const selector::Decision& d : decisions)
     fmt::print("{:<22} {:>8} {:>12.2f} {:>9.2f} {:>5} {:>8}  {}{}\n", d.policy, d.tokens,
                d.predicted_seconds * 1e3, d.predicted_peak_bytes / kGiB, d.fits ? "yes" : "OOM", d.switches,
-               compact(d.plan), d.fallback ? " (nothing fits: the leanest)" : "");
+               plan_runs_name(d.plan), d.fallback ? " (nothing fits: the leanest)" : "");
 }
 
 struct BenchOptions {
-  MachineOptions machine;
+  evaluation::MachineOptions machine;
   std::string length = "128K";
   int layers = 96;
   int decisions = 2000;
@@ -149,7 +116,7 @@ costmodel::CostTable bench_table(selector::AnalyticCostSource& source, int64_t t
 }
 
 void bench(const BenchOptions& options) {
-  const std::vector<int64_t> lengths = parse_lengths(options.length, "--seq");
+  const std::vector<int64_t> lengths = evaluation::parse_lengths(options.length, "--seq");
   if (lengths.size() != 1) throw InputError("--seq", 0, "", "expected one sequence length");
   if (options.layers < 1) throw InputError("--layers", 0, "", "expected a positive layer count");
   if (options.decisions < 1) throw InputError("--decisions", 0, "", "expected a positive count");
@@ -182,7 +149,7 @@ void bench(const BenchOptions& options) {
     const double p99 = micros[std::min(micros.size() - 1, micros.size() * 99 / 100)];
     fmt::print("{:<10} {:>14.0f} {:>10.1f} {:>10.1f} {:>8}  {}\n", name,
                static_cast<double>(micros.size()) / total * 1e6, micros[micros.size() / 2], p99,
-               fmt::format("{:.0f}us", target_us), compact(last.plan));
+               fmt::format("{:.0f}us", target_us), plan_runs_name(last.plan));
   };
   measure(
       "paradyse", [&] { return paradyse.decide(table); }, 100);
@@ -199,8 +166,8 @@ void add_plan_command(CLI::App& app) {
       "The plan (a strategy per layer) each policy chooses for sequences of the given lengths, in the "
       "given order, with its predicted time, peak memory and number of strategy switches; or, with "
       "--longest, the longest length each policy can plan without running out of memory.");
-  options->machine.add_to(*command);
-  options->policies.add_to(*command);
+  add_machine_options(*command, options->machine);
+  add_policy_options(*command, options->policies);
   command->add_option("--seq", options->lengths,
                       "sequence length(s) in tokens, decided in this order: 4096, 16K");
   command->add_flag("--longest", options->longest,
@@ -216,7 +183,7 @@ void add_bench_plan_command(CLI::App& app) {
       "bench-plan",
       "Benchmark: decisions per second and per-decision latency (median, p99) of the paradyse and optimal "
       "policies on a table of many layers, uncached.");
-  options->machine.add_to(*command);
+  add_machine_options(*command, options->machine);
   command->add_option("--seq", options->length, "length whose layer costs fill the table")
       ->capture_default_str();
   command->add_option("--layers", options->layers, "layers in the table")->capture_default_str();

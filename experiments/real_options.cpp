@@ -64,13 +64,13 @@ real::RunRequest RealRunOptions::request(const ModelSpec& spec) const {
   if (warmup < 0) throw InputError("--warmup", 0, "", "expected 0 or more, got " + std::to_string(warmup));
   real::RunRequest r;
   r.model = &spec;
-  r.plan = parse_plan(plan, spec, parse_recompute_flag(recompute));
+  r.plan = evaluation::parse_plan(plan, spec, evaluation::parse_recompute_flag(recompute));
   for (const LayerChoice& choice : r.plan)
     if (auto reason = choice.strategy->unsupported(spec, ranks))
       throw InputError("--ranks", 0, "",
                        std::string(choice.strategy->name()) + " cannot run " + spec.name + " on " +
                            std::to_string(ranks) + " ranks: " + *reason);
-  r.lengths = parse_lengths(seq, "--seq");
+  r.lengths = evaluation::parse_lengths(seq, "--seq");
   for (int64_t length : r.lengths) {
     const int64_t multiple = SequenceLayout::required_multiple(ranks, spec.causal);
     if (length % multiple != 0)

@@ -7,13 +7,13 @@
 
 #include "common/atomic_file.hpp"
 #include "common/errors.hpp"
+#include "common/units.hpp"
 #include "costmodel/profile.hpp"
+#include "experiments/command_table.hpp"
 #include "experiments/real_options.hpp"
 
 namespace paradyse::cli {
 namespace {
-
-constexpr double kMiB = 1024.0 * 1024.0;
 
 struct RunOptions {
   RealRunOptions real;
@@ -110,14 +110,7 @@ void run(const RunOptions& options) {
 
 void add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
-  CLI::App* command = app.add_subcommand(
-      "run",
-      "Run training steps for real: forward, backward, gradient reduction and an AdamW step of the model "
-      "with "
-      "the plan's strategy per layer, on --ranks processes of this machine (or as one rank of an mpirun/srun "
-      "job), with LibTorch tensors and Gloo (CPU) or NCCL (GPU). Prints the median step time, tokens/s and "
-      "the "
-      "peak memory any rank held.");
+  CLI::App* command = app.add_subcommand("run", command_description("run"));
   options->real.add_to(*command);
   command->add_option("--profile", options->profile,
                       "also write the measurements as a profile dataset (CSV) for `paradyse costmodel fit`");

@@ -11,6 +11,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "common/units.hpp"
+#include "experiments/command_table.hpp"
 #include "experiments/inputs.hpp"
 #include "sim/simulator.hpp"
 #include "sim/timeline_json.hpp"
@@ -18,10 +20,8 @@
 namespace paradyse::cli {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
 struct SimulateOptions {
-  MachineOptions machine;
+  evaluation::MachineOptions machine;
   std::string plan;
   std::string length;
   int degree = 0;
@@ -102,11 +102,12 @@ void write_timeline_file(const sim::SimulationResult& result, const std::string&
 
 void run(const SimulateOptions& options) {
   // Every input is checked before anything is simulated or written.
-  const std::vector<int64_t> lengths = parse_lengths(options.length, "--seq");
+  const std::vector<int64_t> lengths = evaluation::parse_lengths(options.length, "--seq");
   if (lengths.size() != 1)
     throw InputError("--seq", 0, "", "expected one sequence length, got " + options.length);
   const ModelSpec model = options.machine.load_model();
-  const Plan plan = parse_plan(options.plan, model, parse_recompute_flag(options.recompute));
+  const Plan plan =
+      evaluation::parse_plan(options.plan, model, evaluation::parse_recompute_flag(options.recompute));
   if (!options.timeline.empty() && std::filesystem::is_directory(options.timeline))
     throw InputError("--timeline", 0, "",
                      "expected a file path, got the directory '" + options.timeline + "'");
@@ -124,15 +125,16 @@ void run(const SimulateOptions& options) {
 }
 
 struct BenchOptions {
-  MachineOptions machine;
+  evaluation::MachineOptions machine;
   std::string strategies = "all";
   std::string length = "128K";
   int repeat = 5;
 };
 
 void bench(const BenchOptions& options) {
-  const std::vector<int64_t> lengths = parse_lengths(options.length, "--seq");
-  const std::vector<const Strategy*> strategies = parse_strategies(options.strategies, "--strategy");
+  const std::vector<int64_t> lengths = evaluation::parse_lengths(options.length, "--seq");
+  const std::vector<const Strategy*> strategies =
+      evaluation::parse_strategies(options.strategies, "--strategy");
   if (options.repeat < 1) throw InputError("--repeat", 0, "", "expected a positive count");
   sim::Simulator simulator(options.machine.load_model(), options.machine.load_cluster());
   const ModelSpec& model = simulator.model();
@@ -166,14 +168,8 @@ void bench(const BenchOptions& options) {
 
 void add_simulate_command(CLI::App& app) {
   auto options = std::make_shared<SimulateOptions>();
-  CLI::App* command = app.add_subcommand(
-      "simulate",
-      "Simulate one training iteration (one micro-batch of B sequences of N tokens on P GPUs, optimizer step "
-      "included) of a plan on a SimGrid model of the cluster: every rank's ops on a compute and a "
-      "communication stream, collectives as NCCL-style flows that contend for NVLink and the NICs, memory "
-      "from every allocation and free. Prints the iteration time, per-rank compute, exposed communication "
-      "and idle time, and peak memory; running out of memory is reported, not an error.");
-  options->machine.add_to(*command);
+  CLI::App* command = app.add_subcommand("simulate", command_description("simulate"));
+  add_machine_options(*command, options->machine);
   command
       ->add_option(
           "--plan", options->plan,
@@ -196,11 +192,8 @@ void add_simulate_command(CLI::App& app) {
 
 void add_bench_simulate_command(CLI::App& app) {
   auto options = std::make_shared<BenchOptions>();
-  CLI::App* command = app.add_subcommand(
-      "bench-simulate",
-      "Benchmark: wall time to trace and simulate one iteration per strategy, and simulated activities per "
-      "second; prints medians.");
-  options->machine.add_to(*command);
+  CLI::App* command = app.add_subcommand("bench-simulate", command_description("bench-simulate"));
+  add_machine_options(*command, options->machine);
   command->add_option("--strategy", options->strategies, "strategy name(s) or 'all'")->capture_default_str();
   command->add_option("--seq", options->length, "sequence length(s), comma-separated")->capture_default_str();
   command->add_option("--repeat", options->repeat, "runs per row")->capture_default_str();

@@ -1,32 +1,18 @@
-// paradyse sweep: a compare run at every point of a spec's grid. Rows are appended to rows.jsonl as
-// each point finishes (one write each, O_APPEND), so an interrupted sweep restarted with the same
-// spec and folder runs only the points missing. Every point runs in a process of its own, forked
-// (--jobs at once), so that its simulations see a fresh simulator whichever way the sweep is run and
-// give the same numbers; started under mpirun, ranks share the points out (point k to rank k mod
-// size) and rank 0 gathers every rank's rows and writes sweep.csv, sweep.json and the plots.
+// paradyse sweep: the compare at every point of a spec's grid (evaluation/sweep.hpp).
 #include "experiments/sweep_command.hpp"
 
-#include <fcntl.h>
 #include <fmt/core.h>
-#include <mpi.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <map>
-#include <set>
-#include <sstream>
 
 #include "common/errors.hpp"
-#include "experiments/sweep_spec.hpp"
+
+#include "evaluation/sweep.hpp"
+#include "experiments/command_table.hpp"
 
 namespace paradyse::cli {
 namespace {
 
-namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
 struct SweepOptions {
@@ -37,274 +23,26 @@ struct SweepOptions {
   bool json = false;
 };
 
-bool under_mpirun() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
-}
-
-// The static policy that trains the most sequences (the fastest of equals): the one a user could run
-// instead of switching.
-const PolicyResult* best_static(const CompareResult& result) {
-  const PolicyResult* best = nullptr;
-  for (const PolicyResult& p : result.policies) {
-    if (!p.policy.starts_with("static:")) continue;
-    if (best == nullptr || p.trained > best->trained ||
-        (p.trained == best->trained && p.total_seconds < best->total_seconds))
-      best = &p;
-  }
-  return best;
-}
-
-Json run_point(const SweepSpec& spec, const SweepPoint& point) {
-  const CompareJobResult run = run_compare_job(spec.job(point));
-  Json row;
-  row["point"] = point.index;
-  row["id"] = point.id;
-  for (const auto& [axis, value] : point.values.items()) row[axis] = value;
-  row["policies"] = Json::object();
-  for (const PolicyResult& p : run.result.policies)
-    row["policies"][p.policy] = {{"total_time_s", p.total_seconds},
-                                 {"tokens_per_s", p.tokens_per_second},
-                                 {"mfu", p.mfu},
-                                 {"oom_count", p.oom_count},
-                                 {"max_len_before_oom", p.max_len_before_oom}};
-  const PolicyResult* best = best_static(run.result);
-  row["best_static"] = best != nullptr ? best->policy : "";
-  for (const PolicyResult& p : run.result.policies) {
-    if (p.policy != "paradyse" && p.policy != "optimal") continue;
-    const auto [static_seconds, seconds] = best != nullptr ? common_seconds(*best, p) : std::pair{0.0, 0.0};
-    row["speedup_" + p.policy] = seconds > 0 ? static_seconds / seconds : 0.0;
-  }
-  return row;
-}
-
-void append_row(const fs::path& file, const Json& row) {
-  const std::string line = row.dump() + "\n";
-  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
-  if (fd < 0 || ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
-    throw InputError(file.string(), 0, "", "cannot append a row");
-  ::close(fd);
-}
-
-// Finished rows by point; a line cut short by a kill is ignored (its point runs again).
-std::map<int, Json> read_rows(const fs::path& file) {
-  std::map<int, Json> rows;
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line)) {
-    const Json row = Json::parse(line, nullptr, false);
-    if (row.is_discarded() || !row.contains("point")) continue;
-    rows.emplace(row.at("point").get<int>(), row);
-  }
-  return rows;
-}
-
-void run_in_processes(const SweepSpec& spec, const std::vector<const SweepPoint*>& points,
-                      const fs::path& rows_file, int jobs) {
-  std::map<pid_t, const SweepPoint*> running;
-  std::vector<std::string> failed;
-  std::size_t next = 0;
-  while (next < points.size() || !running.empty()) {
-    while (failed.empty() && next < points.size() && static_cast<int>(running.size()) < jobs) {
-      const SweepPoint* point = points[next++];
-      std::fflush(nullptr);
-      const pid_t pid = fork();
-      if (pid < 0) throw InternalError("fork failed");
-      if (pid == 0) {
-        try {
-          append_row(rows_file, run_point(spec, *point));
-          _exit(0);
-        } catch (const std::exception& e) {
-          fmt::print(stderr, "paradyse: point {} ({}): {}\n", point->index, point->id, e.what());
-          _exit(2);
-        }
-      }
-      running.emplace(pid, point);
-    }
-    int status = 0;
-    const pid_t pid = waitpid(-1, &status, 0);
-    if (pid < 0) break;
-    const auto found = running.find(pid);
-    if (found == running.end()) continue;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failed.push_back(found->second->id);
-    running.erase(found);
-  }
-  if (!failed.empty())
-    throw InputError(spec.path, 0, "",
-                     "points failed: " + failed.front() + (failed.size() > 1 ? " and others" : ""));
-}
-
-// Rank k runs points k, k + size, ... (each in its own process, as without MPI); rank 0 gathers
-// every rank's rows.
-std::vector<Json> run_under_mpi(const SweepSpec& spec, const std::vector<const SweepPoint*>& missing,
-                                const fs::path& rows_file, int rank, int size) {
-  std::vector<const SweepPoint*> share;
-  for (std::size_t i = static_cast<std::size_t>(rank); i < missing.size();
-       i += static_cast<std::size_t>(size))
-    share.push_back(missing[i]);
-  run_in_processes(spec, share, rows_file, 1);
-  const std::map<int, Json> rows = read_rows(rows_file);
-  std::string mine;
-  for (const SweepPoint* point : share) mine += rows.at(point->index).dump() + "\n";
-  const int length = static_cast<int>(mine.size());
-  std::vector<int> lengths(static_cast<std::size_t>(size)), offsets(static_cast<std::size_t>(size));
-  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  int total = 0;
-  for (int r = 0; r < size; ++r) {
-    offsets[static_cast<std::size_t>(r)] = total;
-    total += lengths[static_cast<std::size_t>(r)];
-  }
-  std::string all(static_cast<std::size_t>(rank == 0 ? total : 0), '\0');
-  MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0,
-              MPI_COMM_WORLD);
-  std::vector<Json> gathered;
-  std::istringstream in(all);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) gathered.push_back(Json::parse(line));
-  return gathered;
-}
-
-std::string csv_cell(const Json& value) {
-  if (value.is_null()) return "";
-  if (value.is_string()) return value.get<std::string>();
-  return value.dump();
-}
-
-void plot(const std::vector<Json>& rows, const std::vector<std::string>& policies, const fs::path& dir) {
-  const fs::path data = dir / "plot-data";
-  fs::create_directories(data);
-  std::ofstream table(data / "rows.dat");
-  for (const Json& row : rows) {
-    table << row.at("point").get<int>() << " \"" << row.at("id").get<std::string>() << "\" "
-          << row.value("speedup_paradyse", 0.0) << " " << row.value("speedup_optimal", 0.0);
-    for (const std::string& p : policies) {
-      const Json& cell =
-          row.at("policies").contains(p) ? row.at("policies").at(p).at("max_len_before_oom") : Json(0);
-      table << " " << cell.get<int64_t>();
-    }
-    table << "\n";
-  }
-  table.close();
-  const std::string file = (data / "rows.dat").string();
-  std::string script =
-      "set terminal pngcairo size 1100,650 noenhanced font 'sans,11'\nset grid\nset key outside right\n";
-  script += "set xtics rotate by -20\nset style data histograms\nset style histogram clustered gap 1\n";
-  script += "set style fill solid 0.8 border -1\nset boxwidth 0.9\nset yrange [0:*]\n";
-  script += "set output '" + (dir / "speedup.png").string() + "'\n";
-  script +=
-      "set title 'speedup over the static strategy that trains the most sequences'\nset ylabel 'speedup "
-      "(x)'\n";
-  script += "plot '" + file +
-            "' using 3:xtic(2) title 'paradyse' lw 2 pt 7, '' using 4:xtic(2) title 'optimal' lw 2 pt 5\n";
-  script += "set output '" + (dir / "longest.png").string() + "'\nset logscale y 2\nset yrange [1024:*]\n";
-  script +=
-      "set ytics ('1K' 1024, '4K' 4096, '16K' 16384, '64K' 65536, '256K' 262144, '1M' 1048576, '4M' 4194304, "
-      "'16M' 16777216)\n";
-  script += "set title 'longest sequence trained before the first out of memory'\nset ylabel 'tokens'\nplot ";
-  for (std::size_t i = 0; i < policies.size(); ++i)
-    script +=
-        fmt::format("{}'{}' using {}:xtic(2) title '{}' lw 2", i == 0 ? "" : ", ", file, 5 + i, policies[i]);
-  script += "\n";
-  std::ofstream(data / "plots.gp") << script;
-  const std::string command =
-      "gnuplot '" + (data / "plots.gp").string() + "' 2>'" + (data / "gnuplot.log").string() + "'";
-  if (std::system(command.c_str()) != 0)
-    throw InputError("gnuplot", 0, "",
-                     "could not draw the sweep plots (apt-get install gnuplot-nox); see " +
-                         (data / "gnuplot.log").string());
-  fs::remove_all(data);
-}
-
-void write_outputs(const SweepSpec& spec, const std::vector<Json>& rows, const fs::path& dir) {
-  std::vector<std::string> policies;
-  for (const Json& row : rows)
-    for (const auto& [policy, values] : row.at("policies").items())
-      if (std::find(policies.begin(), policies.end(), policy) == policies.end()) policies.push_back(policy);
-  std::string csv = "point,id";
-  for (const std::string& axis : spec.axes) csv += "," + axis;
-  csv += ",best_static,speedup_paradyse,speedup_optimal";
-  const std::vector<std::string> fields = {"total_time_s", "tokens_per_s", "mfu", "oom_count",
-                                           "max_len_before_oom"};
-  for (const std::string& p : policies)
-    for (const std::string& f : fields) csv += "," + p + "." + f;
-  csv += "\n";
-  for (const Json& row : rows) {
-    csv += fmt::format("{},\"{}\"", row.at("point").get<int>(), row.at("id").get<std::string>());
-    for (const std::string& axis : spec.axes) csv += "," + csv_cell(row.at(axis));
-    csv += "," + csv_cell(row.at("best_static")) + "," + csv_cell(row.value("speedup_paradyse", Json())) +
-           "," + csv_cell(row.value("speedup_optimal", Json()));
-    for (const std::string& p : policies)
-      for (const std::string& f : fields)
-        csv +=
-            "," + (row.at("policies").contains(p) ? csv_cell(row.at("policies").at(p).at(f)) : std::string());
-    csv += "\n";
-  }
-  std::ofstream(dir / "sweep.csv") << csv;
-  std::ofstream(dir / "sweep.json") << Json{{"spec", spec.path}, {"axes", spec.axes}, {"rows", rows}}.dump(2)
-                                    << "\n";
-  plot(rows, policies, dir);
-}
-
 void run(const SweepOptions& options) {
   if (options.jobs < 1) throw InputError("--jobs", 0, "", "expected a positive count");
-  const SweepSpec spec =
-      load_sweep_spec(options.spec, options.plan_only);  // every point checked before anything runs
-  const fs::path dir(options.out), rows_file = dir / "rows.jsonl", spec_file = dir / "spec.json";
-
-  const bool mpi = under_mpirun();
-  int rank = 0, size = 1;
-  if (mpi) {
-    MPI_Init(nullptr, nullptr);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-  }
-  if (rank == 0) {
-    fs::create_directories(dir);
-    if (fs::exists(spec_file)) {
-      std::ifstream in(spec_file);
-      const std::string earlier((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (earlier != spec.text)
-        throw InputError("--out", 0, "",
-                         "'" + options.out + "' holds a sweep of another spec; give a new folder");
-    } else {
-      std::ofstream(spec_file) << spec.text;
-    }
-  }
-  if (mpi) MPI_Barrier(MPI_COMM_WORLD);
-  const std::map<int, Json> done = read_rows(rows_file);
-  std::vector<const SweepPoint*> missing;
-  for (const SweepPoint& point : spec.points)
-    if (!done.contains(point.index)) missing.push_back(&point);
-
-  std::vector<Json> gathered;
-  if (mpi)
-    gathered = run_under_mpi(spec, missing, rows_file, rank, size);
-  else
-    run_in_processes(spec, missing, rows_file, options.jobs);
-  if (mpi) MPI_Finalize();
-  if (rank != 0) return;
-
-  std::map<int, Json> rows = read_rows(rows_file);
-  for (const Json& row : gathered)
-    if (rows.emplace(row.at("point").get<int>(), row).second) append_row(rows_file, row);
-  std::vector<Json> ordered;
-  for (const SweepPoint& point : spec.points) {
-    const auto found = rows.find(point.index);
-    if (found == rows.end()) throw InternalError("point " + point.id + " has no row");
-    ordered.push_back(found->second);
-  }
-  write_outputs(spec, ordered, dir);
+  // Every point is checked before anything runs.
+  const evaluation::SweepSpec spec = evaluation::load_sweep_spec(options.spec, options.plan_only);
+  const evaluation::SweepRun run = evaluation::run_sweep(spec, options.out, options.jobs);
+  if (run.rows.empty()) return;  // an MPI rank other than 0
   if (options.json) {
-    std::cout << Json{{"rows", ordered}}.dump(2) << "\n";
+    std::cout << Json{{"rows", run.rows}}.dump(2) << "\n";
     return;
   }
-  fmt::print("{} points ({} run now, {} from an earlier run){}\n", spec.points.size(), missing.size(),
-             spec.points.size() - missing.size(), mpi ? fmt::format(", over {} MPI ranks", size) : "");
-  fmt::print("{:<44} {:>12} {:>18} {:>17}\n", "point", "best static", "paradyse speedup", "optimal speedup");
-  for (const Json& row : ordered)
-    fmt::print("{:<44} {:>12} {:>17.2f}x {:>16.2f}x\n", row.at("id").get<std::string>(),
-               row.at("best_static").get<std::string>().substr(7), row.value("speedup_paradyse", 0.0),
+  fmt::print("{} points ({} run now, {} from an earlier run){}\n", spec.points.size(), run.run_now,
+             spec.points.size() - static_cast<std::size_t>(run.run_now),
+             run.mpi_ranks > 0 ? fmt::format(", over {} MPI ranks", run.mpi_ranks) : "");
+  fmt::print("{:<44} {:>18} {:>18} {:>17}\n", "point", "best static", "paradyse speedup", "optimal speedup");
+  for (const Json& row : run.rows) {
+    const std::string best = row.at("best_static").get<std::string>();
+    fmt::print("{:<44} {:>18} {:>17.2f}x {:>16.2f}x\n", row.at("id").get<std::string>(),
+               best.empty() ? "-" : best.substr(best.find(':') + 1), row.value("speedup_paradyse", 0.0),
                row.value("speedup_optimal", 0.0));
+  }
   fmt::print("wrote {0}/sweep.csv, {0}/sweep.json, {0}/speedup.png, {0}/longest.png\n", options.out);
 }
 
@@ -312,12 +50,7 @@ void run(const SweepOptions& options) {
 
 void add_sweep_command(CLI::App& app) {
   auto options = std::make_shared<SweepOptions>();
-  CLI::App* command = app.add_subcommand(
-      "sweep",
-      "Run the compare (or, with base.mode = plan, only planning on a length grid) at every point of a grid "
-      "of "
-      "variations (GPU type, nodes, degree, NVLink and NIC bandwidth, HBM capacity, model, trace) given in a "
-      "JSON or TOML spec; resumable; parallel with --jobs, or across machines under mpirun.");
+  CLI::App* command = app.add_subcommand("sweep", command_description("sweep"));
   command->add_option("--spec", options->spec, "the sweep spec, .json or .toml (see the README)")->required();
   command->add_option("--out", options->out, "folder for rows.jsonl, sweep.csv, sweep.json and the plots")
       ->capture_default_str();

@@ -9,14 +9,14 @@
 
 #include "common/atomic_file.hpp"
 #include "common/errors.hpp"
+#include "common/units.hpp"
+#include "experiments/command_table.hpp"
 #include "experiments/inputs.hpp"
 #include "experiments/real_options.hpp"
 #include "sim/simulator.hpp"
 
 namespace paradyse::cli {
 namespace {
-
-constexpr double kMiB = 1024.0 * 1024.0;
 
 struct CalibrateOptions {
   int ranks = 2;
@@ -139,13 +139,7 @@ void validate(const ValidateOptions& options) {
 
 void add_calibrate_command(CLI::App& app) {
   auto options = std::make_shared<CalibrateOptions>();
-  CLI::App* command =
-      app.add_subcommand("calibrate",
-                         "Measure this machine (GEMM and attention throughput at the model's head size, copy "
-                         "bandwidth, op overhead, "
-                         "all-reduce and all-to-all bandwidth over --ranks processes) into a cluster file in "
-                         "the presets' schema: "
-                         "the local-cpu model of this machine that `paradyse validate` simulates on.");
+  CLI::App* command = app.add_subcommand("calibrate", command_description("calibrate"));
   command->add_option("--ranks", options->ranks, "processes to measure with (as validate will run)")
       ->capture_default_str();
   command->add_option("--model", options->model, "model whose head size attention is timed at")
@@ -161,12 +155,7 @@ void add_calibrate_command(CLI::App& app) {
 
 void add_validate_command(CLI::App& app) {
   auto options = std::make_shared<ValidateOptions>();
-  CLI::App* command = app.add_subcommand(
-      "validate",
-      "Run a plan for real (as `paradyse run`) and simulate the same steps on this machine's calibrated "
-      "model "
-      "(`paradyse calibrate`); print measured against simulated step time and peak memory with the relative "
-      "error. --plan all validates every strategy that can run.");
+  CLI::App* command = app.add_subcommand("validate", command_description("validate"));
   options->real.add_to(*command);
   command->add_option("--cluster", options->cluster, "the calibrated cluster file of this machine")
       ->capture_default_str();

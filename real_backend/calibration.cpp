@@ -1,6 +1,7 @@
 #include "real_backend/calibration.hpp"
 
 #include "common/statistics.hpp"
+#include "common/units.hpp"
 
 #include <unistd.h>
 
@@ -25,7 +26,8 @@ using Points = std::vector<std::pair<double, double>>;  // a curve's [x, y], x i
 // per doubling of n, attention 4× per doubling of s), so the whole calibration takes seconds.
 constexpr double kGemmPointSeconds = 0.3;
 constexpr double kAttentionPointSeconds = 1.0;
-constexpr int64_t kMiB = int64_t{1} << 20;
+// Buffer sizes, in bytes as integers.
+constexpr auto kMiBytes = static_cast<int64_t>(kMiB);
 
 // The median of every rank's `value`; the same on every rank, so ranks also agree on when to stop.
 double median_over_ranks(Communicator& communicator, double value) {
@@ -102,7 +104,7 @@ Points attention_flops_per_second(const Timer& timer, TorchBackend& backend, int
 
 // Bytes read and written per second by a 64 MiB copy: the rate memory-bound ops stream at.
 double copy_bytes_per_second(const Timer& timer) {
-  const at::Tensor source = at::rand({64 * kMiB / 4});
+  const at::Tensor source = at::rand({64 * kMiBytes / 4});
   at::Tensor target = at::empty_like(source);
   const double seconds = timer.median_seconds([&] { target.copy_(source); });
   return 2.0 * static_cast<double>(source.nbytes()) / seconds;
@@ -129,11 +131,12 @@ Fabric measure_fabric(Communicator& communicator, const Timer& timer) {
   const double all_to_all_share = p > 1 ? (p - 1) / p : 1;
   auto all_reduce_seconds = [&](int64_t bytes) {
     at::Tensor buffer = at::zeros({bytes / 4});
-    return timer.median_seconds([&] { communicator.all_reduce(buffer)->wait(); }, bytes < 4 * kMiB ? 10 : 1);
+    return timer.median_seconds([&] { communicator.all_reduce(buffer)->wait(); },
+                                bytes < 4 * kMiBytes ? 10 : 1);
   };
   Fabric fabric;
   fabric.latency_seconds = all_reduce_seconds(4);
-  const int64_t largest = 64 * kMiB;
+  const int64_t largest = 64 * kMiBytes;
   for (int64_t bytes = 1024; bytes <= largest; bytes *= 4) {
     const double size = static_cast<double>(bytes);
     fabric.bus_bandwidth.emplace_back(size, all_reduce_share * size / all_reduce_seconds(bytes));

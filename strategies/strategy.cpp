@@ -65,6 +65,20 @@ std::string plan_name(const Plan& plan) {
   return name;
 }
 
+std::string plan_runs_name(const Plan& plan) {
+  if (plan.empty()) return "-";
+  std::string text;
+  for (std::size_t l = 0; l < plan.size();) {
+    std::size_t end = l;
+    while (end < plan.size() && plan[end] == plan[l]) ++end;
+    if (!text.empty()) text += ",";
+    text += plan_name({plan[l]});
+    if (end - l > 1) text += "x" + std::to_string(end - l);
+    l = end;
+  }
+  return text;
+}
+
 const std::vector<const Strategy*>& all_strategies() {
   static const std::vector<const Strategy*> strategies{&megatron_ts(), &megatron_cz(), &ulysses_z(),
                                                        &colossal_z(), &metp()};

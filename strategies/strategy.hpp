@@ -94,6 +94,8 @@ using Plan = std::vector<LayerChoice>;  // one entry per layer
 Plan uniform_plan(const Strategy& strategy, int64_t num_layers, Recompute recompute = Recompute::none);
 // "megatron_ts" for a uniform plan, else the layers' names joined by ','; ":full" marks recomputation.
 std::string plan_name(const Plan& plan);
+// Runs of equal layers, for tables: "megatron_ts×6,metp×2" (written "x"); "-" for no plan.
+std::string plan_runs_name(const Plan& plan);
 
 // The strategies of the paper, by name; nullptr for an unknown name.
 const Strategy* find_strategy(std::string_view name);

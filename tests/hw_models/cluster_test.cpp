@@ -1,6 +1,7 @@
 // hw_models/cluster.cpp: the presets carry REFERENCE.md section 3's figures, curves read in log(x),
 // multi-node variants, and every kind of bad cluster input fails with an InputError naming the field.
 #include "hw_models/cluster.hpp"
+#include "common/units.hpp"
 #include "tests/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -27,9 +28,6 @@ using paradyse::InternalError;
 using paradyse::hw::ClusterSpec;
 using paradyse::hw::Curve;
 using paradyse::hw::load_cluster;
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-constexpr double kMiB = 1024.0 * 1024.0;
 
 // The dgx-a100 preset, edited, written as a file: the way a user starts a custom cluster.
 std::string write_edited_a100(const TempDir& dir, const std::string& name,

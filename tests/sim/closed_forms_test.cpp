@@ -1,6 +1,7 @@
 // The simulator against closed forms on cases simple enough to have one (issue acceptance 1).
 #include <catch2/catch.hpp>
 
+#include "common/units.hpp"
 #include "costmodel/op_time.hpp"
 #include "sim/simulator.hpp"
 #include "tests/sim/sim_helpers.hpp"
@@ -9,9 +10,7 @@ using namespace paradyse;
 using testing::flat_cluster;
 using testing::lone_collective;
 
-namespace {
-constexpr double kMiB = 1024.0 * 1024.0;
-}
+namespace {}
 
 TEST_CASE("simulator: a lone ring collective takes its bus bytes at the link rate plus one hop per step",
           "[sim]") {

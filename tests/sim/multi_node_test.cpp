@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "common/units.hpp"
 #include "costmodel/estimate.hpp"
 #include "sim/collective_flows.hpp"
 #include "sim/simulator.hpp"
@@ -13,9 +14,7 @@
 
 using namespace paradyse;
 
-namespace {
-constexpr double kMiB = 1024.0 * 1024.0;
-}
+namespace {}
 
 TEST_CASE("simulator: on 2x dgx-a100, traffic between nodes takes a NIC and is slower than NVLink", "[sim]") {
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100", 2);

@@ -1,4 +1,4 @@
-#include "experiments/compare_report.hpp"
+#include "evaluation/compare_report.hpp"
 
 #include <fmt/core.h>
 
@@ -8,7 +8,7 @@
 
 #include "common/errors.hpp"
 
-namespace paradyse::cli {
+namespace paradyse::evaluation {
 
 namespace fs = std::filesystem;
 
@@ -176,9 +176,9 @@ nlohmann::ordered_json summary_json(const CompareResult& result, const RunDescri
   j["method"] = result.method;
   if (result.interpolation) {
     j["simulations"] = result.simulations;
-    j["interpolation_error"] = {{"samples", result.interpolation->samples},
-                                {"mean_pct", result.interpolation->mean_pct},
-                                {"max_pct", result.interpolation->max_pct}};
+    j["interpolation_error"] = {{"samples", result.interpolation->count()},
+                                {"mean_pct", result.interpolation->mean_pct()},
+                                {"max_pct", result.interpolation->max_pct()}};
   }
   j["policies"] = nlohmann::ordered_json::object();
   for (const PolicyResult& p : result.policies)
@@ -233,12 +233,12 @@ void write_compare_outputs(const CompareResult& result, const RunDescription& ru
   report += fmt::format("- Machine: {} GPUs of {}, degree {}, one sequence per training step.\n", run.degree,
                         run.cluster, run.degree);
   report += fmt::format("- Times: {}.\n", result.method);
-  if (result.interpolation && result.interpolation->samples > 0)
+  if (result.interpolation && result.interpolation->count() > 0)
     report += fmt::format(
         "- Interpolation error, {} sequences also simulated directly: mean {:.3f} %, max {:.3f} % ({} "
         "simulations "
         "in all).\n",
-        result.interpolation->samples, result.interpolation->mean_pct, result.interpolation->max_pct,
+        result.interpolation->count(), result.interpolation->mean_pct(), result.interpolation->max_pct(),
         result.simulations);
   report += fmt::format("- Wall time of the run: {:.1f} s.\n\n", run.wall_seconds);
   report += "## Per policy\n\n```\n" + summary_table(result) + "```\n\n";
@@ -261,4 +261,4 @@ void write_compare_outputs(const CompareResult& result, const RunDescription& ru
   fs::rename(partial, dir);
 }
 
-}  // namespace paradyse::cli
+}  // namespace paradyse::evaluation

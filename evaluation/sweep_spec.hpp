@@ -15,9 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "experiments/compare_job.hpp"
+#include "evaluation/compare_job.hpp"
 
-namespace paradyse::cli {
+namespace paradyse::evaluation {
 
 struct SweepPoint {
   int index = 0;
@@ -39,4 +39,4 @@ struct SweepSpec {
 // Validates every key, type and value before anything runs. `plan_only` sets base.mode to plan.
 SweepSpec load_sweep_spec(const std::string& path, bool plan_only = false);
 
-}  // namespace paradyse::cli
+}  // namespace paradyse::evaluation

@@ -5,12 +5,12 @@
 #include <optional>
 #include <string>
 
-#include "experiments/compare.hpp"
-#include "experiments/compare_report.hpp"
+#include "evaluation/compare.hpp"
+#include "evaluation/compare_report.hpp"
 #include "traces/prepare.hpp"
 #include "traces/trace.hpp"
 
-namespace paradyse::cli {
+namespace paradyse::evaluation {
 
 struct CompareJob {
   MachineOptions machine;
@@ -49,4 +49,4 @@ struct CompareJobResult {
 // Every input is checked before anything is computed: InputError naming the flag or file.
 CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress = {});
 
-}  // namespace paradyse::cli
+}  // namespace paradyse::evaluation

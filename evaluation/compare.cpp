@@ -1,11 +1,11 @@
-#include "experiments/compare.hpp"
+#include "evaluation/compare.hpp"
 
 #include <map>
 #include <memory>
 
 #include "sim/simulator.hpp"
 
-namespace paradyse::cli {
+namespace paradyse::evaluation {
 
 namespace {
 
@@ -59,7 +59,7 @@ std::string StepEngine::method() const {
   return "simulated: " + simulated_->method() + "; memory from the fold of each plan's allocations";
 }
 
-std::optional<InterpolationError> StepEngine::measure_error(int samples) {
+std::optional<PercentageErrors> StepEngine::measure_error(int samples) {
   if (!simulated_) return std::nullopt;
   return simulated_->measure_error(samples);
 }
@@ -115,4 +115,4 @@ CompareResult run_compare(const std::vector<selector::Policy*>& policies, const 
   return result;
 }
 
-}  // namespace paradyse::cli
+}  // namespace paradyse::evaluation

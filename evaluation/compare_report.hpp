@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "experiments/compare.hpp"
+#include "evaluation/compare.hpp"
 
-namespace paradyse::cli {
+namespace paradyse::evaluation {
 
 struct RunDescription {
   std::string model;
@@ -36,4 +36,4 @@ void write_compare_outputs(const CompareResult& result, const RunDescription& ru
 // Seconds `a` took over the sequences both `a` and `b` trained, and seconds `b` took over them.
 std::pair<double, double> common_seconds(const PolicyResult& a, const PolicyResult& b);
 
-}  // namespace paradyse::cli
+}  // namespace paradyse::evaluation

@@ -1,4 +1,4 @@
-#include "experiments/simulated_times.hpp"
+#include "evaluation/simulated_times.hpp"
 
 #include <fmt/core.h>
 
@@ -7,7 +7,7 @@
 
 #include "strategies/sequence_layout.hpp"
 
-namespace paradyse::cli {
+namespace paradyse::evaluation {
 
 namespace {
 constexpr int64_t kDenseQuanta = 64;  // every padded length below this many quanta is a grid length
@@ -49,22 +49,16 @@ double SimulatedTimes::seconds(const Plan& plan, int64_t padded_tokens) {
   return seconds;
 }
 
-InterpolationError SimulatedTimes::measure_error(int samples) {
-  InterpolationError error;
+PercentageErrors SimulatedTimes::measure_error(int samples) {
+  PercentageErrors error;
   if (interpolated_.empty() || samples <= 0) return error;
   const std::vector<std::pair<std::pair<Plan, int64_t>, double>> all(interpolated_.begin(),
                                                                      interpolated_.end());
   const auto count = std::min<std::size_t>(static_cast<std::size_t>(samples), all.size());
-  double sum = 0;
   for (std::size_t i = 0; i < count; ++i) {
     const auto& [key, interpolated] = all[i * all.size() / count];
-    const double direct = simulate(key.first, key.second);
-    const double pct = 100 * std::abs(interpolated - direct) / direct;
-    sum += pct;
-    error.max_pct = std::max(error.max_pct, pct);
+    error.add(interpolated, simulate(key.first, key.second));
   }
-  error.samples = static_cast<int>(count);
-  error.mean_pct = sum / static_cast<double>(count);
   return error;
 }
 
@@ -78,4 +72,4 @@ std::string SimulatedTimes::method() const {
       kDenseQuanta * quantum_, (ratio_ - 1) * 100);
 }
 
-}  // namespace paradyse::cli
+}  // namespace paradyse::evaluation

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "costmodel/estimate.hpp"
-#include "experiments/policy_options.hpp"
-#include "experiments/simulated_times.hpp"
+#include "evaluation/options.hpp"
+#include "evaluation/simulated_times.hpp"
 
-namespace paradyse::cli {
+namespace paradyse::evaluation {
 
 struct SequenceResult {
   int64_t index = 0;  // position in the run
@@ -47,7 +47,7 @@ struct PolicyResult {
 struct CompareResult {
   std::string engine;  // "sim" or "analytic"
   std::string method;  // how times were obtained
-  std::optional<InterpolationError> interpolation;
+  std::optional<PercentageErrors> interpolation;
   int64_t simulations = 0;
   std::vector<PolicyResult> policies;
 };
@@ -72,7 +72,7 @@ class StepEngine {
 
   const std::string& name() const { return name_; }
   std::string method() const;
-  std::optional<InterpolationError> measure_error(int samples);
+  std::optional<PercentageErrors> measure_error(int samples);
   int64_t simulations() const;
   const ModelSpec& model() const { return model_; }
   const hw::ClusterSpec& cluster() const { return cluster_; }
@@ -97,4 +97,4 @@ using Progress = std::function<void(int64_t, int64_t, const std::string&)>;
 CompareResult run_compare(const std::vector<selector::Policy*>& policies, const std::vector<int64_t>& lengths,
                           StepEngine& engine, const Progress& progress = {}, int error_samples = 24);
 
-}  // namespace paradyse::cli
+}  // namespace paradyse::evaluation

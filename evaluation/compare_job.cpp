@@ -1,4 +1,4 @@
-#include "experiments/compare_job.hpp"
+#include "evaluation/compare_job.hpp"
 
 #include <fmt/core.h>
 
@@ -6,7 +6,7 @@
 
 #include "traces/trace.hpp"
 
-namespace paradyse::cli {
+namespace paradyse::evaluation {
 
 void check_engine(const std::string& engine) {
   if (engine != "sim" && engine != "analytic")
@@ -70,4 +70,4 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
   return out;
 }
 
-}  // namespace paradyse::cli
+}  // namespace paradyse::evaluation

@@ -11,15 +11,10 @@
 #include <utility>
 #include <vector>
 
+#include "common/statistics.hpp"
 #include "sim/simulator.hpp"
 
-namespace paradyse::cli {
-
-struct InterpolationError {
-  int samples = 0;
-  double mean_pct = 0;
-  double max_pct = 0;
-};
+namespace paradyse::evaluation {
 
 class SimulatedTimes {
  public:
@@ -30,7 +25,7 @@ class SimulatedTimes {
   double seconds(const Plan& plan, int64_t padded_tokens);
   // Simulates up to `samples` of the interpolated (plan, length) pairs met so far, spread evenly over
   // them, and compares; no samples when nothing was interpolated.
-  InterpolationError measure_error(int samples);
+  PercentageErrors measure_error(int samples);
 
   int64_t simulations() const { return simulations_; }
   std::string method() const;
@@ -48,4 +43,4 @@ class SimulatedTimes {
   int64_t simulations_ = 0;
 };
 
-}  // namespace paradyse::cli
+}  // namespace paradyse::evaluation

@@ -9,7 +9,7 @@
 #include "costmodel/profile.hpp"
 #include "sim/simulator.hpp"
 
-namespace paradyse::cli {
+namespace paradyse::evaluation {
 
 // Strategies that cannot run at `degree` are left out; `simulator` null: the analytic model times.
 costmodel::Profile profile_uniform_plans(costmodel::Estimator& estimator, sim::Simulator* simulator,
@@ -17,4 +17,4 @@ costmodel::Profile profile_uniform_plans(costmodel::Estimator& estimator, sim::S
                                          const std::vector<const Strategy*>& strategies,
                                          const std::vector<int64_t>& lengths);
 
-}  // namespace paradyse::cli
+}  // namespace paradyse::evaluation

@@ -1,6 +1,6 @@
-#include "experiments/profiling.hpp"
+#include "evaluation/profiling.hpp"
 
-namespace paradyse::cli {
+namespace paradyse::evaluation {
 
 costmodel::Profile profile_uniform_plans(costmodel::Estimator& estimator, sim::Simulator* simulator,
                                          int degree, int64_t batch,
@@ -28,4 +28,4 @@ costmodel::Profile profile_uniform_plans(costmodel::Estimator& estimator, sim::S
   return profile;
 }
 
-}  // namespace paradyse::cli
+}  // namespace paradyse::evaluation

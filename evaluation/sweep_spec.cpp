@@ -1,4 +1,4 @@
-#include "experiments/sweep_spec.hpp"
+#include "evaluation/sweep_spec.hpp"
 
 #include <fmt/format.h>
 
@@ -8,9 +8,10 @@
 
 #include "common/errors.hpp"
 #include "common/json_input.hpp"
+#include "common/units.hpp"
 #include "traces/trace.hpp"
 
-namespace paradyse::cli {
+namespace paradyse::evaluation {
 
 namespace {
 
@@ -200,11 +201,11 @@ CompareJob SweepSpec::job(const SweepPoint& point) const {
     };
     scale(cluster.intra_node, nvlink);
     scale(cluster.inter_node, nic);
-    if (hbm) cluster.gpu.hbm_bytes = settings.at("hbm_gib").get<double>() * 1024 * 1024 * 1024;
+    if (hbm) cluster.gpu.hbm_bytes = settings.at("hbm_gib").get<double>() * kGiB;
     cluster.name += fmt::format(" ({})", point.id);
     job.cluster = cluster;
   }
   return job;
 }
 
-}  // namespace paradyse::cli
+}  // namespace paradyse::evaluation

@@ -1,0 +1,122 @@
+#include "evaluation/ablation.hpp"
+
+#include <fmt/core.h>
+
+#include <filesystem>
+
+#include "common/atomic_file.hpp"
+#include "costmodel/learned_model.hpp"
+#include "evaluation/profiling.hpp"
+
+namespace paradyse::evaluation {
+namespace {
+
+struct Variant {
+  std::string name;
+  PolicyOptions options;
+};
+
+std::vector<Variant> variants(const PolicyOptions& full, const ModelSpec& model, int degree) {
+  std::vector<Variant> out{{"full", full}};
+  for (const Strategy* strategy : all_strategies()) {
+    if (strategy->unsupported(model, degree)) continue;
+    PolicyOptions without = full;
+    without.exclude = strategy->name();
+    out.push_back({"w/o " + std::string(strategy->name()), without});
+  }
+  PolicyOptions analytic = full;
+  analytic.costmodel = "analytic";
+  out.push_back({"w/o learned cost model", analytic});
+  PolicyOptions smooth = full;
+  smooth.gamma = 0;
+  out.push_back({"w/o smoothing", smooth});
+  return out;
+}
+
+}  // namespace
+
+AblationResult run_ablation(const AblationRequest& request, const Progress& progress) {
+  check_engine(request.job.engine);
+  const JobTrace run = load_job_trace(request.job);
+  const PolicySet base = request.policy.build(request.machine);
+  std::filesystem::create_directories(request.out);
+
+  StepEngine engine(base.model, base.cluster, base.degree, request.job.engine, request.job.grid_ratio);
+  AblationResult result{base.model.name,
+                        base.cluster.name,
+                        run.trace.name,
+                        run.prepared.description,
+                        engine.method(),
+                        request.out + "/profile.csv",
+                        request.out + "/costmodel.json",
+                        {}};
+  const costmodel::Profile profile = profile_uniform_plans(
+      engine.estimator(), engine.simulator(), base.degree, 1, all_strategies(), request.profile_lengths);
+  costmodel::write_profile(profile, result.profile_path);
+  costmodel::LearnedModel::fit(profile).save(result.costmodel_path);
+
+  PolicyOptions full = request.policy;
+  full.policies = "paradyse";
+  full.costmodel = result.costmodel_path;
+  const std::vector<Variant> all = variants(full, base.model, base.degree);
+  for (std::size_t v = 0; v < all.size(); ++v) {
+    PolicySet set = all[v].options.build(request.machine);
+    const auto variant_progress = [&](int64_t done, int64_t total, const std::string&) {
+      if (progress)
+        progress(static_cast<int64_t>(v) * total + done, static_cast<int64_t>(all.size()) * total,
+                 all[v].name);
+    };
+    CompareResult compared =
+        run_compare({set.policies.front().get()}, run.prepared.lengths, engine, variant_progress, 0);
+    AblationVariant& variant = result.variants.emplace_back();
+    variant.name = all[v].name;
+    variant.result = std::move(compared.policies.front());
+    const double full_seconds = result.variants.front().result.total_seconds;
+    variant.relative_to_full_pct =
+        full_seconds > 0 ? 100 * (variant.result.total_seconds / full_seconds - 1) : 0;
+  }
+  return result;
+}
+
+nlohmann::ordered_json ablation_json(const AblationResult& result) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const AblationVariant& v : result.variants)
+    rows.push_back({{"variant", v.name},
+                    {"total_time_s", v.result.total_seconds},
+                    {"relative_to_full_pct", v.relative_to_full_pct},
+                    {"trained", v.result.trained},
+                    {"oom_count", v.result.oom_count},
+                    {"max_len_before_oom", v.result.max_len_before_oom},
+                    {"switches", v.result.plan_switches}});
+  return {{"model", result.model},
+          {"cluster", result.cluster},
+          {"trace", result.trace},
+          {"trained", result.trained},
+          {"engine", result.engine_method},
+          {"profile", result.profile_path},
+          {"costmodel", result.costmodel_path},
+          {"variants", rows}};
+}
+
+std::string ablation_table(const AblationResult& result) {
+  std::string table =
+      "| variant | total time | vs full | trained | out of memory | longest before OOM | switches |\n"
+      "|---|---|---|---|---|---|---|\n";
+  for (const AblationVariant& v : result.variants)
+    table += fmt::format("| {} | {:.2f} h | {:+.1f} % | {} | {} | {} | {} |\n", v.name,
+                         v.result.total_seconds / 3600, v.relative_to_full_pct, v.result.trained,
+                         v.result.oom_count, v.result.max_len_before_oom, v.result.plan_switches);
+  return table;
+}
+
+void write_ablation_outputs(const AblationResult& result, const std::string& dir) {
+  write_file_atomically(dir + "/ablation.json",
+                        [&](std::ostream& out) { out << ablation_json(result).dump(2) << "\n"; });
+  write_file_atomically(dir + "/ablation.md", [&](std::ostream& out) {
+    out << fmt::format("# Ablation of the paradyse policy: {} on {}, trace {}\n\n{}\n\nTimes: {}.\n\n{}",
+                       result.model, result.cluster, result.trace, result.trained, result.engine_method,
+                       ablation_table(result));
+  });
+}
+
+}  // namespace paradyse::evaluation

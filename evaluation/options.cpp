@@ -1,0 +1,136 @@
+#include "evaluation/options.hpp"
+
+#include <charconv>
+
+#include "common/errors.hpp"
+#include "selector/learned_cost_source.hpp"
+
+namespace paradyse::evaluation {
+
+ModelSpec MachineOptions::load_model() const {
+  std::optional<bool> causal;
+  if (!attention.empty()) causal = attention == "causal";
+  return paradyse::load_model(model, causal);
+}
+
+hw::ClusterSpec MachineOptions::load_cluster() const {
+  return hw::load_cluster(cluster, nodes);
+}
+
+std::vector<int64_t> parse_lengths(const std::string& text, const std::string& flag) {
+  std::vector<int64_t> lengths;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, end - start);
+    int64_t value = 0;
+    const char* first = item.data();
+    const char* last = item.data() + item.size();
+    auto [rest, error] = std::from_chars(first, last, value);
+    int64_t scale = 1;
+    if (error == std::errc() && rest + 1 == last && (*rest == 'K' || *rest == 'k')) scale = 1024, ++rest;
+    if (error == std::errc() && rest + 1 == last && (*rest == 'M' || *rest == 'm'))
+      scale = 1024 * 1024, ++rest;
+    if (item.empty() || error != std::errc() || rest != last || value <= 0)
+      throw InputError(
+          flag, 0, "",
+          "expected a positive token count (e.g. 4096, 16K, 1M; comma-separated for several), got '" + item +
+              "'");
+    lengths.push_back(value * scale);
+    start = end + 1;
+  }
+  return lengths;
+}
+
+std::vector<const Strategy*> parse_strategies(const std::string& text, const std::string& flag) {
+  if (text == "all") return all_strategies();
+  std::vector<const Strategy*> strategies;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    const std::string name = text.substr(start, end - start);
+    const Strategy* strategy = find_strategy(name);
+    if (strategy == nullptr)
+      throw InputError(flag, 0, "",
+                       "unknown strategy '" + name + "'; expected 'all' or one of: " + strategy_names());
+    strategies.push_back(strategy);
+    start = end + 1;
+  }
+  return strategies;
+}
+
+Plan parse_plan(const std::string& text, const ModelSpec& model, Recompute recompute) {
+  if (text == "all") throw InputError("--plan", 0, "", "expected one strategy or one per layer, got 'all'");
+  const std::vector<const Strategy*> strategies = parse_strategies(text, "--plan");
+  if (strategies.size() == 1) return uniform_plan(*strategies.front(), model.num_layers, recompute);
+  if (strategies.size() != static_cast<std::size_t>(model.num_layers))
+    throw InputError("--plan", 0, "",
+                     "expected one strategy, or one per layer of " + model.name + " (" +
+                         std::to_string(model.num_layers) + "), got " + std::to_string(strategies.size()));
+  Plan plan;
+  for (const Strategy* strategy : strategies) plan.push_back({strategy, recompute});
+  return plan;
+}
+
+Recompute parse_recompute_flag(const std::string& text) {
+  if (auto recompute = parse_recompute(text)) return *recompute;
+  throw InputError("--recompute", 0, "", "expected none, selective or full, got '" + text + "'");
+}
+
+PolicySet PolicyOptions::build(const MachineOptions& machine, const hw::ClusterSpec* cluster) const {
+  PolicySet set;
+  set.model = machine.load_model();
+  set.cluster = cluster != nullptr ? *cluster : machine.load_cluster();
+  set.degree = degree == 0 ? set.cluster.num_gpus() : degree;
+  if (set.degree < 1 || set.degree > set.cluster.num_gpus())
+    throw InputError("--degree", 0, "",
+                     "expected a degree between 1 and the " + std::to_string(set.cluster.num_gpus()) +
+                         " GPUs of " + set.cluster.name + ", got " + std::to_string(degree));
+  if (batch < 1)
+    throw InputError("--batch", 0, "", "expected a positive batch size, got " + std::to_string(batch));
+
+  selector::ParadyseOptions paradyse;
+  paradyse.gamma = gamma;
+  paradyse.pruning = !no_pruning;
+  paradyse.early_termination = !no_early_termination;
+  paradyse.mixes = !no_mixes;
+  paradyse.short_circuit = !no_short_circuit;
+  paradyse.cache = !no_cache;
+  paradyse.fallback = !no_fallback;
+  selector::OptimalOptions optimal;
+  optimal.recompute_choices = recompute_choices;
+  if (!exclude.empty()) paradyse.excluded = optimal.excluded = parse_strategies(exclude, "--exclude");
+
+  if (costmodel == "analytic")
+    set.source = std::make_unique<selector::AnalyticCostSource>(set.model, set.cluster, set.degree, batch);
+  else
+    set.source =
+        std::make_unique<selector::LearnedCostSource>(costmodel, set.model, set.cluster, set.degree, batch);
+
+  std::vector<std::string> names;
+  if (policies == "all") {
+    for (const std::string& name : selector::default_policy_names()) {
+      const Strategy* strategy = name.starts_with("static:") ? find_strategy(name.substr(7)) : nullptr;
+      if (strategy != nullptr && strategy->unsupported(set.model, set.degree)) continue;
+      names.push_back(name);
+    }
+  } else {
+    for (std::size_t start = 0; start <= policies.size();) {
+      const std::size_t end = std::min(policies.find(',', start), policies.size());
+      names.push_back(policies.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  for (const std::string& name : names) {
+    set.policies.push_back(selector::make_policy(name, *set.source, paradyse, optimal));
+    const Strategy* strategy = name.starts_with("static:") ? find_strategy(name.substr(7)) : nullptr;
+    if (strategy == nullptr) continue;
+    if (auto why = strategy->unsupported(set.model, set.degree))
+      throw InputError(
+          "--policy", 0, "",
+          name + " cannot run " + set.model.name + " at degree " + std::to_string(set.degree) + ": " + *why);
+  }
+  return set;
+}
+
+}  // namespace paradyse::evaluation

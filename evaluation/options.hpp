@@ -1,0 +1,67 @@
+// What an evaluation runs on, as its user gives it (flags, or a sweep spec's fields): the model and
+// cluster, the policies and their cost model, and the text forms of lengths, strategies and plans.
+// Every value is checked where it is used, with an InputError naming the flag.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hw_models/cluster.hpp"
+#include "selector/policy.hpp"
+#include "strategies/model.hpp"
+#include "strategies/strategy.hpp"
+
+namespace paradyse::evaluation {
+
+struct MachineOptions {
+  std::string model = "gpt-8l";
+  std::string attention;  // "", "causal" or "bidirectional"
+  std::string cluster = "dgx-a100";
+  int nodes = 1;
+
+  ModelSpec load_model() const;
+  hw::ClusterSpec load_cluster() const;
+};
+
+struct PolicySet {
+  ModelSpec model;
+  hw::ClusterSpec cluster;
+  int degree = 0;
+  std::unique_ptr<selector::CostSource> source;
+  std::vector<std::unique_ptr<selector::Policy>> policies;
+};
+
+// The policy flags of the commands that decide plans (plan, compare): which policies, on which cost
+// model, and the paradyse policy's ablation switches.
+struct PolicyOptions {
+  std::string policies = "all";
+  std::string costmodel = "analytic";
+  int degree = 0;  // 0: every GPU of the cluster
+  int64_t batch = 1;
+  double gamma = 0.05;
+  std::string exclude;
+  bool no_pruning = false;
+  bool no_early_termination = false;
+  bool no_mixes = false;
+  bool no_short_circuit = false;
+  bool no_cache = false;
+  bool no_fallback = false;
+  bool recompute_choices = false;
+
+  // Validates every flag; InputError naming the flag on a bad one. `cluster` replaces the machine's
+  // when given (a sweep's variation of a preset).
+  PolicySet build(const MachineOptions& machine, const hw::ClusterSpec* cluster = nullptr) const;
+};
+
+// "4096", "16K" (×1024), "1M" (×1024²), comma-separated; each must be positive. `flag`
+// ("--seq") names the option in errors.
+std::vector<int64_t> parse_lengths(const std::string& text, const std::string& flag);
+// "all", or comma-separated strategy names.
+std::vector<const Strategy*> parse_strategies(const std::string& text, const std::string& flag);
+Recompute parse_recompute_flag(const std::string& text);
+// One strategy name (every layer), or a comma-separated name per layer of `model`.
+Plan parse_plan(const std::string& text, const ModelSpec& model, Recompute recompute);
+
+}  // namespace paradyse::evaluation

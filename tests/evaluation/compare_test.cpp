@@ -1,0 +1,91 @@
+// A compare run's accounting: a sequence out of memory is not trained, adds no time, and ends its
+// policy's curve (first out of memory, longest before it); a policy with no plan counts as out of
+// memory; the time of the trained sequences is the engine's time of each.
+#include "evaluation/compare.hpp"
+#include "evaluation/compare_report.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "costmodel/estimate.hpp"
+#include "hw_models/cluster.hpp"
+#include "selector/cost_source.hpp"
+#include "strategies/library.hpp"
+
+namespace paradyse::testing {
+namespace {
+
+struct Fixture {
+  ModelSpec model = load_model("gpt-8l");
+  hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  selector::AnalyticCostSource source{model, cluster, 8, 1};
+  evaluation::StepEngine engine{model, cluster, 8, "analytic", 0};
+  costmodel::Estimator estimator{model, cluster};
+
+  double seconds(const Strategy& strategy, int64_t tokens) {
+    return estimator.estimate(uniform_plan(strategy, model.num_layers), {.tokens = tokens, .degree = 8})
+        .time.total_seconds;
+  }
+  bool fits(const Strategy& strategy, int64_t tokens) {
+    return estimator.estimate(uniform_plan(strategy, model.num_layers), {.tokens = tokens, .degree = 8}).fits;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("compare: sequences out of memory are not trained and end the curve", "[evaluation][compare]") {
+  Fixture f;
+  // megatron_ts holds full-sequence activations: 256K tokens of gpt-8l do not fit in 80 GB; metp's do.
+  REQUIRE(f.fits(megatron_ts(), 8192));
+  REQUIRE_FALSE(f.fits(megatron_ts(), 262144));
+  REQUIRE(f.fits(metp(), 262144));
+  const std::vector<int64_t> lengths = {4096, 262144, 8192, 262144, 2048};
+  auto ts = selector::make_policy("static:megatron_ts", f.source);
+  auto lean = selector::make_policy("static:metp", f.source);
+  const evaluation::CompareResult result = evaluation::run_compare({ts.get(), lean.get()}, lengths, f.engine);
+  REQUIRE(result.policies.size() == 2);
+  CHECK_FALSE(result.interpolation.has_value());  // the analytic engine interpolates nothing
+
+  const evaluation::PolicyResult& r = result.policies[0];
+  CHECK(r.policy == "static:megatron_ts");
+  CHECK(r.trained == 3);
+  CHECK(r.oom_count == 2);
+  CHECK(r.first_oom == 1);
+  CHECK(r.max_len_before_oom == 4096);  // 8192 trained too, but after the first out of memory
+  CHECK(r.trained_tokens == 4096 + 8192 + 2048);
+  CHECK(r.total_seconds == Approx(f.seconds(megatron_ts(), 4096) + f.seconds(megatron_ts(), 8192) +
+                                  f.seconds(megatron_ts(), 2048)));
+  CHECK_FALSE(r.sequences[1].fits);
+  CHECK(r.sequences[1].seconds == 0);
+  CHECK(r.plan_switches == 0);
+  CHECK(r.mfu > 0);
+  CHECK(r.mfu < 1);
+
+  const evaluation::PolicyResult& m = result.policies[1];
+  CHECK(m.trained == 5);
+  CHECK(m.oom_count == 0);
+  CHECK(m.first_oom == -1);
+  CHECK(m.max_len_before_oom == 262144);
+  // Same tokens, more time: metp's throughput is below megatron_ts's on what both trained.
+  const auto [ts_seconds, metp_seconds] = evaluation::common_seconds(r, m);
+  CHECK(ts_seconds == Approx(r.total_seconds));
+  CHECK(metp_seconds > ts_seconds);
+}
+
+TEST_CASE("compare: a policy with no plan counts the sequence out of memory", "[evaluation][compare]") {
+  Fixture f;
+  selector::ParadyseOptions no_fallback;
+  no_fallback.fallback = false;
+  auto policy = selector::make_policy("paradyse", f.source, no_fallback);
+  // 4M tokens fit no plan of gpt-8l on one node.
+  const evaluation::CompareResult result =
+      evaluation::run_compare({policy.get()}, {4096, 4 * 1024 * 1024}, f.engine);
+  const evaluation::PolicyResult& r = result.policies.front();
+  CHECK(r.sequences[1].plan.empty());
+  CHECK_FALSE(r.sequences[1].fits);
+  CHECK(r.trained == 1);
+  CHECK(r.oom_count == 1);
+  CHECK(r.first_oom == 1);
+  CHECK(r.total_seconds == Approx(f.seconds(megatron_ts(), 4096)));  // paradyse runs megatron_ts when it fits
+}
+
+}  // namespace paradyse::testing
