@@ -1,7 +1,6 @@
 // hw_models/cluster.cpp: the presets carry REFERENCE.md section 3's figures, curves read in log(x),
 // multi-node variants, and every kind of bad cluster input fails with an InputError naming the field.
 #include "hw_models/cluster.hpp"
-#include "common/units.hpp"
 #include "tests/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -16,6 +15,7 @@
 
 #include "common/errors.hpp"
 #include "common/json_input.hpp"
+#include "common/units.hpp"
 
 using paradyse::testing::TempDir;
 
@@ -25,6 +25,8 @@ namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 using paradyse::InputError;
 using paradyse::InternalError;
+using paradyse::kGiB;
+using paradyse::kMiB;
 using paradyse::hw::ClusterSpec;
 using paradyse::hw::Curve;
 using paradyse::hw::load_cluster;
