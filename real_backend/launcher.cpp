@@ -110,16 +110,6 @@ std::optional<RankEnvironment> rank_from_environment() {
   return std::nullopt;
 }
 
-std::optional<FaultInjection> fault_from_environment() {
-  const auto text = env("PARADYSE_FAULT_KILL");
-  if (!text) return std::nullopt;
-  const std::size_t colon = text->find(':');
-  if (colon == std::string::npos)
-    throw InputError("", 0, "PARADYSE_FAULT_KILL", "expected RANK:CALLS, got '" + *text + "'");
-  return FaultInjection{parse_count(text->substr(0, colon), "PARADYSE_FAULT_KILL", 0),
-                        parse_count(text->substr(colon + 1), "PARADYSE_FAULT_KILL", 0)};
-}
-
 int launch_local_ranks(int ranks, std::chrono::seconds grace) {
   const std::vector<std::string> args = own_arguments();
   const std::filesystem::path store =
