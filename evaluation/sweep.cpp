@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <fmt/core.h>
 #include <mpi.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/child_processes.hpp"
 #include "common/errors.hpp"
 
 namespace paradyse::evaluation {
@@ -84,33 +84,24 @@ std::map<int, Json> read_rows(const fs::path& file) {
 
 void run_in_processes(const SweepSpec& spec, const std::vector<const SweepPoint*>& points,
                       const fs::path& rows_file, int jobs) {
-  std::map<pid_t, const SweepPoint*> running;
+  ChildProcesses children;  // killed with the sweep, so a stopped sweep leaves no point running
   std::vector<std::string> failed;
   std::size_t next = 0;
-  while (next < points.size() || !running.empty()) {
-    while (failed.empty() && next < points.size() && static_cast<int>(running.size()) < jobs) {
-      const SweepPoint* point = points[next++];
-      std::fflush(nullptr);
-      const pid_t pid = fork();
-      if (pid < 0) throw InternalError("fork failed");
-      if (pid == 0) {
+  while (next < points.size() || children.running() > 0) {
+    while (failed.empty() && next < points.size() && children.running() < jobs) {
+      const SweepPoint* point = points[next];
+      children.start(static_cast<int>(next++), [&] {
         try {
           append_row(rows_file, run_point(spec, *point));
-          _exit(0);
+          return 0;
         } catch (const std::exception& e) {
           fmt::print(stderr, "paradyse: point {} ({}): {}\n", point->index, point->id, e.what());
-          _exit(2);
+          return 2;
         }
-      }
-      running.emplace(pid, point);
+      });
     }
-    int status = 0;
-    const pid_t pid = waitpid(-1, &status, 0);
-    if (pid < 0) break;
-    const auto found = running.find(pid);
-    if (found == running.end()) continue;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failed.push_back(found->second->id);
-    running.erase(found);
+    const auto ended = children.wait_next();
+    if (ended && ended->status != 0) failed.push_back(points[static_cast<std::size_t>(ended->id)]->id);
   }
   if (!failed.empty())
     throw InputError(spec.path, 0, "",

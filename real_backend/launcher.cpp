@@ -1,11 +1,7 @@
 #include "real_backend/launcher.hpp"
 
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -13,9 +9,9 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <thread>
 #include <vector>
 
+#include "common/child_processes.hpp"
 #include "common/errors.hpp"
 
 namespace paradyse::real {
@@ -54,11 +50,8 @@ std::vector<std::string> own_arguments() {
   return args;
 }
 
-pid_t start_rank(const std::vector<std::string>& args, int rank, int ranks, const std::string& store) {
-  const pid_t pid = fork();
-  if (pid < 0) throw InternalError(std::string("fork failed: ") + std::strerror(errno));
-  if (pid > 0) return pid;
-  prctl(PR_SET_PDEATHSIG, SIGKILL);  // the ranks go with the launcher
+// Runs in the child: this command line again, as rank `rank`; returns only when exec fails.
+int exec_rank(const std::vector<std::string>& args, int rank, int ranks, const std::string& store) {
   setenv("PARADYSE_RANK", std::to_string(rank).c_str(), 1);
   setenv("PARADYSE_WORLD_SIZE", std::to_string(ranks).c_str(), 1);
   setenv("PARADYSE_STORE", store.c_str(), 1);
@@ -67,19 +60,7 @@ pid_t start_rank(const std::vector<std::string>& args, int rank, int ranks, cons
   argv.push_back(nullptr);
   execv("/proc/self/exe", argv.data());
   std::cerr << "paradyse: rank " << rank << ": exec failed: " << std::strerror(errno) << "\n";
-  _exit(127);
-}
-
-std::string describe(int status) {
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    return std::string("was killed by signal ") + std::to_string(sig) + " (" + strsignal(sig) + ")";
-  }
-  return "exited with status " + std::to_string(WEXITSTATUS(status));
-}
-
-int exit_code(int status) {
-  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+  return 127;
 }
 
 }  // namespace
@@ -110,56 +91,31 @@ std::optional<RankEnvironment> rank_from_environment() {
   return std::nullopt;
 }
 
-std::optional<FaultInjection> fault_from_environment() {
-  const auto text = env("PARADYSE_FAULT_KILL");
-  if (!text) return std::nullopt;
-  const std::size_t colon = text->find(':');
-  if (colon == std::string::npos)
-    throw InputError("", 0, "PARADYSE_FAULT_KILL", "expected RANK:CALLS, got '" + *text + "'");
-  return FaultInjection{parse_count(text->substr(0, colon), "PARADYSE_FAULT_KILL", 0),
-                        parse_count(text->substr(colon + 1), "PARADYSE_FAULT_KILL", 0)};
-}
-
 int launch_local_ranks(int ranks, std::chrono::seconds grace) {
   const std::vector<std::string> args = own_arguments();
   const std::filesystem::path store =
       std::filesystem::temp_directory_path() / ("paradyse-store-" + std::to_string(getpid()));
   std::filesystem::remove(store);
-  std::vector<pid_t> pids;
+  ChildProcesses children;  // the ranks go with the launcher
   for (int rank = 0; rank < ranks; ++rank)
-    pids.push_back(start_rank(args, rank, ranks, "file:" + store.string()));
+    children.start(rank, [&] { return exec_rank(args, rank, ranks, "file:" + store.string()); });
 
-  int result = 0, running = ranks;
+  int result = 0;
   std::optional<std::chrono::steady_clock::time_point> deadline;  // for the others, once one failed
-  bool stragglers_killed = false;
-  while (running > 0) {
-    int status = 0;
-    const pid_t pid = waitpid(-1, &status, deadline && !stragglers_killed ? WNOHANG : 0);
-    if (pid == 0) {  // others still running after a failure
-      if (std::chrono::steady_clock::now() < *deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        continue;
-      }
-      for (std::size_t r = 0; r < pids.size(); ++r)
-        if (pids[r] > 0) {
-          std::cerr << "paradyse: rank " << r << " was still running " << grace.count()
-                    << " s after another rank failed: killed\n";
-          kill(pids[r], SIGKILL);
-        }
-      stragglers_killed = true;  // only reaping is left
+  while (children.running() > 0) {
+    const auto ended = children.wait_next(deadline);
+    if (!ended) {  // others still running `grace` after a failure
+      for (int rank : children.kill_all())
+        std::cerr << "paradyse: rank " << rank << " was still running " << grace.count()
+                  << " s after another rank failed: killed\n";
+      deadline.reset();  // only reaping is left
       continue;
     }
-    if (pid < 0) break;
-    const auto it = std::find(pids.begin(), pids.end(), pid);
-    if (it == pids.end()) continue;
-    const auto rank = it - pids.begin();
-    *it = -1;
-    --running;
-    if (status != 0 && result == 0) {
-      std::cerr << "paradyse: rank " << rank << " of " << ranks << " " << describe(status)
-                << (running > 0 ? "; stopping the other ranks" : "") << "\n";
-      result = exit_code(status);
-      if (!deadline) deadline = std::chrono::steady_clock::now() + grace;
+    if (ended->status != 0 && result == 0) {
+      std::cerr << "paradyse: rank " << ended->id << " of " << ranks << " " << describe_exit(ended->status)
+                << (children.running() > 0 ? "; stopping the other ranks" : "") << "\n";
+      result = exit_code(ended->status);
+      deadline = std::chrono::steady_clock::now() + grace;
     }
   }
   std::filesystem::remove(store);

@@ -31,12 +31,4 @@ std::optional<RankEnvironment> rank_from_environment();
 // when it was killed), after writing to stderr which rank failed and how.
 int launch_local_ranks(int ranks, std::chrono::seconds grace);
 
-// Fault injection for the tests of that behaviour: PARADYSE_FAULT_KILL="RANK:CALLS" makes rank RANK
-// kill itself (SIGKILL, as an OOM killer or a lost node would) at its CALLS-th communication call.
-struct FaultInjection {
-  int rank = -1;
-  int after_calls = -1;
-};
-std::optional<FaultInjection> fault_from_environment();
-
 }  // namespace paradyse::real

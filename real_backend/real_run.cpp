@@ -79,8 +79,6 @@ RunReport run_request(const RankEnvironment& env, Communicator* communicator, co
                                 : at::Device(at::kCPU);
   options.precision = request.mixed_precision ? Precision::mixed : Precision::fp32;
   options.weight_seed = request.seed;
-  if (const auto fault = fault_from_environment(); fault && fault->rank == env.rank)
-    options.kill_after_calls = fault->after_calls;
   const ModelSpec& model = *request.model;
   TorchBackend be(*communicator, model, options);
   ModelShards shards(be, model, static_cast<int>(request.plan.size()));
@@ -154,10 +152,13 @@ void prepare_process(const RankEnvironment& env) {
 
 }  // namespace
 
-std::vector<RunReport> run_training(const RankEnvironment& env, const std::vector<RunRequest>& requests) {
+std::vector<RunReport> run_training(const RankEnvironment& env, const std::vector<RunRequest>& requests,
+                                    const CommunicatorDecorator& decorate) {
   PARADYSE_CHECK(!requests.empty(), "a run needs a request");
   prepare_process(env);
-  auto communicator = connect(env, requests[0].cuda, requests[0].timeout);
+  std::unique_ptr<Communicator> communicator = connect(env, requests[0].cuda, requests[0].timeout);
+  if (decorate) communicator = decorate(std::move(communicator));
+  PARADYSE_CHECK(communicator != nullptr, "the communicator decorator returned none");
   std::vector<RunReport> reports;
   for (const RunRequest& request : requests) reports.push_back(run_request(env, communicator.get(), request));
   if (env.rank != 0) reports.clear();

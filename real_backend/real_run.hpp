@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +16,8 @@
 #include "strategies/strategy.hpp"
 
 namespace paradyse::real {
+
+class Communicator;  // real_backend/communicator.hpp (LibTorch types)
 
 struct RunRequest {
   const ModelSpec* model = nullptr;
@@ -61,9 +65,14 @@ struct RunReport {
 // CUDA, no GPU visible, no NCCL); call it before starting ranks.
 std::optional<std::string> device_unavailable(bool cuda);
 
-// Every request in turn on one communicator (all must agree on device and timeout); rank 0 gets a
-// report per request, the other ranks an empty vector.
-std::vector<RunReport> run_training(const RankEnvironment& env, const std::vector<RunRequest>& requests);
+// Takes the communicator a run has connected and returns the one the run uses: a decorator that
+// observes or alters its calls (the tests kill a rank at its N-th call with one).
+using CommunicatorDecorator = std::function<std::unique_ptr<Communicator>(std::unique_ptr<Communicator>)>;
+
+// Every request in turn on one communicator (all must agree on device and timeout), passed through
+// `decorate` when one is given; rank 0 gets a report per request, the other ranks an empty vector.
+std::vector<RunReport> run_training(const RankEnvironment& env, const std::vector<RunRequest>& requests,
+                                    const CommunicatorDecorator& decorate = {});
 
 // `paradyse calibrate` on this rank: measures this machine (calibration.hpp) with every rank;
 // rank 0 gets the cluster JSON text, the others nullopt.

@@ -33,7 +33,6 @@ struct TorchBackendOptions {
   uint64_t weight_seed = 1;
   double learning_rate = 1e-4;  // AdamW, β = (0.9, 0.999), ε = 1e-8, no weight decay
   bool profile_ops = false;     // time every op (ops_timed())
-  int kill_after_calls = -1;    // fault injection (launcher.hpp): SIGKILL at this communication call
 };
 
 // One communication call as the strategy issued it, counted as the tracer counts it (Op).
@@ -164,7 +163,6 @@ class TorchBackend final : public Backend {
   int layer_ = -1;
   std::string label_;
   int64_t next_token_ = 0;
-  int64_t calls_issued_ = 0;
   std::unordered_map<int64_t, InFlight> in_flight_;
   std::unordered_map<const TensorImpl*, std::unique_ptr<AdamState>> adam_;
   at::Generator dropout_generator_;

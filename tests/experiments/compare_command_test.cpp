@@ -178,3 +178,30 @@ TEST_CASE("compare: bad inputs fail with a clear message, a non-zero exit and no
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("compare --engine sim: two processes write the same files, byte for byte", "[experiments]") {
+  // Separate processes, separate output folders: nothing may depend on addresses, on the folder's
+  // name or on anything but the inputs, except the report's one line of wall time.
+  const auto dir = temp_dir();
+  const std::string args =
+      "compare --engine sim --trace github-code-like --order shuffled --seed 5 --limit 12 --max-len 16384 "
+      "--out ";
+  const RunResult first = run_paradyse(args + (dir / "first").string());
+  const RunResult second = run_paradyse(args + (dir / "second").string());
+  INFO(first.err << second.err);
+  REQUIRE(first.exit_code == 0);
+  REQUIRE(second.exit_code == 0);
+  CHECK(!read_rows(dir / "first" / "per_sequence.csv").empty());
+  for (const char* file : {"summary.json", "per_sequence.csv", "cumulative_time.png", "time_by_length.png"}) {
+    INFO(file);
+    CHECK(read_text(dir / "second" / file) == read_text(dir / "first" / file));
+  }
+  auto without_wall_time = [](const std::string& report) {
+    const std::size_t line = report.find("- Wall time of the run: ");
+    REQUIRE(line != std::string::npos);
+    return report.substr(0, line) + report.substr(report.find('\n', line) + 1);
+  };
+  CHECK(without_wall_time(read_text(dir / "second" / "report.md")) ==
+        without_wall_time(read_text(dir / "first" / "report.md")));
+  std::filesystem::remove_all(dir);
+}

@@ -1,4 +1,5 @@
-// Runs the paradyse executable (PARADYSE_BIN, set by ctest) and captures what it printed.
+// Runs the paradyse executable (PARADYSE_BIN, set by ctest), or another program, and captures what it
+// printed.
 #pragma once
 
 #include <cstdlib>
@@ -32,9 +33,8 @@ inline std::filesystem::path temp_dir() {
   return dir;
 }
 
-inline RunResult run_paradyse(const std::string& arguments) {
-  const char* bin = std::getenv("PARADYSE_BIN");
-  const std::string binary = bin != nullptr ? bin : "build/experiments/paradyse";
+// Runs `binary arguments` through the shell, stdout and stderr captured apart.
+inline RunResult run_program(const std::string& binary, const std::string& arguments) {
   const auto dir = temp_dir();
   const std::string command =
       binary + " " + arguments + " >" + (dir / "out").string() + " 2>" + (dir / "err").string();
@@ -43,6 +43,11 @@ inline RunResult run_paradyse(const std::string& arguments) {
                    read_text(dir / "err")};
   std::filesystem::remove_all(dir);
   return result;
+}
+
+inline RunResult run_paradyse(const std::string& arguments) {
+  const char* bin = std::getenv("PARADYSE_BIN");
+  return run_program(bin != nullptr ? bin : "build/experiments/paradyse", arguments);
 }
 
 }  // namespace paradyse::testing
