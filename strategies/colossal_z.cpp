@@ -6,8 +6,10 @@
 // Forward: K blocks circulate (RingQK) to fill the score row, softmax over the full row, then V blocks
 // circulate (RingAV) to accumulate p·v. Backward: V circulates again for d_P and the partial dV of
 // every key block, K circulates again for dq and the partial dK; the full-length dK and dV partial
-// sums are all-reduced and each rank keeps its own block (Colossal-AI's way). The projections and the
-// MLP are sequence-local with ZeRO-3-gathered weights (zero3.hpp).
+// sums are all-reduced and each rank keeps its own block (Colossal-AI's way). Every K or V pass is
+// ring_attention.hpp's generic ring, each block's exchange posted before its compute; only the score
+// blocks are this file's. The projections and the MLP are sequence-local with ZeRO-3-gathered weights
+// (zero3.hpp).
 //
 // Constraints: only the unified layout's (p | a, p | a_kv, p | f). GQA (a_kv < a) is supported: the
 // ring carries the compact a_kv-head blocks and each block is expanded to a heads just before its
@@ -24,6 +26,7 @@
 #include <cmath>
 
 #include "strategies/library.hpp"
+#include "strategies/ring_attention.hpp"
 #include "strategies/zero3.hpp"
 
 namespace paradyse {
@@ -45,19 +48,6 @@ double softmax_scale(const ModelSpec& model) {
 // order), which is the column order of the score row: the mask compares positions, not indices.
 AttentionMask row_mask(const LayerContext& ctx, int rank) {
   return {ctx.model.causal, ctx.layout.local(rank), ctx.layout.gathered()};
-}
-
-// The ring of RingQK / RingAV: at step i this rank holds the block of rank (r − i) mod p. The next
-// exchange is posted before this block's compute so that the transfer hides behind it; the block
-// received replaces the one used (double buffering).
-template <class OnBlock>
-void for_each_ring_block(Backend& be, Tensor block, OnBlock&& on_block) {
-  const int p = be.degree(), r = be.rank();
-  for (int step = 0; step < p; ++step) {
-    Pending next = step + 1 < p ? be.send_recv_async(block, (r + 1) % p, (r - 1 + p) % p) : Pending{};
-    on_block((r - step + p) % p, block);
-    if (next.valid()) block = next.wait();
-  }
 }
 
 // Joins blocks indexed by origin rank along `dim`, so that their order is the gathered order; the
@@ -97,8 +87,8 @@ Tensor reduce_heads(Backend& be, const ModelSpec& model, const Tensor& x) {
 // RingQK: the raw scores q·kᵀ of this rank's queries against every key block, [b, a, s/p, s].
 Tensor ring_scores(Backend& be, const ModelSpec& model, const Tensor& q, const Tensor& k) {
   std::vector<Tensor> blocks(static_cast<std::size_t>(be.degree()));
-  for_each_ring_block(be, k, [&](int origin, const Tensor& k_block) {
-    blocks[static_cast<std::size_t>(origin)] =
+  ring::for_each_block(be, k, [&](const ring::Step& step, const Tensor& k_block) {
+    blocks[static_cast<std::size_t>(step.owner)] =
         be.scores(q, expand_heads(be, model, k_block));  // [b, a, s/p, s/p]
   });
   // Blocks arrive in ring order r, r−1, …; the row is laid out in gathered order 0, 1, …, p−1.
@@ -129,8 +119,8 @@ class ColossalZ final : public zero3::Zero3MlpStrategy {
 
     // RingAV: out = Σ over key blocks of P[:, :, :, block]·v_block.
     Tensor out;  // [b, s/p, a, d]
-    for_each_ring_block(be, qkv.v, [&](int origin, const Tensor& v_block) {
-      Tensor part = be.scores_times(key_block(be, probs, origin), expand_heads(be, model, v_block));
+    ring::for_each_block(be, qkv.v, [&](const ring::Step& step, const Tensor& v_block) {
+      Tensor part = be.scores_times(key_block(be, probs, step.owner), expand_heads(be, model, v_block));
       if (out.defined())
         be.add_(out, part);
       else
@@ -168,10 +158,11 @@ class ColossalZ final : public zero3::Zero3MlpStrategy {
     // RingAV backward, V circulating again: d_P = d_o·vᵀ per key block, and this rank's queries'
     // contribution to every block's dV, Pᵀ·d_o.
     std::vector<Tensor> d_prob_blocks(static_cast<std::size_t>(p)), d_v_blocks(static_cast<std::size_t>(p));
-    for_each_ring_block(be, saved.v, [&](int origin, const Tensor& v_block) {
-      const auto i = static_cast<std::size_t>(origin);
+    ring::for_each_block(be, saved.v, [&](const ring::Step& step, const Tensor& v_block) {
+      const auto i = static_cast<std::size_t>(step.owner);
       d_prob_blocks[i] = be.scores(d_o, expand_heads(be, model, v_block));  // [b, a, s/p, s/p]
-      d_v_blocks[i] = reduce_heads(be, model, be.scores_transposed_times(key_block(be, probs, origin), d_o));
+      d_v_blocks[i] =
+          reduce_heads(be, model, be.scores_transposed_times(key_block(be, probs, step.owner), d_o));
     });
     saved.v = Tensor();
     d_o = Tensor();
@@ -184,14 +175,14 @@ class ColossalZ final : public zero3::Zero3MlpStrategy {
     // RingQK backward, K circulating again: dq = d_S·k over key blocks, and every block's dK, d_Sᵀ·q.
     Tensor d_q;  // [b, s/p, a, d]
     std::vector<Tensor> d_k_blocks(static_cast<std::size_t>(p));
-    for_each_ring_block(be, saved.k, [&](int origin, const Tensor& k_block) {
-      const Tensor d_scores_block = key_block(be, d_scores, origin);
+    ring::for_each_block(be, saved.k, [&](const ring::Step& step, const Tensor& k_block) {
+      const Tensor d_scores_block = key_block(be, d_scores, step.owner);
       Tensor part = be.scores_times(d_scores_block, expand_heads(be, model, k_block));
       if (d_q.defined())
         be.add_(d_q, part);
       else
         d_q = std::move(part);
-      d_k_blocks[static_cast<std::size_t>(origin)] =
+      d_k_blocks[static_cast<std::size_t>(step.owner)] =
           reduce_heads(be, model, be.scores_transposed_times(d_scores_block, saved.q));  // [b, s/p, a_kv, d]
     });
     d_scores = Tensor();

@@ -5,11 +5,13 @@
 // Attention, a two-level loop over the p head groups (group i = the a/p query and a_kv/p KV heads that
 // rank i owns): broadcast group i's weights [W_qkv shard; W_proj shard] from rank i, posting group i+1's
 // broadcast before group i's compute (double buffered); q_i, k|v_i = this rank's tokens through them;
-// ring attention over the sequence for these heads (p steps: post the next K|V exchange, attend to the
-// block with a mask by position, merge by log-sum-exp; zig-zag chunks when causal); then
-// y += out_i · W_proj_i, whose p row blocks sum to the whole output projection.
-// MLP, a ring of weight shards: at step j this rank holds [W_in shard; W_out shard] of rank (r−j) mod p,
-// passes it on (double buffered) and adds act(x·W_in_jᵀ)·W_out_j to y; a_j is one [b, s/p, f_in/p] chunk.
+// ring attention over the sequence for these heads (ring_attention.hpp: p steps, post the next K|V
+// exchange, attend to the block with a mask by position, merge by log-sum-exp; zig-zag chunks when
+// causal), K and V packed in one buffer so that each hop is one message; then y += out_i · W_proj_i, whose
+// p row blocks sum to the whole output projection.
+// MLP, a ring of weight shards (the same generic ring): at step j this rank holds [W_in shard; W_out
+// shard] of rank (r−j) mod p, passes it on (double buffered) and adds act(x·W_in_jᵀ)·W_out_j to y; a_j is
+// one [b, s/p, f_in/p] chunk.
 // Backward: the layer always recomputes (always_recomputes(): only the layer input is kept between
 // forward and backward; layer.cpp re-runs the forward first). Attention: each group's weights are
 // broadcast again; the block ring runs again as in ring-flash-attention (K|V re-circulate, the fp32
@@ -37,37 +39,23 @@
 // layer runs (forward, or recompute + backward) it also holds per head group q, K|V, out, lse and the p
 // chunks a_j, b·(s/p)·(2h + 2h_kv + f_in) bf16 elements, but never a [b, s, ·] tensor.
 #include "strategies/library.hpp"
+#include "strategies/ring_attention.hpp"
 #include "strategies/zero3.hpp"
 
 namespace paradyse {
 namespace {
 
-// One head group's tensors that its backward needs; they live only while their layer is recomputed.
-struct HeadGroup {
-  Tensor q;    // [b, s/p, a/p, d]
-  Tensor kv;   // [b, s/p, 2a_kv/p, d]: this rank's keys then values; starts the backward ring again
-  Tensor out;  // [b, s/p, a/p, d], merged over all key blocks
-  Tensor lse;  // [b, a/p, s/p] fp32, of the merged rows
-};
-
 struct AttentionSaved final : SavedActivations {
-  Tensor x;                       // [b, s/p, h] normalised input: every group's W_qkv gradient needs it
-  std::vector<HeadGroup> groups;  // indexed by head group = owner rank
+  Tensor x;  // [b, s/p, h] normalised input: every group's W_qkv gradient needs it
+  // Per head group (= owner rank), what its backward needs: q [b, s/p, a/p, d], K|V packed
+  // [b, s/p, 2a_kv/p, d], out, lse. They live only while their layer is recomputed.
+  std::vector<ring::Saved> groups;
 };
 
 struct MlpSaved final : SavedActivations {
   Tensor x;                 // [b, s/p, h]: the W_in gradients need it
   std::vector<Tensor> pre;  // by ring step: a_j [b, s/p, f_in/p], W_in shard of rank (r − j) mod p
 };
-
-struct Ring {
-  int next, previous;  // send to next, receive from previous
-};
-
-Ring ring_of(const Backend& be) {
-  const int p = be.degree(), r = be.rank();
-  return {(r + 1) % p, (r - 1 + p) % p};
-}
 
 // Sizes of one head group (= one rank's share of the heads).
 struct GroupDims {
@@ -82,22 +70,8 @@ GroupDims group_dims(const ModelSpec& model, int degree) {
   return {q_cols, kv_cols, model.kv_heads / degree, q_cols + kv_cols};
 }
 
-// Keys and values of a K|V block [b, n, 2a_kv/p, d].
-Tensor keys(Backend& be, const Tensor& kv) {
-  return be.slice(kv, 2, 0, kv.size(2) / 2);
-}
-Tensor values(Backend& be, const Tensor& kv) {
-  return be.slice(kv, 2, kv.size(2) / 2, kv.size(2) / 2);
-}
-
 void add_into(Backend& be, Tensor target_view, const Tensor& x) {
   be.add_(target_view, x);
-}
-
-// Which (query, key) pairs of this rank's queries and the block that originated on `owner` attention
-// computes: masks compare positions, so the zig-zag chunks stay where they are.
-AttentionMask block_mask(const LayerContext& ctx, int rank, int owner) {
-  return {ctx.model.causal, ctx.layout.local(rank), ctx.layout.local(owner)};
 }
 
 // This rank's weight shards as one buffer with their rows stacked, so that a group's attention weights
@@ -135,96 +109,21 @@ class GroupWeights {
   Pending arriving_;
 };
 
-// Ring attention of this rank's queries of one head group over the whole sequence: at step j it holds
-// the K|V block of rank (r − j) mod p, posts the exchange of that block first, attends, merges.
-AttentionOutput ring_attention_forward(Backend& be, const LayerContext& ctx, const Tensor& q,
-                                       const Tensor& kv) {
-  const int p = be.degree(), r = be.rank();
-  const Ring ring = ring_of(be);
-  Tensor block = kv;  // [b, s/p, 2a_kv/p, d]
-  AttentionOutput merged;
-  for (int step = 0; step < p; ++step) {
-    Pending next = step + 1 < p ? be.send_recv_async(block, ring.next, ring.previous) : Pending{};
-    const AttentionMask mask = block_mask(ctx, r, (r - step + p) % p);
-    if (!mask.empty()) {  // a block entirely above the causal diagonal costs nothing; K|V still travel
-      AttentionOutput part = be.attention_forward(q, keys(be, block), values(be, block), mask);
-      if (!merged.out.defined())
-        merged = std::move(part);
-      else
-        be.merge_attention(merged.out, merged.lse, part);
-    }
-    if (next.valid()) block = next.wait();
-  }
-  PARADYSE_CHECK(merged.out.defined(), "ring attention computed no block");  // the own block has the diagonal
-  return merged;
-}
-
-// Backward of one head group's ring attention (ring-flash-attention's ring_flash_attn_backward): K|V
-// circulate again; dq sums locally in fp32; the fp32 dK|dV accumulator of the block held at step j ≥ 1
-// is passed on with it and lands on the block's owner after p−1 hops, where the owner's own share
-// (step 0) is added last. Returns d_qkv [b, s/p, (h + 2h_kv)/p] in W_qkv's row order (q, k, v).
-Tensor ring_attention_backward(Backend& be, const LayerContext& ctx, const HeadGroup& group,
-                               const Tensor& d_out) {
-  const int p = be.degree(), r = be.rank();
-  const Ring ring = ring_of(be);
-  Tensor d_q = be.zeros(group.q.shape(), DType::fp32);
-  Tensor d_k_own, d_v_own;  // bf16: step 0's gradients of this rank's own block
-  Pending d_kv_arriving;    // the fp32 accumulator of the block held next step
-  Tensor d_kv_sent;         // kept alive until its exchange completes
-  Tensor block = group.kv;
-  for (int step = 0; step < p; ++step) {
-    Pending next = step + 1 < p ? be.send_recv_async(block, ring.next, ring.previous) : Pending{};
-    const AttentionMask mask = block_mask(ctx, r, (r - step + p) % p);
-    AttentionGrads grads;
-    if (!mask.empty()) {
-      grads = be.attention_backward(d_out, group.q, keys(be, block), values(be, block), group.out, group.lse,
-                                    mask);
-      be.add_(d_q, grads.d_q);
-      grads.d_q = Tensor();
-    }
-    if (step == 0) {
-      d_k_own = std::move(grads.d_k);
-      d_v_own = std::move(grads.d_v);
-    } else {
-      // Waited only now: this block's compute hid the accumulator's arrival.
-      Tensor d_kv;
-      if (step == 1) {
-        d_kv = be.zeros(block.shape(), DType::fp32);
-      } else {
-        d_kv = d_kv_arriving.wait();
-        d_kv_sent = Tensor();  // that exchange has completed: its send buffer is free
-      }
-      if (grads.d_k.defined()) {
-        add_into(be, keys(be, d_kv), grads.d_k);
-        add_into(be, values(be, d_kv), grads.d_v);
-      }
-      grads = {};
-      d_kv_arriving = be.send_recv_async(d_kv, ring.next, ring.previous);
-      d_kv_sent = std::move(d_kv);
-    }
-    if (next.valid()) block = next.wait();
-  }
-  block = Tensor();
-  PARADYSE_CHECK(d_k_own.defined(), "ring attention skipped this rank's own block");
-
+// One head group's ring attention backward: d_qkv [b, s/p, (h + 2h_kv)/p] in W_qkv's row order (q, k, v),
+// bf16. The fp32 sums are added into one zeroed buffer rather than cast apart and concatenated; dq goes
+// first, so that its adds hide the last hop of the dK|dV accumulator.
+Tensor head_group_backward(Backend& be, const LayerContext& ctx, const ring::Saved& group,
+                           const Tensor& d_out) {
+  ring::Grads grads = ring::attention_backward(be, ctx, d_out, group);
   const int64_t b = group.q.size(0), n = group.q.size(1), d = group.q.size(3);
-  const int64_t q_cols = group.q.size(2) * d, kv_cols = group.kv.size(2) * d;
-  Tensor d_qkv = be.zeros({b, n, q_cols + kv_cols}, DType::bf16);  // fp32 → bf16 by adding into zeros
+  const int64_t q_cols = group.q.size(2) * d, kv_cols = group.kv.kv.size(2) * d;
+  Tensor d_qkv = be.zeros({b, n, q_cols + kv_cols}, DType::bf16);
   add_into(be, be.view(be.slice(d_qkv, 2, 0, q_cols), group.q.shape()),
-           d_q);  // [b, s/p, h/p] as [b, s/p, a/p, d]
-  d_q = Tensor();
-  Tensor d_kv_part =
-      be.view(be.slice(d_qkv, 2, q_cols, kv_cols), group.kv.shape());  // as [b, s/p, 2a_kv/p, d]
-  if (p > 1) {  // this rank's accumulator, back from its p−1 hops, plus the own block's share
-    Tensor d_kv = d_kv_arriving.wait();
-    d_kv_sent = Tensor();
-    add_into(be, keys(be, d_kv), d_k_own);
-    add_into(be, values(be, d_kv), d_v_own);
-    be.add_(d_kv_part, d_kv);
-  } else {
-    add_into(be, keys(be, d_kv_part), d_k_own);
-    add_into(be, values(be, d_kv_part), d_v_own);
-  }
+           grads.d_q);  // [b, s/p, h/p] as [b, s/p, a/p, d]
+  grads.d_q = Tensor();
+  const Tensor d_kv =
+      be.view(be.slice(d_qkv, 2, q_cols, kv_cols), group.kv.kv.shape());  // [b, s/p, 2a_kv/p, d]
+  ring::add_into(be, ring::KvBlock::packed(d_kv), grads.take_d_kv(be));
   return d_qkv;
 }
 
@@ -267,7 +166,6 @@ class Metp final : public Strategy {
   SublayerOutput attention_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                                    const Tensor& x) const override {
     const int p = be.degree();
-    PARADYSE_CHECK(ctx.layout.degree() == p, "the sequence layout's degree is not the group's");
     const GroupDims dims = group_dims(ctx.model, p);
     const int64_t b = x.size(0), n = x.size(1), d = ctx.model.head_dim();
     auto saved = std::make_unique<AttentionSaved>();
@@ -278,14 +176,15 @@ class Metp final : public Strategy {
     Tensor y;  // [b, s/p, h]: the sum over groups of out_i · W_proj_i
     for (int i = 0; i < p; ++i) {
       const Tensor group_weights = weights.take(i);  // [(2h + 2h_kv)/p, h]
-      HeadGroup& group = saved->groups[static_cast<std::size_t>(i)];
+      ring::Saved& group = saved->groups[static_cast<std::size_t>(i)];
       be.label("qkv");
       const Tensor w_q = be.slice(group_weights, 0, 0, dims.q_cols);
       const Tensor w_kv = be.slice(group_weights, 0, dims.q_cols, dims.kv_cols);
       group.q = be.view(be.linear(x, w_q), {b, n, dims.q_cols / d, d});  // [b, s/p, h] → [b, s/p, a/p, d]
-      group.kv = be.view(be.linear(x, w_kv), {b, n, 2 * dims.kv_heads, d});  // → [b, s/p, 2a_kv/p, d]
+      // → [b, s/p, 2a_kv/p, d]: keys then values, one message per ring hop
+      group.kv = ring::KvBlock::packed(be.view(be.linear(x, w_kv), {b, n, 2 * dims.kv_heads, d}));
       be.label("attention");
-      AttentionOutput attention = ring_attention_forward(be, ctx, group.q, group.kv);
+      AttentionOutput attention = ring::attention_forward(be, ctx, group.q, group.kv);
       be.label("proj");
       const Tensor w_proj = be.slice(group_weights, 0, dims.qkv_rows, dims.q_cols);  // [h/p, h]
       Tensor part =
@@ -313,13 +212,13 @@ class Metp final : public Strategy {
     Tensor d_x;  // [b, s/p, h]: the sum over groups of d_qkv_i · W_qkv_i
     for (int i = 0; i < p; ++i) {
       const Tensor group_weights = weights.take(i);
-      HeadGroup& group = saved.groups[static_cast<std::size_t>(i)];
+      ring::Saved& group = saved.groups[static_cast<std::size_t>(i)];
       be.label("proj");
       const Tensor w_proj = be.slice(group_weights, 0, dims.qkv_rows, dims.q_cols);  // [h/p, h]
       Tensor d_out = be.view(be.linear(d_y, w_proj), group.out.shape());  // [b, s/p, h/p] → [b, s/p, a/p, d]
       Tensor d_w_proj = be.weight_grad(be.view(group.out, {b, n, dims.q_cols}), d_y);  // [h/p, h]
       be.label("attention");
-      Tensor d_qkv = ring_attention_backward(be, ctx, group, d_out);  // [b, s/p, (h + 2h_kv)/p]
+      Tensor d_qkv = head_group_backward(be, ctx, group, d_out);  // [b, s/p, (h + 2h_kv)/p]
       d_out = Tensor();
       group = {};
       be.label("qkv");
@@ -345,100 +244,90 @@ class Metp final : public Strategy {
 
   SublayerOutput mlp_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                              const Tensor& x) const override {
-    const int p = be.degree();
-    const Ring ring = ring_of(be);
     const int64_t in_rows = w.mlp_in.size(0), out_rows = w.mlp_out.size(0);  // f_in/p, f/p
     auto saved = std::make_unique<MlpSaved>();
     saved->x = x;
-    saved->pre.resize(static_cast<std::size_t>(p));
+    saved->pre.resize(static_cast<std::size_t>(be.degree()));
     be.label("mlp weights");
-    Tensor shard = stack_rows(be, w.mlp_in, w.mlp_out);  // [(f_in + f)/p, h]: this rank's, then the ring's
-    Tensor y;                                            // [b, s/p, h]: the sum over shards
-    for (int step = 0; step < p; ++step) {
-      be.label("mlp weights");
-      Pending next = step + 1 < p ? be.send_recv_async(shard, ring.next, ring.previous) : Pending{};
-      be.label("mlp_in");
-      Tensor pre = be.linear(x, be.slice(shard, 0, 0, in_rows));  // [b, s/p, h] → [b, s/p, f_in/p]
-      be.label("activation");
-      Tensor act = activation(be, ctx.model, pre);  // [b, s/p, f/p]; SwiGLU: the shard's gate | up rows
-      be.label("mlp_out");
-      Tensor part = be.matmul(act, be.slice(shard, 0, in_rows, out_rows));  // [b, s/p, f/p] → [b, s/p, h]
-      act = Tensor();
-      saved->pre[static_cast<std::size_t>(step)] = std::move(pre);
-      if (!y.defined())
-        y = std::move(part);
-      else
-        be.add_(y, part);
-      if (next.valid()) {
-        be.label("mlp weights");
-        shard = next.wait();
-      }
-    }
+    Tensor y;  // [b, s/p, h]: the sum over shards
+    // [(f_in + f)/p, h]: this rank's shard, then the ring's
+    ring::for_each_block(
+        be, stack_rows(be, w.mlp_in, w.mlp_out),
+        [&](const ring::Step& step, const Tensor& shard) {
+          be.label("mlp_in");
+          Tensor pre = be.linear(x, be.slice(shard, 0, 0, in_rows));  // [b, s/p, h] → [b, s/p, f_in/p]
+          be.label("activation");
+          Tensor act = activation(be, ctx.model, pre);  // [b, s/p, f/p]; SwiGLU: the shard's gate | up rows
+          be.label("mlp_out");
+          Tensor part = be.matmul(act, be.slice(shard, 0, in_rows, out_rows));  // [b, s/p, f/p] → [b, s/p, h]
+          act = Tensor();
+          saved->pre[static_cast<std::size_t>(step.index)] = std::move(pre);
+          if (!y.defined())
+            y = std::move(part);
+          else
+            be.add_(y, part);
+        },
+        "mlp weights");
     return {std::move(y), std::move(saved)};
   }
 
   Tensor mlp_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                       SavedActivations& saved_base, const Tensor& d_y, LayerWeights& grads) const override {
     auto& saved = saved_as<MlpSaved>(saved_base);
-    const int p = be.degree();
-    const Ring ring = ring_of(be);
+    const ring::Neighbours ring = ring::neighbours(be);
     const int64_t in_rows = w.mlp_in.size(0), out_rows = w.mlp_out.size(0);
+    Pending grad_arriving;  // the partial gradient of the shard held next step
+    Tensor grad_sent;       // kept alive until its exchange completes
+    Tensor d_x;             // [b, s/p, h]
     be.label("mlp weights");
-    Tensor shard =
-        stack_rows(be, w.mlp_in, w.mlp_out);  // the same ring as forward: step j holds rank r − j's
-    Pending grad_arriving;                    // the partial gradient of the shard held next step
-    Tensor grad_sent;                         // kept alive until its exchange completes
-    Tensor d_x;                               // [b, s/p, h]
-    for (int step = 0; step < p; ++step) {
-      be.label("mlp weights");
-      Pending next = step + 1 < p ? be.send_recv_async(shard, ring.next, ring.previous) : Pending{};
-      Tensor& pre = saved.pre[static_cast<std::size_t>(step)];
-      be.label("mlp_out");
-      Tensor d_act = be.linear(d_y, be.slice(shard, 0, in_rows, out_rows));  // [b, s/p, h] → [b, s/p, f/p]
-      be.label("activation");
-      Tensor act = activation(be, ctx.model, pre);  // rebuilt: cheaper than keeping p chunks of it
-      be.label("mlp_out");
-      Tensor d_w_out = be.weight_grad(act, d_y);  // [f/p, h]
-      act = Tensor();
-      be.label("activation");
-      Tensor d_pre = activation_backward(be, ctx.model, d_act, pre);  // [b, s/p, f_in/p]
-      d_act = Tensor();
-      pre = Tensor();
-      be.label("mlp_in");
-      Tensor part = be.matmul(d_pre, be.slice(shard, 0, 0, in_rows));  // [b, s/p, f_in/p] → [b, s/p, h]
-      if (!d_x.defined())
-        d_x = std::move(part);
-      else
-        be.add_(d_x, part);
-      Tensor d_w_in = be.weight_grad(d_pre, saved.x);  // [f_in/p, h], from this rank's tokens
-      d_pre = Tensor();
-      be.label("mlp grads");
-      if (step == 0) {  // this rank's own shard: its share goes straight into its gradient
-        be.add_(grads.mlp_in, d_w_in);
-        be.add_(grads.mlp_out, d_w_out);
-      } else {
-        // The partial sum of the shard of rank r − step starts on rank r − step + 1 and follows the shard
-        // one step behind: p − 1 hops, after the last of which it lands on the owner.
-        Tensor partial;
-        if (step == 1) {
-          partial = stack_rows(be, d_w_in, d_w_out);  // [(f_in + f)/p, h]
-        } else {
-          partial = grad_arriving.wait();  // waited only now: this step's GEMMs hid it
-          grad_sent = Tensor();            // that exchange has completed: its send buffer is free
-          add_into(be, be.slice(partial, 0, 0, in_rows), d_w_in);
-          add_into(be, be.slice(partial, 0, in_rows, out_rows), d_w_out);
-        }
-        grad_arriving = be.send_recv_async(partial, ring.next, ring.previous);
-        grad_sent = std::move(partial);
-      }
-      d_w_in = Tensor();
-      d_w_out = Tensor();
-      if (next.valid()) {
-        be.label("mlp weights");
-        shard = next.wait();
-      }
-    }
-    shard = Tensor();
+    // The same ring as forward: step j holds rank r − j's shard.
+    ring::for_each_block(
+        be, stack_rows(be, w.mlp_in, w.mlp_out),
+        [&](const ring::Step& step, const Tensor& shard) {
+          Tensor& pre = saved.pre[static_cast<std::size_t>(step.index)];
+          be.label("mlp_out");
+          Tensor d_act =
+              be.linear(d_y, be.slice(shard, 0, in_rows, out_rows));  // [b, s/p, h] → [b, s/p, f/p]
+          be.label("activation");
+          Tensor act = activation(be, ctx.model, pre);  // rebuilt: cheaper than keeping p chunks of it
+          be.label("mlp_out");
+          Tensor d_w_out = be.weight_grad(act, d_y);  // [f/p, h]
+          act = Tensor();
+          be.label("activation");
+          Tensor d_pre = activation_backward(be, ctx.model, d_act, pre);  // [b, s/p, f_in/p]
+          d_act = Tensor();
+          pre = Tensor();
+          be.label("mlp_in");
+          Tensor part = be.matmul(d_pre, be.slice(shard, 0, 0, in_rows));  // [b, s/p, f_in/p] → [b, s/p, h]
+          if (!d_x.defined())
+            d_x = std::move(part);
+          else
+            be.add_(d_x, part);
+          Tensor d_w_in = be.weight_grad(d_pre, saved.x);  // [f_in/p, h], from this rank's tokens
+          d_pre = Tensor();
+          be.label("mlp grads");
+          if (step.index == 0) {  // this rank's own shard: its share goes straight into its gradient
+            be.add_(grads.mlp_in, d_w_in);
+            be.add_(grads.mlp_out, d_w_out);
+          } else {
+            // The partial sum of the shard of rank r − step starts on rank r − step + 1 and follows the shard
+            // one step behind: p − 1 hops, after the last of which it lands on the owner.
+            Tensor partial;
+            if (step.index == 1) {
+              partial = stack_rows(be, d_w_in, d_w_out);  // [(f_in + f)/p, h]
+            } else {
+              partial = grad_arriving.wait();  // waited only now: this step's GEMMs hid it
+              grad_sent = Tensor();            // that exchange has completed: its send buffer is free
+              add_into(be, be.slice(partial, 0, 0, in_rows), d_w_in);
+              add_into(be, be.slice(partial, 0, in_rows, out_rows), d_w_out);
+            }
+            grad_arriving = be.send_recv_async(partial, ring.next, ring.previous);
+            grad_sent = std::move(partial);
+          }
+          d_w_in = Tensor();
+          d_w_out = Tensor();
+        },
+        "mlp weights");
     saved.x = Tensor();
     if (grad_arriving.valid()) {  // this rank's shard gradient, summed over all ranks' tokens
       be.label("mlp grads");
