@@ -35,7 +35,7 @@ TEST_CASE("executables: paradyse loads neither SimGrid nor LibTorch, paradyse-si
   CHECK_THAT(libraries(dir / "paradyse-real"), Catch::Contains("libtorch"));
 }
 
-TEST_CASE("executables: handed-over commands get their options; a missing executable is named", "[cli]") {
+TEST_CASE("executables: handed-over commands get their options, a missing executable is named", "[cli]") {
   // An option only the simulator's command knows reaches it, and its errors read as paradyse's.
   const RunResult bad = run_paradyse("simulate --plan megatron_ts --seq 0");
   CHECK(bad.exit_code == 2);
