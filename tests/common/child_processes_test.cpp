@@ -45,7 +45,7 @@ TEST_CASE("child processes: every exit is reported once, with its status", "[com
   CHECK_FALSE(children.wait_next().has_value());  // nothing left to wait for
 }
 
-TEST_CASE("child processes: a deadline ends the wait; kill_all stops the rest", "[common][processes]") {
+TEST_CASE("child processes: a deadline ends the wait, kill_all stops the rest", "[common][processes]") {
   ChildProcesses children;
   children.start(7, [] {
     std::this_thread::sleep_for(std::chrono::seconds(60));

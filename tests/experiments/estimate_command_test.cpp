@@ -21,7 +21,7 @@ TEST_CASE("estimate --json prints the documented keys", "[experiments]") {
   REQUIRE(j.at("comm_bytes").get<double>() > 0);
 }
 
-TEST_CASE("estimate: several strategies and lengths give a list; output is deterministic", "[experiments]") {
+TEST_CASE("estimate: several strategies and lengths give a list, output is deterministic", "[experiments]") {
   const std::string args = "estimate --model bert-large --strategy all --seq 4K,32K --json";
   const RunResult first = run_paradyse(args);
   REQUIRE(first.exit_code == 0);

@@ -95,7 +95,7 @@ TEST_CASE("simulator: a pure-compute program takes the sum of its kernel times",
   CHECK(result.flows == 0);
 }
 
-TEST_CASE("simulator: communication behind compute is hidden; a wait on it is exposed", "[sim]") {
+TEST_CASE("simulator: communication behind compute is hidden, a wait on it is exposed", "[sim]") {
   const double B = 100e9, S = 100 * kMiB;
   const hw::ClusterSpec cluster = flat_cluster(2, 1, B);
   const costmodel::OpTimer timer(cluster, 2);

@@ -210,7 +210,7 @@ TEST_CASE("METP: message counts and bus bytes per kind, forward, recompute pass 
         }
 }
 
-TEST_CASE("METP: per layer 3p broadcasts, p reduces, 4(p²−1) ring steps; 20(p−1)/p·b·s·h_kv activation bytes",
+TEST_CASE("METP: per layer 3p broadcasts, p reduces, 4(p²−1) ring steps, 20(p−1)/p·b·s·h_kv activation bytes",
           "[strategies]") {
   // The whole layer (forward + recompute + backward), from layer_totals: attention weights move 3× by
   // broadcast and their gradients 1× by reduce, 16·h·(h + h_kv) bytes whatever s and p; MLP shards 3× and
@@ -318,7 +318,7 @@ TEST_CASE("METP: FLOPs agree with Korthikanti's 96·b·s·h²/p + causal-halved 
     }
 }
 
-TEST_CASE("METP: zig-zag balances the work; no causal ring block is skipped", "[strategies]") {
+TEST_CASE("METP: zig-zag balances the work, no causal ring block is skipped", "[strategies]") {
   const int p = 4;
   const ModelSpec model = small_model(true);
   const Program first = trace_step(metp(), model, p, 16384, 1, Recompute::none, 0);
