@@ -3,7 +3,9 @@
 #include "costmodel/profile.hpp"
 
 #include "common/atomic_file.hpp"
+#include "common/csv.hpp"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -12,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <ostream>
+#include <sstream>
 #include <string_view>
 #include <tuple>
 
@@ -21,10 +24,6 @@
 namespace paradyse::costmodel {
 
 namespace {
-
-constexpr const char* profile_csv_header =
-    "model,cluster,degree,batch,source,strategy,recompute,seq,iteration_time_s,peak_memory_bytes,"
-    "saved_bytes_per_layer";
 
 enum Column : std::size_t {
   model_column,
@@ -45,23 +44,28 @@ bool is_source(std::string_view text) {
   return text == "sim" || text == "analytic" || text == "real";
 }
 
-std::vector<std::string_view> split_row(std::string_view line) {
-  std::vector<std::string_view> cells;
-  std::size_t start = 0;
-  while (true) {
-    std::size_t comma = line.find(',', start);
-    cells.push_back(
-        line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
-    if (comma == std::string_view::npos) return cells;
-    start = comma + 1;
-  }
-}
-
-// The column names, in order: the header row split at its commas.
-const std::vector<std::string_view>& column_names() {
-  static const std::vector<std::string_view> names = split_row(profile_csv_header);
+// The header row: the column names, in Column order.
+const std::vector<std::string>& column_names() {
+  static const std::vector<std::string> names = {"model",
+                                                 "cluster",
+                                                 "degree",
+                                                 "batch",
+                                                 "source",
+                                                 "strategy",
+                                                 "recompute",
+                                                 "seq",
+                                                 "iteration_time_s",
+                                                 "peak_memory_bytes",
+                                                 "saved_bytes_per_layer"};
   PARADYSE_CHECK(names.size() == num_columns, "the header names every Column");
   return names;
+}
+
+// A row as the file has it, without its line end: for error messages.
+std::string row_text(const std::vector<std::string>& cells) {
+  std::string text = csv::row(cells);
+  text.pop_back();
+  return text;
 }
 
 // Where a check failed: the file (empty when writing to a stream) and the CSV line the row is (or
@@ -82,10 +86,9 @@ std::string exact_text(double value) {
   return std::string(buffer.data(), end);
 }
 
+// Any text but the empty one: the CSV quotes names that hold commas, quotes or line breaks.
 void check_name(const Place& place, Column column, const std::string& value) {
-  if (value.empty() || value.find_first_of(",\"\r\n") != std::string::npos)
-    place.fail(column,
-               "expected a non-empty name without commas, quotes or line breaks, got '" + value + "'");
+  if (value.empty()) place.fail(column, "expected a non-empty name, got ''");
 }
 
 void check_positive(const Place& place, Column column, double value) {
@@ -150,8 +153,7 @@ double parse_positive_number(const Place& place, Column column, std::string_view
 }
 
 // Reads a data row into `profile`: the header fields from the first row, a point from every row.
-void read_row(const Place& place, const std::vector<std::string_view>& cells, bool first_row,
-              Profile& profile) {
+void read_row(const Place& place, const std::vector<std::string>& cells, bool first_row, Profile& profile) {
   if (cells.size() < num_columns)
     place.fail(static_cast<Column>(cells.size()), "expected " + std::to_string(num_columns) +
                                                       " comma-separated values, got " +
@@ -161,15 +163,15 @@ void read_row(const Place& place, const std::vector<std::string_view>& cells, bo
                                        std::to_string(cells.size() - num_columns) + " more value(s)");
 
   Profile header;
-  header.model = std::string(cells[model_column]);
-  header.cluster = std::string(cells[cluster_column]);
+  header.model = cells[model_column];
+  header.cluster = cells[cluster_column];
   const int64_t degree = parse_positive_integer(place, degree_column, cells[degree_column]);
   if (degree > std::numeric_limits<int>::max())
-    place.fail(degree_column, "expected a parallel degree that fits an int, got '" +
-                                  std::string(cells[degree_column]) + "'");
+    place.fail(degree_column,
+               "expected a parallel degree that fits an int, got '" + cells[degree_column] + "'");
   header.degree = static_cast<int>(degree);
   header.batch = parse_positive_integer(place, batch_column, cells[batch_column]);
-  header.source = std::string(cells[source_column]);
+  header.source = cells[source_column];
   check_header_fields(place, header);
   if (first_row) {
     header.points = std::move(profile.points);
@@ -188,8 +190,8 @@ void read_row(const Place& place, const std::vector<std::string_view>& cells, bo
   }
 
   ProfilePoint point;
-  point.strategy = std::string(cells[strategy_column]);
-  point.recompute = std::string(cells[recompute_column]);
+  point.strategy = cells[strategy_column];
+  point.recompute = cells[recompute_column];
   point.seq = parse_positive_integer(place, seq_column, cells[seq_column]);
   point.iteration_time_s = parse_positive_number(place, iteration_time_column, cells[iteration_time_column]);
   point.peak_memory_bytes = parse_positive_number(place, peak_memory_column, cells[peak_memory_column]);
@@ -200,22 +202,27 @@ void read_row(const Place& place, const std::vector<std::string_view>& cells, bo
 
 // `file` names the destination in errors; empty for a stream.
 void write_rows(const Profile& profile, std::ostream& out, const std::string& file) {
-  // Checked in full before the first byte, so a rejected profile writes nothing.
-  check_header_fields(Place{file, 2}, profile);
-  if (profile.points.empty()) Place{file, 2}.fail(strategy_column, "expected at least one point, got none");
+  // Checked in full before the first byte, so a rejected profile writes nothing. A row's line counts
+  // the line breaks that quoted names before it hold.
+  int line = 2;
+  check_header_fields(Place{file, line}, profile);
+  if (profile.points.empty())
+    Place{file, line}.fail(strategy_column, "expected at least one point, got none");
+  std::string text = csv::row(column_names());
+  const std::string degree = std::to_string(profile.degree), batch = std::to_string(profile.batch);
   SeenPoints seen;
-  for (std::size_t i = 0; i < profile.points.size(); ++i) {
-    const Place place{file, static_cast<int>(i) + 2};
-    check_point(place, profile.points[i]);
-    seen.add(place, profile.points[i]);
+  for (const ProfilePoint& point : profile.points) {
+    const Place place{file, line};
+    check_point(place, point);
+    seen.add(place, point);
+    const std::string row =
+        csv::row({profile.model, profile.cluster, degree, batch, profile.source, point.strategy,
+                  point.recompute, std::to_string(point.seq), exact_text(point.iteration_time_s),
+                  exact_text(point.peak_memory_bytes), exact_text(point.saved_bytes_per_layer)});
+    line += static_cast<int>(std::count(row.begin(), row.end(), '\n'));
+    text += row;
   }
-  out << profile_csv_header << '\n';
-  const std::string fixed = profile.model + ',' + profile.cluster + ',' + std::to_string(profile.degree) +
-                            ',' + std::to_string(profile.batch) + ',' + profile.source + ',';
-  for (const ProfilePoint& point : profile.points)
-    out << fixed << point.strategy << ',' << point.recompute << ',' << point.seq << ','
-        << exact_text(point.iteration_time_s) << ',' << exact_text(point.peak_memory_bytes) << ','
-        << exact_text(point.saved_bytes_per_layer) << '\n';
+  out << text;
 }
 
 }  // namespace
@@ -231,33 +238,31 @@ void write_profile(const Profile& profile, const std::string& path) {
 Profile read_profile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, 0, "", "cannot open the file for reading");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) throw InputError(path, 0, "", "read error");
+  const std::string text = std::move(buffer).str();
 
-  std::string line;
-  int line_number = 1;
-  if (!std::getline(in, line))
-    throw InputError(path, 1, "",
-                     std::string("expected the header row '") + profile_csv_header + "', got an empty file");
-  if (!line.empty() && line.back() == '\r') line.pop_back();  // a file saved with CRLF line ends
+  csv::Reader reader(text, path);
+  std::vector<std::string> cells;
+  const std::string header = row_text(column_names());
+  if (!reader.next(cells))
+    throw InputError(path, 1, "", "expected the header row '" + header + "', got an empty file");
   // Name the first column that differs: the expected name, or an extra column's own.
-  const std::vector<std::string_view> header = split_row(line);
-  const std::vector<std::string_view>& names = column_names();
-  for (std::size_t i = 0; i < std::max(header.size(), names.size()); ++i) {
-    if (i < header.size() && i < names.size() && header[i] == names[i]) continue;
-    const std::string column(i < names.size() ? names[i] : header[i]);
-    throw InputError(path, 1, column,
-                     std::string("expected the header row '") + profile_csv_header + "', got '" + line + "'");
+  const std::vector<std::string>& names = column_names();
+  for (std::size_t i = 0; i < std::max(cells.size(), names.size()); ++i) {
+    if (i < cells.size() && i < names.size() && cells[i] == names[i]) continue;
+    throw InputError(path, 1, i < names.size() ? names[i] : cells[i],
+                     "expected the header row '" + header + "', got '" + row_text(cells) + "'");
   }
 
   Profile profile;
   SeenPoints seen;
-  while (std::getline(in, line)) {
-    ++line_number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const Place place{path, line_number};
-    read_row(place, split_row(line), profile.points.empty(), profile);
+  while (reader.next(cells)) {
+    const Place place{path, reader.line()};
+    read_row(place, cells, profile.points.empty(), profile);
     seen.add(place, profile.points.back());
   }
-  if (in.bad()) throw InputError(path, line_number, "", "read error");
   if (profile.points.empty())
     throw InputError(path, 2, "", "expected at least one row of points after the header, got none");
   return profile;

@@ -9,8 +9,8 @@
 // then one row per point. model, cluster, degree, batch and source are the same on every row (one file
 // = one profile); source is sim, analytic or real; recompute is none, selective or full; (strategy,
 // recompute, seq) appears once. Numbers are written in their shortest exact form (std::to_chars), so
-// write then read gives back the same doubles bit for bit. No quoting: names may not hold commas,
-// quotes or line breaks. An example row:
+// write then read gives back the same doubles bit for bit. Fields are RFC 4180 (common/csv.hpp): a name
+// holding a comma, a quote or a line break is quoted, so any non-empty name reads back. An example row:
 //   gpt-8l,dgx-a100,8,1,sim,megatron_ts,none,4096,0.3125,21474836480,402653184
 #pragma once
 
@@ -40,8 +40,8 @@ struct Profile {
   std::vector<ProfilePoint> points;
 };
 
-// Writes the CSV. A name that the format cannot hold (comma, quote, line break, empty) or a value
-// that reading would reject is an InputError naming the field, so nothing unreadable is written.
+// Writes the CSV. An empty name or a value that reading would reject is an InputError naming the
+// field, so nothing unreadable is written.
 void write_profile(const Profile& profile, std::ostream& out);
 // Writes to path + ".partial" and renames it to path at the end, so a failed run leaves no half file.
 void write_profile(const Profile& profile, const std::string& path);

@@ -1,12 +1,14 @@
 #include "evaluation/compare_report.hpp"
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
+#include "common/csv.hpp"
 #include "common/errors.hpp"
+#include "evaluation/gnuplot.hpp"
 
 namespace paradyse::evaluation {
 
@@ -29,14 +31,15 @@ void write_text(const fs::path& path, const std::string& text) {
 }
 
 std::string csv(const CompareResult& result) {
-  std::string text =
-      "policy,index,seq,padded_seq,plan,layer_switches,predicted_time_s,time_s,predicted_peak_bytes,peak_"
-      "bytes,fits\n";
+  std::string text = csv::row({"policy", "index", "seq", "padded_seq", "plan", "layer_switches",
+                               "predicted_time_s", "time_s", "predicted_peak_bytes", "peak_bytes", "fits"});
   for (const PolicyResult& p : result.policies)
     for (const SequenceResult& s : p.sequences)
-      text += fmt::format("{},{},{},{},\"{}\",{},{},{},{},{},{}\n", p.policy, s.index, s.tokens,
-                          s.padded_tokens, s.plan, s.layer_switches, s.predicted_seconds, s.seconds,
-                          s.predicted_peak_bytes, s.peak_bytes, s.fits ? 1 : 0);
+      text += csv::row({p.policy, fmt::to_string(s.index), fmt::to_string(s.tokens),
+                        fmt::to_string(s.padded_tokens), s.plan, fmt::to_string(s.layer_switches),
+                        fmt::to_string(s.predicted_seconds), fmt::to_string(s.seconds),
+                        fmt::to_string(s.predicted_peak_bytes), fmt::to_string(s.peak_bytes),
+                        s.fits ? "1" : "0"});
   return text;
 }
 
@@ -51,18 +54,44 @@ std::vector<Point> thin(const std::vector<Point>& points) {
   return kept;
 }
 
-std::string gnuplot_quote(const std::string& text) {
-  std::string quoted = "'";
-  for (char c : text) quoted += c == '\'' ? std::string("''") : std::string(1, c);
-  return quoted + "'";
+std::string data_rows(const std::vector<std::pair<double, double>>& points) {
+  std::string text;
+  for (auto [x, y] : thin(points)) text += fmt::format("{} {}\n", x, y);
+  return text;
+}
+
+// Lengths in binary units: 1K = 1024 tokens, every factor of 4.
+std::string length_tics() {
+  std::string tics = "set xtics (";
+  for (int64_t x = 1, i = 0; x <= int64_t{1} << 26; x *= 4, ++i) {
+    const std::string label = x >= (1 << 20) ? fmt::format("{}M", x >> 20)
+                              : x >= 1024    ? fmt::format("{}K", x >> 10)
+                                             : std::to_string(x);
+    tics += fmt::format("{}'{}' {}", i == 0 ? "" : ", ", label, x);
+  }
+  return tics + ")";
 }
 
 void plot(const CompareResult& result, const RunDescription& run, const fs::path& dir) {
-  const fs::path data = dir / "plot-data";
-  fs::create_directories(data);
-  std::string curves, static_curves, times_curves, static_times;
-  for (std::size_t i = 0; i < result.policies.size(); ++i) {
-    const PolicyResult& p = result.policies[i];
+  const std::string title =
+      fmt::format("{} on {} (degree {}), trace {}", run.model, run.cluster, run.degree, run.trace);
+  gnuplot::Plot cumulative{
+      .png = dir / "cumulative_time.png",
+      .settings = {"set key left top", "set grid", "set title " + gnuplot::quoted(title)}};
+  if (run.sorted) {
+    cumulative.settings.insert(cumulative.settings.end(),
+                               {"set logscale x 2", length_tics(),
+                                "set xlabel 'sequence length (tokens), sequences sorted short to long'"});
+  } else {
+    cumulative.settings.push_back("set xlabel 'sequences trained, in run order'");
+  }
+  cumulative.settings.push_back("set ylabel 'cumulative training time (hours)'");
+  gnuplot::Plot by_length{.png = dir / "time_by_length.png",
+                          .settings = {"unset logscale", "set logscale xy", length_tics(),
+                                       "set xlabel 'sequence length (tokens, padded)'",
+                                       "set ylabel 'time of one training step (s)'"}};
+  std::vector<gnuplot::Series> static_curves, static_times;
+  for (const PolicyResult& p : result.policies) {
     std::vector<std::pair<double, double>> curve, times;
     double total = 0;
     for (const SequenceResult& s : p.sequences) {
@@ -76,59 +105,15 @@ void plot(const CompareResult& result, const RunDescription& run, const fs::path
       if (s.fits) step_by_length[s.padded_tokens] = s.seconds;
     for (const auto& [tokens, seconds] : step_by_length)
       times.emplace_back(static_cast<double>(tokens), seconds);
-    const fs::path curve_file = data / fmt::format("cumulative_{}.dat", i);
-    const fs::path times_file = data / fmt::format("times_{}.dat", i);
-    std::string text;
-    for (auto [x, y] : thin(curve)) text += fmt::format("{} {}\n", x, y);
-    write_text(curve_file, text.empty() ? "nan nan\n" : text);
-    text.clear();
-    for (auto [x, y] : thin(times)) text += fmt::format("{} {}\n", x, y);
-    write_text(times_file, text.empty() ? "nan nan\n" : text);
     // Static policies dashed and drawn last, so that one that coincides with paradyse stays visible.
     const bool is_static = p.policy.starts_with("static:");
-    const std::string style = is_static ? " dt 2 lw 2" : " dt 1 lw 3";
-    (is_static ? static_curves : curves) += ", " + gnuplot_quote(curve_file.string()) +
-                                            " using 1:2 with lines" + style + " title " +
-                                            gnuplot_quote(p.policy);
-    (is_static ? static_times : times_curves) += ", " + gnuplot_quote(times_file.string()) +
-                                                 " using 1:2 with lines" + style + " title " +
-                                                 gnuplot_quote(p.policy);
+    const std::string style = is_static ? "with lines dt 2 lw 2" : "with lines dt 1 lw 3";
+    (is_static ? static_curves : cumulative.series).push_back({data_rows(curve), "1:2", style, p.policy});
+    (is_static ? static_times : by_length.series).push_back({data_rows(times), "1:2", style, p.policy});
   }
-  const std::string cumulative = "plot " + (curves + static_curves).substr(2);
-  const std::string by_length = "plot " + (times_curves + static_times).substr(2);
-  const std::string title =
-      fmt::format("{} on {} (degree {}), trace {}", run.model, run.cluster, run.degree, run.trace);
-  std::string script =
-      "set terminal pngcairo size 1100,700 noenhanced font 'sans,11'\nset key left top\nset grid\n";
-  // Lengths in binary units: 1K = 1024 tokens, every factor of 4.
-  std::string tics = "set xtics (";
-  for (int64_t x = 1, i = 0; x <= int64_t{1} << 26; x *= 4, ++i) {
-    const std::string label = x >= (1 << 20) ? fmt::format("{}M", x >> 20)
-                              : x >= 1024    ? fmt::format("{}K", x >> 10)
-                                             : std::to_string(x);
-    tics += fmt::format("{}'{}' {}", i == 0 ? "" : ", ", label, x);
-  }
-  tics += ")\n";
-  script += "set title " + gnuplot_quote(title) + "\n";
-  script += "set output " + gnuplot_quote((dir / "cumulative_time.png").string()) + "\n";
-  script += run.sorted ? "set logscale x 2\n" + tics +
-                             "set xlabel 'sequence length (tokens), sequences sorted short to long'\n"
-                       : "set xlabel 'sequences trained, in run order'\n";
-  script += "set ylabel 'cumulative training time (hours)'\n" + cumulative + "\n";
-  script += "unset logscale\nset logscale xy\n" + tics + "set output " +
-            gnuplot_quote((dir / "time_by_length.png").string()) + "\n";
-  script += "set xlabel 'sequence length (tokens, padded)'\nset ylabel 'time of one training step (s)'\n" +
-            by_length + "\n";
-  const fs::path script_file = data / "plots.gp";
-  write_text(script_file, script);
-  const std::string command = "gnuplot " + gnuplot_quote(script_file.string()) + " 2>" +
-                              gnuplot_quote((data / "gnuplot.log").string());
-  if (std::system(command.c_str()) != 0)
-    throw InputError(
-        "gnuplot", 0, "",
-        "could not draw the plots (is gnuplot installed? apt-get install gnuplot-nox); its messages: " +
-            (data / "gnuplot.log").string());
-  fs::remove_all(data);
+  cumulative.series.insert(cumulative.series.end(), static_curves.begin(), static_curves.end());
+  by_length.series.insert(by_length.series.end(), static_times.begin(), static_times.end());
+  gnuplot::draw({cumulative, by_length}, dir / "plot-data");
 }
 
 std::string comparisons(const CompareResult& result) {

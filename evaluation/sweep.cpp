@@ -13,7 +13,9 @@
 #include <sstream>
 
 #include "common/child_processes.hpp"
+#include "common/csv.hpp"
 #include "common/errors.hpp"
+#include "evaluation/gnuplot.hpp"
 
 namespace paradyse::evaluation {
 namespace {
@@ -139,55 +141,52 @@ std::vector<Json> run_under_mpi(const SweepSpec& spec, const std::vector<const S
   return gathered;
 }
 
+// A JSON value as a CSV field: a string as its text, a number as JSON writes it, null as empty.
 std::string csv_cell(const Json& value) {
   if (value.is_null()) return "";
   if (value.is_string()) return value.get<std::string>();
   return value.dump();
 }
 
+// Bars per point: the speedups, and the longest sequence each policy trained before its first out of
+// memory. The points are named on the x axis by their ids.
 void plot(const std::vector<Json>& rows, const std::vector<std::string>& policies, const fs::path& dir) {
-  const fs::path data = dir / "plot-data";
-  fs::create_directories(data);
-  std::ofstream table(data / "rows.dat");
-  for (const Json& row : rows) {
-    table << row.at("point").get<int>() << " \"" << row.at("id").get<std::string>() << "\" "
-          << row.value("speedup_paradyse", 0.0) << " " << row.value("speedup_optimal", 0.0);
-    for (const std::string& p : policies) {
-      const Json& cell =
-          row.at("policies").contains(p) ? row.at("policies").at(p).at("max_len_before_oom") : Json(0);
-      table << " " << cell.get<int64_t>();
+  std::string tics = "set xtics rotate by -20 (";
+  std::string paradyse, optimal;
+  std::vector<std::string> longest(policies.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Json& row = rows[i];
+    tics += fmt::format("{}{} {}", i == 0 ? "" : ", ", gnuplot::quoted(row.at("id").get<std::string>()), i);
+    paradyse += fmt::format("{}\n", row.value("speedup_paradyse", 0.0));
+    optimal += fmt::format("{}\n", row.value("speedup_optimal", 0.0));
+    for (std::size_t p = 0; p < policies.size(); ++p) {
+      const Json& cell = row.at("policies").contains(policies[p])
+                             ? row.at("policies").at(policies[p]).at("max_len_before_oom")
+                             : Json(0);
+      longest[p] += fmt::format("{}\n", cell.get<int64_t>());
     }
-    table << "\n";
   }
-  table.close();
-  const std::string file = (data / "rows.dat").string();
-  std::string script =
-      "set terminal pngcairo size 1100,650 noenhanced font 'sans,11'\nset grid\nset key outside right\n";
-  script += "set xtics rotate by -20\nset style data histograms\nset style histogram clustered gap 1\n";
-  script += "set style fill solid 0.8 border -1\nset boxwidth 0.9\nset yrange [0:*]\n";
-  script += "set output '" + (dir / "speedup.png").string() + "'\n";
-  script +=
-      "set title 'speedup over the static strategy that trains the most sequences'\nset ylabel 'speedup "
-      "(x)'\n";
-  script += "plot '" + file +
-            "' using 3:xtic(2) title 'paradyse' lw 2 pt 7, '' using 4:xtic(2) title 'optimal' lw 2 pt 5\n";
-  script += "set output '" + (dir / "longest.png").string() + "'\nset logscale y 2\nset yrange [1024:*]\n";
-  script +=
-      "set ytics ('1K' 1024, '4K' 4096, '16K' 16384, '64K' 65536, '256K' 262144, '1M' 1048576, '4M' 4194304, "
-      "'16M' 16777216)\n";
-  script += "set title 'longest sequence trained before the first out of memory'\nset ylabel 'tokens'\nplot ";
-  for (std::size_t i = 0; i < policies.size(); ++i)
-    script +=
-        fmt::format("{}'{}' using {}:xtic(2) title '{}' lw 2", i == 0 ? "" : ", ", file, 5 + i, policies[i]);
-  script += "\n";
-  std::ofstream(data / "plots.gp") << script;
-  const std::string command =
-      "gnuplot '" + (data / "plots.gp").string() + "' 2>'" + (data / "gnuplot.log").string() + "'";
-  if (std::system(command.c_str()) != 0)
-    throw InputError("gnuplot", 0, "",
-                     "could not draw the sweep plots (apt-get install gnuplot-nox); see " +
-                         (data / "gnuplot.log").string());
-  fs::remove_all(data);
+  tics += ")";
+  gnuplot::Plot speedup{
+      .png = dir / "speedup.png",
+      .height_px = 650,
+      .settings = {"set grid", "set key outside right", tics, "set style data histograms",
+                   "set style histogram clustered gap 1", "set style fill solid 0.8 border -1",
+                   "set boxwidth 0.9", "set yrange [0:*]",
+                   "set title 'speedup over the static strategy that trains the most sequences'",
+                   "set ylabel 'speedup (x)'"},
+      .series = {{paradyse, "1", "lw 2", "paradyse"}, {optimal, "1", "lw 2", "optimal"}}};
+  gnuplot::Plot longest_plot{
+      .png = dir / "longest.png",
+      .height_px = 650,
+      .settings = {"set logscale y 2", "set yrange [1024:*]",
+                   "set ytics ('1K' 1024, '4K' 4096, '16K' 16384, '64K' 65536, '256K' 262144, '1M' 1048576, "
+                   "'4M' 4194304, '16M' 16777216)",
+                   "set title 'longest sequence trained before the first out of memory'",
+                   "set ylabel 'tokens'"}};
+  for (std::size_t p = 0; p < policies.size(); ++p)
+    longest_plot.series.push_back({longest[p], "1", "lw 2", policies[p]});
+  gnuplot::draw({speedup, longest_plot}, dir / "plot-data");
 }
 
 void write_outputs(const SweepSpec& spec, const std::vector<Json>& rows, const fs::path& dir) {
@@ -195,24 +194,23 @@ void write_outputs(const SweepSpec& spec, const std::vector<Json>& rows, const f
   for (const Json& row : rows)
     for (const auto& [policy, values] : row.at("policies").items())
       if (std::find(policies.begin(), policies.end(), policy) == policies.end()) policies.push_back(policy);
-  std::string csv = "point,id";
-  for (const std::string& axis : spec.axes) csv += "," + axis;
-  csv += ",best_static,speedup_paradyse,speedup_optimal";
   const std::vector<std::string> fields = {"total_time_s", "tokens_per_s", "mfu", "oom_count",
                                            "max_len_before_oom"};
+  std::vector<std::string> header = {"point", "id"};
+  header.insert(header.end(), spec.axes.begin(), spec.axes.end());
+  header.insert(header.end(), {"best_static", "speedup_paradyse", "speedup_optimal"});
   for (const std::string& p : policies)
-    for (const std::string& f : fields) csv += "," + p + "." + f;
-  csv += "\n";
+    for (const std::string& f : fields) header.push_back(p + "." + f);
+  std::string csv = csv::row(header);
   for (const Json& row : rows) {
-    csv += fmt::format("{},\"{}\"", row.at("point").get<int>(), row.at("id").get<std::string>());
-    for (const std::string& axis : spec.axes) csv += "," + csv_cell(row.at(axis));
-    csv += "," + csv_cell(row.at("best_static")) + "," + csv_cell(row.value("speedup_paradyse", Json())) +
-           "," + csv_cell(row.value("speedup_optimal", Json()));
+    std::vector<std::string> cells = {csv_cell(row.at("point")), csv_cell(row.at("id"))};
+    for (const std::string& axis : spec.axes) cells.push_back(csv_cell(row.at(axis)));
+    for (const char* key : {"best_static", "speedup_paradyse", "speedup_optimal"})
+      cells.push_back(csv_cell(row.value(key, Json())));
     for (const std::string& p : policies)
       for (const std::string& f : fields)
-        csv +=
-            "," + (row.at("policies").contains(p) ? csv_cell(row.at("policies").at(p).at(f)) : std::string());
-    csv += "\n";
+        cells.push_back(row.at("policies").contains(p) ? csv_cell(row.at("policies").at(p).at(f)) : "");
+    csv += csv::row(cells);
   }
   std::ofstream(dir / "sweep.csv") << csv;
   std::ofstream(dir / "sweep.json") << Json{{"spec", spec.path}, {"axes", spec.axes}, {"rows", rows}}.dump(2)

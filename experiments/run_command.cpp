@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.hpp"
+#include "common/csv.hpp"
 #include "common/errors.hpp"
 #include "common/units.hpp"
 #include "costmodel/profile.hpp"
@@ -74,10 +75,10 @@ void write_profile(const std::string& path, const real::RunReport& report, const
 
 void write_ops(const std::string& path, const real::RunReport& report) {
   write_file_atomically(path, [&](std::ostream& out) {
-    out << "seq,phase,layer,label,op,seconds\n";
+    out << csv::row({"seq", "phase", "layer", "label", "op", "seconds"});
     for (const real::TimedOp& op : report.ops)
-      out << op.seq << ',' << to_string(op.phase) << ',' << op.layer << ',' << op.label << ',' << op.op << ','
-          << op.seconds << '\n';
+      out << csv::row({std::to_string(op.seq), to_string(op.phase), std::to_string(op.layer), op.label, op.op,
+                       fmt::format("{}", op.seconds)});
   });
 }
 

@@ -23,8 +23,8 @@ struct ReadOptions {
 
 // A bundled trace name (bundled_trace_names(); a bundled name wins over a file of the same name), or a
 // file whose format its extension chooses:
-//   .csv    comma-separated, a header row naming the columns; no quoting (a field is the text between
-//           commas), every row as many fields as the header;
+//   .csv    RFC 4180 (quoted fields may hold commas, quotes and line breaks), a header row naming the
+//           columns, every row as many fields as the header;
 //   .jsonl  one JSON object per line;
 //   .pb     the Protobuf message of traces/trace.proto (name and description come from the message);
 //   other   plain: one non-negative integer per line, lines starting with '#' are headers or comments.

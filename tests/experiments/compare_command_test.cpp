@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
-#include <sstream>
 
+#include "common/csv.hpp"
 #include "tests/experiments/run_paradyse.hpp"
 
 using namespace paradyse::testing;
@@ -20,28 +20,17 @@ struct Row {
 };
 
 // per_sequence.csv:
-// policy,index,seq,padded_seq,"plan",layer_switches,predicted_time_s,time_s,predicted_peak_bytes,
+// policy,index,seq,padded_seq,plan,layer_switches,predicted_time_s,time_s,predicted_peak_bytes,
 // peak_bytes,fits
 std::vector<Row> read_rows(const std::filesystem::path& path) {
-  std::istringstream in(read_text(path));
-  std::string line;
-  std::getline(in, line);
-  REQUIRE(line.rfind("policy,index,seq,padded_seq,plan,", 0) == 0);
+  const std::string text = read_text(path);
+  paradyse::csv::Reader reader(text, path.string());
+  std::vector<std::string> cells;
+  REQUIRE(reader.next(cells));
+  REQUIRE(cells.size() == 11);
+  REQUIRE(cells[4] == "plan");
   std::vector<Row> rows;
-  while (std::getline(in, line)) {
-    std::vector<std::string> cells;
-    std::string cell;
-    bool quoted = false;
-    for (char c : line) {
-      if (c == '"')
-        quoted = !quoted;
-      else if (c == ',' && !quoted) {
-        cells.push_back(cell);
-        cell.clear();
-      } else
-        cell += c;
-    }
-    cells.push_back(cell);
+  while (reader.next(cells)) {
     REQUIRE(cells.size() == 11);
     rows.push_back(
         {cells[0], std::stoll(cells[1]), std::stoll(cells[2]), std::stod(cells[7]), cells[10] == "1"});

@@ -3,7 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
+#include "common/csv.hpp"
 #include "costmodel/profile.hpp"
 #include "tests/experiments/run_paradyse.hpp"
 #include "tests/temp_dir.hpp"
@@ -49,6 +51,30 @@ TEST_CASE("run: writes a profile the learned cost model reads", "[real][cli]") {
   CHECK(profile.points[1].seq == 64);
   CHECK(profile.points[1].strategy == "ulysses_z");
   CHECK(profile.points[1].iteration_time_s > 0);
+}
+
+TEST_CASE("run: --ops writes the ops of the last step as CSV", "[real][cli]") {
+  TempDir dir;
+  const std::string path = dir.file("ops, last step.csv");
+  const RunResult r =
+      run_paradyse("run --ranks 2 --model tiny-gpt --layers 1 --seq 32 --steps 1 --ops '" + path + "'");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::string text = read_text(path);
+  csv::Reader reader(text, path);
+  std::vector<std::string> cells;
+  REQUIRE(reader.next(cells));
+  CHECK(cells == std::vector<std::string>{"seq", "phase", "layer", "label", "op", "seconds"});
+  std::set<std::string> phases;
+  while (reader.next(cells)) {
+    INFO("line " << reader.line());
+    REQUIRE(cells.size() == 6);
+    CHECK(cells[0] == "32");
+    phases.insert(cells[1]);
+    CHECK(std::stod(cells[5]) >= 0);
+  }
+  CHECK(phases.contains("layer_forward"));
+  CHECK(phases.contains("layer_backward"));
 }
 
 TEST_CASE("run: bad inputs are refused before any rank starts", "[real][cli]") {

@@ -68,6 +68,14 @@ TEST_CASE("CSV reader: the named column among others", "[traces]") {
   REQUIRE(trace.description == "lengths.csv");
 }
 
+TEST_CASE("CSV reader: quoted fields hold commas, quotes and line breaks", "[traces]") {
+  TempDir dir;
+  const std::string path = write_file(
+      dir, "quoted.csv",
+      "id,path,length\r\n1,\"src/a,b.c\",120\r\n2,\"say \"\"hi\"\"\nagain.txt\",\"70\"\r\n3,plain,5\r\n");
+  REQUIRE(load_trace(path).lengths == std::vector<int64_t>{120, 70, 5});
+}
+
 TEST_CASE("JSONL reader: the named field among others, in any position", "[traces]") {
   const Trace trace = load_trace("tests/traces/data/lengths.jsonl");
   REQUIRE(trace.lengths == std::vector<int64_t>{300, 9000});
@@ -136,7 +144,9 @@ TEST_CASE("bad trace files: an InputError naming the file and the line", "[trace
       {"no-column.csv", "id,tokens\n1,5\n", 1, "length",
        "expected a column named 'length' in the header row, got the columns 'id', 'tokens'"},
       {"negative.csv", "id,length\n1,5\n2,-4\n", 3, "length", "got '-4'"},
-      {"quoted.csv", "id,length\n1,\"5\"\n", 2, "length", "got '\"5\"'"},
+      {"quoted.csv", "id,length\n1,\"5 \"\n", 2, "length", "got '5 '"},
+      {"blank.csv", "id,length\n1,5\n\n2,6\n", 3, "", "got a blank line"},
+      {"unclosed.csv", "id,length\n1,5\n2,\"6\n3,7\n", 3, "", "expected a closing quote"},
       {"fields.csv", "id,length\n1,5,6\n", 2, "", "expected 2 comma-separated fields"},
       {"no-header.csv", "", 1, "", "expected a header row"},
       {"header-only.csv", "id,length\n", 0, "", "got none"},
