@@ -2,13 +2,13 @@
 
 #include <fmt/core.h>
 
-#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.hpp"
 #include "common/errors.hpp"
+#include "common/statistics.hpp"
 #include "common/units.hpp"
 #include "experiments/command_table.hpp"
 #include "experiments/inputs.hpp"
@@ -68,18 +68,13 @@ void print_rows(const std::vector<Row>& rows, const ValidateOptions& options, co
                r.plan, r.seq, r.measured_s, r.simulated_s, 100 * relative_error(r.simulated_s, r.measured_s),
                r.measured_bytes / kMiB, r.simulated_bytes / kMiB,
                100 * relative_error(r.simulated_bytes, r.measured_bytes));
-  std::vector<double> time_errors, memory_errors;
+  PercentageErrors time_errors, memory_errors;
   for (const Row& r : rows) {
-    time_errors.push_back(std::abs(relative_error(r.simulated_s, r.measured_s)));
-    memory_errors.push_back(std::abs(relative_error(r.simulated_bytes, r.measured_bytes)));
+    time_errors.add(r.simulated_s, r.measured_s);
+    memory_errors.add(r.simulated_bytes, r.measured_bytes);
   }
-  auto mean = [](const std::vector<double>& v) {
-    double sum = 0;
-    for (double x : v) sum += x;
-    return sum / static_cast<double>(v.size());
-  };
-  fmt::print("mean |error|: time {:.1f}%, memory {:.1f}%\n", 100 * mean(time_errors),
-             100 * mean(memory_errors));
+  fmt::print("mean |error|: time {:.1f}%, memory {:.1f}%\n", time_errors.mean_pct(),
+             memory_errors.mean_pct());
 }
 
 void validate(const ValidateOptions& options) {
