@@ -149,32 +149,31 @@ std::pair<double, double> common_seconds(const PolicyResult& a, const PolicyResu
   return {ta, tb};
 }
 
-nlohmann::ordered_json summary_json(const CompareResult& result, const RunDescription& run) {
-  nlohmann::ordered_json j;
-  j["model"] = run.model;
-  j["cluster"] = run.cluster;
-  j["degree"] = run.degree;
-  j["trace"] = run.trace;
-  j["trace_about"] = run.trace_about;
-  j["preparation"] = run.preparation;
-  j["engine"] = result.engine;
-  j["method"] = result.method;
+void to_json(nlohmann::json& j, const PolicyResult& policy) {
+  j = {{"total_time_s", policy.total_seconds},
+       {"tokens_per_s", policy.tokens_per_second},
+       {"mfu", policy.mfu},
+       {"oom_count", policy.oom_count},
+       {"max_len_before_oom", policy.max_len_before_oom},
+       {"switches", policy.plan_switches},
+       {"trained", policy.trained},
+       {"sequences", policy.sequences.size()}};
+}
+
+void to_json(nlohmann::json& j, const CompareResult& result) {
+  j = {{"engine", result.engine}, {"method", result.method}, {"policies", nlohmann::json::object()}};
   if (result.interpolation) {
     j["simulations"] = result.simulations;
     j["interpolation_error"] = {{"samples", result.interpolation->count()},
                                 {"mean_pct", result.interpolation->mean_pct()},
                                 {"max_pct", result.interpolation->max_pct()}};
   }
-  j["policies"] = nlohmann::ordered_json::object();
-  for (const PolicyResult& p : result.policies)
-    j["policies"][p.policy] = {{"total_time_s", p.total_seconds},
-                               {"tokens_per_s", p.tokens_per_second},
-                               {"mfu", p.mfu},
-                               {"oom_count", p.oom_count},
-                               {"max_len_before_oom", p.max_len_before_oom},
-                               {"switches", p.plan_switches},
-                               {"trained", p.trained},
-                               {"sequences", p.sequences.size()}};
+  for (const PolicyResult& p : result.policies) j["policies"][p.policy] = p;
+}
+
+nlohmann::json summary_json(const CompareResult& result, const RunDescription& run) {
+  nlohmann::json j = run;
+  j.update(nlohmann::json(result));
   return j;
 }
 

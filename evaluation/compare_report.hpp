@@ -26,7 +26,19 @@ struct RunDescription {
   double wall_seconds = 0;
 };
 
-nlohmann::ordered_json summary_json(const CompareResult& result, const RunDescription& run);
+// What summary.json says of the run: not `sorted` (it only shapes a plot) nor the wall time (which
+// would make two identical runs' summaries differ).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RunDescription, model, cluster, degree, trace, trace_about, preparation)
+
+// A policy's totals: "total_time_s", "tokens_per_s", "mfu", "oom_count", "max_len_before_oom",
+// "switches" (plan switches), "trained" and "sequences" (how many), not each sequence.
+void to_json(nlohmann::json& j, const PolicyResult& policy);
+// The engine and how times were obtained, the interpolation error when there is one, and every
+// policy's totals under "policies", by policy name.
+void to_json(nlohmann::json& j, const CompareResult& result);
+
+// summary.json: the run and the result.
+nlohmann::json summary_json(const CompareResult& result, const RunDescription& run);
 // The per-policy table printed on the terminal and in the report.
 std::string summary_table(const CompareResult& result);
 // Writes every file into `dir` (created; the files of an earlier run there are replaced). The folder

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/accuracy.hpp"
+#include "costmodel/accuracy_json.hpp"
 #include "costmodel/estimate.hpp"
 #include "costmodel/learned_model.hpp"
 #include "costmodel/profile.hpp"
@@ -84,16 +85,6 @@ struct EvalOptions {
   bool json = false;
 };
 
-nlohmann::ordered_json to_json(const PercentageErrors& errors) {
-  if (errors.count() == 0) return nullptr;
-  return {{"mean_ape_pct", errors.mean_pct()}, {"max_ape_pct", errors.max_pct()}};
-}
-
-nlohmann::ordered_json to_json(const costmodel::TimeAndMemoryErrors& errors) {
-  return {
-      {"points", errors.time.count()}, {"time", to_json(errors.time)}, {"memory", to_json(errors.memory)}};
-}
-
 // Mean and max absolute percentage error of the learned and the analytic model against a held-out
 // profile, inside and outside the lengths the learned model was fitted on.
 void eval(const EvalOptions& options) {
@@ -105,12 +96,9 @@ void eval(const EvalOptions& options) {
   const std::pair<const char*, const costmodel::ModelAccuracy*> models[] = {{"learned", &report.learned},
                                                                             {"analytic", &report.analytic}};
   if (options.json) {
-    nlohmann::ordered_json out;
+    nlohmann::json out = report;
     out["model_file"] = options.model_file;
     out["profile"] = options.profile;
-    out["points"] = report.points;
-    for (const auto& [name, accuracy] : models)
-      out[name] = {{"inside", to_json(accuracy->inside)}, {"outside", to_json(accuracy->outside)}};
     std::cout << out.dump(2) << "\n";
     return;
   }

@@ -7,6 +7,7 @@
 
 #include "common/units.hpp"
 #include "costmodel/estimate.hpp"
+#include "costmodel/estimate_json.hpp"
 #include "experiments/inputs.hpp"
 
 namespace paradyse::cli {
@@ -29,39 +30,15 @@ struct Row {
   std::string reason;
 };
 
-nlohmann::ordered_json to_json(const Row& row) {
-  nlohmann::ordered_json j;
+// The estimate's keys, with the strategy and whether it could run; why not, when it could not.
+void to_json(nlohmann::json& j, const Row& row) {
+  if (row.estimate)
+    j = *row.estimate;
+  else
+    j = {{"reason", row.reason}};
   j["strategy"] = row.strategy->name();
   j["seq"] = row.tokens;
-  if (!row.estimate) {
-    j["supported"] = false;
-    j["reason"] = row.reason;
-    return j;
-  }
-  const costmodel::Estimate& e = *row.estimate;
-  j["supported"] = true;
-  j["padded_seq"] = e.padded_tokens;
-  j["degree"] = e.degree;
-  j["batch"] = e.batch;
-  j["plan"] = e.plan;
-  j["time_s"] = {
-      {"total", e.time.total_seconds},       {"forward", e.time.forward_seconds},
-      {"backward", e.time.backward_seconds}, {"optimizer", e.time.optimizer_seconds},
-      {"compute", e.time.compute_seconds},   {"exposed_communication", e.time.exposed_communication_seconds}};
-  j["memory_bytes"] = {{"peak", e.memory.peak},
-                       {"capacity", e.memory.capacity},
-                       {"weights", e.memory.weights},
-                       {"gradients", e.memory.gradients},
-                       {"optimizer_states", e.memory.optimizer_states},
-                       {"saved_activations", e.memory.saved_activations},
-                       {"transient", e.memory.transient},
-                       {"fragmentation", e.memory.fragmentation}};
-  j["fits"] = e.fits;
-  j["flops"] = e.flops;
-  j["model_flops"] = e.model_flops;
-  j["mfu"] = e.mfu;
-  j["comm_bytes"] = e.comm_bytes;
-  return j;
+  j["supported"] = row.estimate.has_value();
 }
 
 void print_details(const costmodel::Estimate& e) {
@@ -136,8 +113,7 @@ void run(const EstimateOptions& options) {
   }
 
   if (options.json) {
-    nlohmann::ordered_json out = nlohmann::ordered_json::array();
-    for (const Row& row : rows) out.push_back(to_json(row));
+    const nlohmann::json out = rows;
     std::cout << (single ? out[0] : out).dump(2) << "\n";
     return;
   }

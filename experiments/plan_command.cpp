@@ -9,6 +9,7 @@
 
 #include "common/units.hpp"
 #include "experiments/inputs.hpp"
+#include "selector/decision_json.hpp"
 #include "selector/longest_length.hpp"
 #include "selector/optimal_policy.hpp"
 #include "selector/paradyse_policy.hpp"
@@ -25,23 +26,13 @@ struct PlanOptions {
   bool json = false;
 };
 
-nlohmann::ordered_json to_json(const selector::Decision& d) {
-  nlohmann::ordered_json j;
-  j["policy"] = d.policy;
-  j["seq"] = d.tokens;
-  j["padded_seq"] = d.padded_tokens;
-  j["plan"] = nlohmann::ordered_json::array();
-  for (const LayerChoice& layer : d.plan) j["plan"].push_back(plan_name({layer}));
-  j["predicted_time_s"] = d.predicted_seconds;
-  j["predicted_peak_bytes"] = d.predicted_peak_bytes;
-  j["fits"] = d.fits;
-  j["switches"] = d.switches;
-  j["fallback"] = d.fallback;
-  j["kept_previous"] = d.kept_previous;
-  j["from_cache"] = d.from_cache;
-  j["evaluated_plans"] = d.evaluated_plans;
-  return j;
-}
+// What --longest finds for one policy.
+struct LongestLength {
+  std::string policy;
+  int64_t longest_seq = 0;  // 0 when not even the shortest length fits
+  std::string plan;         // plan_runs_name() of the plan at that length
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LongestLength, policy, longest_seq, plan)
 
 void run(const PlanOptions& options) {
   if (options.longest == !options.lengths.empty())
@@ -52,21 +43,20 @@ void run(const PlanOptions& options) {
   evaluation::PolicySet set = options.policies.build(options.machine);
 
   if (options.longest) {
-    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    std::vector<LongestLength> found;
     if (!options.json)
       fmt::print("longest length each policy plans within memory ({} on {}, cost model {}):\n",
                  set.model.name, set.cluster.name, set.source->name());
     for (auto& policy : set.policies) {
       const auto [tokens, decision] = selector::longest_length(*policy, options.max_seq);
       if (options.json) {
-        out.push_back(
-            {{"policy", policy->name()}, {"longest_seq", tokens}, {"plan", plan_runs_name(decision.plan)}});
+        found.push_back({policy->name(), tokens, plan_runs_name(decision.plan)});
         continue;
       }
       fmt::print("{:<22} {:>9} {}\n", policy->name(), tokens,
                  tokens > 0 ? plan_runs_name(decision.plan) : "");
     }
-    if (options.json) std::cout << out.dump(2) << "\n";
+    if (options.json) std::cout << nlohmann::json(found).dump(2) << "\n";
     return;
   }
 
@@ -74,8 +64,7 @@ void run(const PlanOptions& options) {
   for (auto& policy : set.policies)
     for (int64_t tokens : lengths) decisions.push_back(policy->decide(tokens));
   if (options.json) {
-    nlohmann::ordered_json out = nlohmann::ordered_json::array();
-    for (const selector::Decision& d : decisions) out.push_back(to_json(d));
+    const nlohmann::json out = decisions;
     std::cout << (decisions.size() == 1 ? out[0] : out).dump(2) << "\n";
     return;
   }

@@ -12,6 +12,7 @@
 #include "costmodel/profile.hpp"
 #include "experiments/command_table.hpp"
 #include "experiments/real_options.hpp"
+#include "real_backend/run_report_json.hpp"
 
 namespace paradyse::cli {
 namespace {
@@ -22,27 +23,6 @@ struct RunOptions {
   std::string ops;
   bool json = false;
 };
-
-nlohmann::ordered_json to_json(const real::RunReport& report, const ModelSpec& model, const Plan& plan) {
-  nlohmann::ordered_json j;
-  j["model"] = model.name;
-  j["plan"] = plan_name(plan);
-  j["ranks"] = report.ranks;
-  j["communicator"] = report.communicator;
-  j["lengths"] = nlohmann::ordered_json::array();
-  for (const real::LengthMeasurement& m : report.lengths)
-    j["lengths"].push_back({{"seq", m.seq},
-                            {"median_step_s", m.median_step_seconds},
-                            {"step_s", m.step_seconds},
-                            {"tokens_per_s", static_cast<double>(m.seq) / m.median_step_seconds},
-                            {"peak_memory_bytes", m.peak_bytes},
-                            {"process_peak_bytes", m.process_peak_bytes},
-                            {"saved_bytes_per_layer", m.saved_bytes_per_layer},
-                            {"loss_per_token", m.loss_per_token},
-                            {"layer_forward_s", m.layer_forward_s},
-                            {"layer_backward_s", m.layer_backward_s}});
-  return j;
-}
 
 void print_table(const real::RunReport& report, const ModelSpec& model, const Plan& plan) {
   fmt::print("{} on {} ranks ({}), plan {}\n", model.name, report.ranks, report.communicator,
@@ -100,10 +80,14 @@ void run(const RunOptions& options) {
     const real::RunReport* report = &reports[0];
     if (!options.profile.empty()) write_profile(options.profile, *report, model, r, options.real.device);
     if (!options.ops.empty()) write_ops(options.ops, *report);
-    if (options.json)
-      std::cout << to_json(*report, model, r.plan).dump(2) << "\n";
-    else
+    if (options.json) {
+      nlohmann::json j = *report;
+      j["model"] = model.name;
+      j["plan"] = plan_name(r.plan);
+      std::cout << j.dump(2) << "\n";
+    } else {
       print_table(*report, model, r.plan);
+    }
   });
 }
 

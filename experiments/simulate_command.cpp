@@ -14,6 +14,7 @@
 #include "common/units.hpp"
 #include "experiments/command_table.hpp"
 #include "experiments/inputs.hpp"
+#include "sim/result_json.hpp"
 #include "sim/simulator.hpp"
 #include "sim/timeline_json.hpp"
 
@@ -36,37 +37,6 @@ std::string where(const sim::OutOfMemory& oom) {
   std::string text = "rank " + std::to_string(oom.rank) + ", ";
   if (oom.layer >= 0) text += "layer " + std::to_string(oom.layer) + " ";
   return text + std::string(to_string(oom.phase)) + ", before " + oom.op;
-}
-
-nlohmann::ordered_json to_json(const sim::SimulationResult& r, const sim::SimulationOptions& options) {
-  nlohmann::ordered_json j;
-  j["plan"] = r.plan;
-  j["seq"] = r.tokens;
-  j["padded_seq"] = r.padded_tokens;
-  j["degree"] = r.degree;
-  j["batch"] = r.batch;
-  j["iteration_time_s"] = r.iteration_time_s;
-  j["peak_memory_bytes"] = r.peak_memory_bytes;
-  j["capacity_bytes"] = r.capacity_bytes;
-  j["oom"] = r.oom;
-  if (r.oom_at) {
-    const sim::OutOfMemory& oom = *r.oom_at;
-    j["oom_at"] = {{"rank", oom.rank},   {"phase", to_string(oom.phase)},
-                   {"layer", oom.layer}, {"op", oom.op},
-                   {"bytes", oom.bytes}, {"capacity_bytes", oom.capacity}};
-  }
-  j["per_rank"] = nlohmann::ordered_json::array();
-  for (const sim::RankResult& rank : r.per_rank)
-    j["per_rank"].push_back({{"compute_s", rank.compute_s},
-                             {"exposed_comm_s", rank.exposed_comm_s},
-                             {"idle_s", rank.idle_s},
-                             {"peak_memory_bytes", rank.peak_memory_bytes}});
-  j["events"] = r.events();
-  j["kernels"] = r.kernels;
-  j["flows"] = r.flows;
-  j["analytic_collectives"] = r.analytic_collectives;
-  j["collective_algorithm"] = sim::collective_algorithm_description(options);
-  return j;
 }
 
 void print(const sim::SimulationResult& r, const sim::Simulator& simulator,
@@ -118,10 +88,13 @@ void run(const SimulateOptions& options) {
   const sim::SimulationResult result =
       simulator.simulate(plan, {.tokens = lengths.front(), .degree = options.degree, .batch = options.batch});
   if (!options.timeline.empty()) write_timeline_file(result, options.timeline);
-  if (options.json)
-    std::cout << to_json(result, sim_options).dump(2) << "\n";
-  else
+  if (options.json) {
+    nlohmann::json j = result;
+    j["collective_algorithm"] = sim::collective_algorithm_description(sim_options);
+    std::cout << j.dump(2) << "\n";
+  } else {
     print(result, simulator, sim_options);
+  }
 }
 
 struct BenchOptions {

@@ -48,16 +48,31 @@ struct ValidateOptions {
   bool json = false;
 };
 
-struct Row {
-  std::string plan;
-  int64_t seq;
-  double measured_s, simulated_s;
-  double measured_bytes, simulated_bytes;
-};
-
 double relative_error(double simulated, double measured) {
   return (simulated - measured) / measured;
 }
+
+// One plan at one length: measured against simulated, each error relative to the measurement.
+struct Row {
+  std::string plan;
+  int64_t seq = 0;
+  double measured_s = 0, simulated_s = 0, time_error = 0;
+  double measured_peak_bytes = 0, simulated_peak_bytes = 0, memory_error = 0;
+
+  Row() = default;
+  Row(std::string plan_name, int64_t tokens, double measured_seconds, double simulated_seconds,
+      double measured_bytes, double simulated_bytes)
+      : plan(std::move(plan_name)),
+        seq(tokens),
+        measured_s(measured_seconds),
+        simulated_s(simulated_seconds),
+        time_error(relative_error(simulated_seconds, measured_seconds)),
+        measured_peak_bytes(measured_bytes),
+        simulated_peak_bytes(simulated_bytes),
+        memory_error(relative_error(simulated_bytes, measured_bytes)) {}
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Row, plan, seq, measured_s, simulated_s, time_error, measured_peak_bytes,
+                                   simulated_peak_bytes, memory_error)
 
 void print_rows(const std::vector<Row>& rows, const ValidateOptions& options, const std::string& model) {
   fmt::print("{} on {} ranks of this machine, simulated on {}\n", model, options.real.ranks, options.cluster);
@@ -65,13 +80,12 @@ void print_rows(const std::vector<Row>& rows, const ValidateOptions& options, co
              "simulated", "error", "measured", "simulated", "error");
   for (const Row& r : rows)
     fmt::print("{:<12} {:>7}  {:>9.4f} s {:>9.4f} s {:>+7.1f}%  {:>8.2f} MiB {:>8.2f} MiB {:>+7.1f}%\n",
-               r.plan, r.seq, r.measured_s, r.simulated_s, 100 * relative_error(r.simulated_s, r.measured_s),
-               r.measured_bytes / kMiB, r.simulated_bytes / kMiB,
-               100 * relative_error(r.simulated_bytes, r.measured_bytes));
+               r.plan, r.seq, r.measured_s, r.simulated_s, 100 * r.time_error, r.measured_peak_bytes / kMiB,
+               r.simulated_peak_bytes / kMiB, 100 * r.memory_error);
   PercentageErrors time_errors, memory_errors;
   for (const Row& r : rows) {
     time_errors.add(r.simulated_s, r.measured_s);
-    memory_errors.add(r.simulated_bytes, r.measured_bytes);
+    memory_errors.add(r.simulated_peak_bytes, r.measured_peak_bytes);
   }
   fmt::print("mean |error|: time {:.1f}%, memory {:.1f}%\n", time_errors.mean_pct(),
              memory_errors.mean_pct());
@@ -112,21 +126,11 @@ void validate(const ValidateOptions& options) {
       for (const real::LengthMeasurement& m : reports[i].lengths) {
         const sim::SimulationResult s =
             simulator.simulate(requests[i].plan, {m.seq, options.real.ranks, requests[i].batch});
-        rows.push_back({plan_name(requests[i].plan), m.seq, m.median_step_seconds, s.iteration_time_s,
-                        static_cast<double>(m.peak_bytes), s.peak_memory_bytes});
+        rows.emplace_back(plan_name(requests[i].plan), m.seq, m.median_step_seconds, s.iteration_time_s,
+                          static_cast<double>(m.peak_bytes), s.peak_memory_bytes);
       }
     if (!options.json) return print_rows(rows, options, model.name);
-    nlohmann::ordered_json j = nlohmann::ordered_json::array();
-    for (const Row& r : rows)
-      j.push_back({{"plan", r.plan},
-                   {"seq", r.seq},
-                   {"measured_s", r.measured_s},
-                   {"simulated_s", r.simulated_s},
-                   {"time_error", relative_error(r.simulated_s, r.measured_s)},
-                   {"measured_peak_bytes", r.measured_bytes},
-                   {"simulated_peak_bytes", r.simulated_bytes},
-                   {"memory_error", relative_error(r.simulated_bytes, r.measured_bytes)}});
-    std::cout << j.dump(2) << "\n";
+    std::cout << nlohmann::json(rows).dump(2) << "\n";
   });
 }
 

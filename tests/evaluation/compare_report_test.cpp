@@ -1,0 +1,62 @@
+// summary.json: the run, the engine, each policy's totals under its name, and the interpolation error
+// only when times were interpolated; not the wall time, so that two identical runs agree.
+#include "evaluation/compare_report.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+
+#include "tests/json_keys.hpp"
+
+namespace paradyse::evaluation {
+
+using testing::json_keys;
+
+TEST_CASE("summary.json: the run, the engine and each policy's totals", "[evaluation][compare]") {
+  const RunDescription run{.model = "gpt-8l",
+                           .cluster = "dgx-a100",
+                           .degree = 8,
+                           .trace = "github-code-like",
+                           .trace_about = "bundled",
+                           .preparation = "sorted",
+                           .sorted = true,
+                           .wall_seconds = 3.5};
+  CompareResult result{
+      .engine = "analytic", .method = "estimates", .interpolation = {}, .simulations = 0, .policies = {}};
+  PolicyResult policy{.policy = "static:metp", .sequences = std::vector<SequenceResult>(3)};
+  policy.trained = 2;
+  policy.total_seconds = 5;
+  policy.tokens_per_second = 1000;
+  policy.mfu = 0.25;
+  policy.oom_count = 1;
+  policy.max_len_before_oom = 4096;
+  policy.plan_switches = 4;
+  result.policies.push_back(policy);
+
+  const std::set<std::string> run_and_engine = {"model",       "cluster", "degree", "trace",   "trace_about",
+                                                "preparation", "engine",  "method", "policies"};
+  nlohmann::json j = summary_json(result, run);
+  CHECK(json_keys(j) == run_and_engine);
+  CHECK(j.at("trace_about") == "bundled");
+  CHECK(j.at("policies") == nlohmann::json{{"static:metp",
+                                            {{"total_time_s", 5.0},
+                                             {"tokens_per_s", 1000.0},
+                                             {"mfu", 0.25},
+                                             {"oom_count", 1},
+                                             {"max_len_before_oom", 4096},
+                                             {"switches", 4},
+                                             {"trained", 2},
+                                             {"sequences", 3}}}});
+
+  result.interpolation.emplace();
+  result.interpolation->add(102, 100);
+  result.simulations = 7;
+  j = summary_json(result, run);
+  CHECK(json_keys(j).size() == run_and_engine.size() + 2);
+  CHECK(j.at("simulations") == 7);
+  CHECK(j.at("interpolation_error").at("samples") == 1);
+  CHECK(j.at("interpolation_error").at("max_pct").get<double>() == Approx(2));
+}
+
+}  // namespace paradyse::evaluation
