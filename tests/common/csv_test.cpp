@@ -65,7 +65,7 @@ TEST_CASE("csv: a field is quoted only when it must be, its quotes doubled", "[c
   CHECK(csv::row({"a", "b,c", ""}) == "a,\"b,c\",\n");
 }
 
-TEST_CASE("csv: CRLF and LF line ends read alike; a final line end adds no record", "[common]") {
+TEST_CASE("csv: CRLF and LF line ends read alike, and a final line end adds no record", "[common]") {
   const Rows expected = {{"id", "length"}, {"1", "5"}, {"2", "a \"b\""}};
   CHECK(read_all("id,length\n1,5\n2,\"a \"\"b\"\"\"\n") == expected);
   CHECK(read_all("id,length\r\n1,5\r\n2,\"a \"\"b\"\"\"\r\n") == expected);
