@@ -40,8 +40,8 @@ AccuracyReport evaluate_accuracy(const LearnedModel& learned, const std::string&
         predicted.extrapolated ? report.analytic.outside : report.analytic.inside;
     learned_errors.time.add(predicted.iteration_time_s, point.iteration_time_s);
     learned_errors.memory.add(predicted.peak_memory_bytes, point.peak_memory_bytes);
-    analytic_errors.time.add(estimated.time.total_seconds, point.iteration_time_s);
-    analytic_errors.memory.add(estimated.memory.peak, point.peak_memory_bytes);
+    analytic_errors.time.add(estimated.time.total_s, point.iteration_time_s);
+    analytic_errors.memory.add(estimated.memory.peak_bytes, point.peak_memory_bytes);
     ++report.points;
   }
   if (report.points == 0)

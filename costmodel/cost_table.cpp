@@ -12,17 +12,17 @@ std::string Candidate::name() const {
   return text;
 }
 
-double CostTable::switch_seconds(int from, int to) const {
+double CostTable::switch_s(int from, int to) const {
   if (switch_costs.empty()) return 0;
   return switch_costs[static_cast<std::size_t>(from)][static_cast<std::size_t>(to)];
 }
 
-double CostTable::plan_seconds(const Choice& choice) const {
+double CostTable::plan_s(const Choice& choice) const {
   PARADYSE_CHECK(choice.size() == static_cast<std::size_t>(num_layers), "a plan of the wrong length");
   double seconds = step.seconds;
   for (std::size_t l = 0; l < choice.size(); ++l) {
     seconds += candidates[static_cast<std::size_t>(choice[l])].layer.seconds;
-    if (l > 0) seconds += switch_seconds(choice[l - 1], choice[l]);
+    if (l > 0) seconds += switch_s(choice[l - 1], choice[l]);
   }
   return seconds;
 }

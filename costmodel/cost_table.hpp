@@ -64,8 +64,8 @@ struct CostTable {
   // Candidate indices, one per layer.
   using Choice = std::vector<int>;
 
-  double switch_seconds(int from, int to) const;
-  double plan_seconds(const Choice& choice) const;
+  double switch_s(int from, int to) const;
+  double plan_s(const Choice& choice) const;
   double plan_peak_bytes(const Choice& choice) const;
   bool fits(const Choice& choice) const { return plan_peak_bytes(choice) <= step.capacity_bytes; }
   Plan plan(const Choice& choice) const;

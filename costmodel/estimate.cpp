@@ -119,9 +119,9 @@ void static_memory(const ModelSpec& model, int degree, MemoryBreakdown& memory) 
   const double parameters =
       static_cast<double>(model.num_layers) * (matrices_per_layer / p + norms_per_layer) + tables / p +
       final_norm;
-  memory.weights = 2 * parameters;
-  memory.gradients = 2 * parameters;
-  memory.optimizer_states = 12 * parameters;
+  memory.weights_bytes = 2 * parameters;
+  memory.gradients_bytes = 2 * parameters;
+  memory.optimizer_states_bytes = 12 * parameters;
 }
 
 namespace {
@@ -163,7 +163,8 @@ CostTable Estimator::cost_table(const std::vector<std::pair<const Strategy*, Rec
     step.optimizer = memory_step(costs.model_optimizer);
     MemoryBreakdown static_terms;
     static_memory(model_, request.degree, static_terms);
-    step.static_bytes = static_terms.weights + static_terms.gradients + static_terms.optimizer_states;
+    step.static_bytes =
+        static_terms.weights_bytes + static_terms.gradients_bytes + static_terms.optimizer_states_bytes;
     step.fragmentation = cluster_.gpu.allocator_fragmentation;
     step.capacity_bytes = cluster_.tensor_capacity_bytes();
   }
@@ -206,26 +207,26 @@ Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in
   e.padded_tokens = padded;
   e.degree = p;
   e.batch = request.batch;
-  e.time.forward_seconds = forward.seconds;
-  e.time.backward_seconds = backward.seconds;
-  e.time.optimizer_seconds = optimizer.seconds;
-  e.time.total_seconds = iteration.seconds;
-  e.time.compute_seconds = iteration.compute_seconds;
-  e.time.exposed_communication_seconds = iteration.exposed_communication_seconds();
+  e.time.forward_s = forward.seconds;
+  e.time.backward_s = backward.seconds;
+  e.time.optimizer_s = optimizer.seconds;
+  e.time.total_s = iteration.seconds;
+  e.time.compute_s = iteration.compute_s;
+  e.time.exposed_communication_s = iteration.exposed_communication_s();
 
   static_memory(model_, p, e.memory);
   const double activation_peak = ends.initial_live_bytes + iteration.memory_peak_bytes;
-  e.memory.saved_activations = ends.initial_live_bytes + saved_activations;
-  e.memory.transient = activation_peak - e.memory.saved_activations;
-  e.memory.fragmentation = cluster_.gpu.allocator_fragmentation * activation_peak;
-  e.memory.peak = e.memory.weights + e.memory.gradients + e.memory.optimizer_states + activation_peak +
-                  e.memory.fragmentation;
-  e.memory.capacity = cluster_.tensor_capacity_bytes();
-  e.fits = e.memory.peak <= e.memory.capacity;
+  e.memory.saved_activations_bytes = ends.initial_live_bytes + saved_activations;
+  e.memory.transient_bytes = activation_peak - e.memory.saved_activations_bytes;
+  e.memory.fragmentation_bytes = cluster_.gpu.allocator_fragmentation * activation_peak;
+  e.memory.peak_bytes = e.memory.weights_bytes + e.memory.gradients_bytes + e.memory.optimizer_states_bytes +
+                        activation_peak + e.memory.fragmentation_bytes;
+  e.memory.capacity_bytes = cluster_.tensor_capacity_bytes();
+  e.fits = e.memory.peak_bytes <= e.memory.capacity_bytes;
 
   e.flops = iteration.flops * p;
   e.model_flops = model_flops(model_, request.tokens, request.batch);  // padding is not useful work
-  e.mfu = e.model_flops / (e.time.total_seconds * p * cluster_.gpu.bf16_flops_per_second);
+  e.mfu = e.model_flops / (e.time.total_s * p * cluster_.gpu.bf16_flops_per_second);
   e.comm_bytes = iteration.bus_bytes;
   return estimates_.emplace(key, e).first->second;
 }

@@ -34,23 +34,23 @@ struct EstimateRequest {
 };
 
 struct TimeBreakdown {
-  double forward_seconds = 0;   // embedding, layers, head with its loss gradient (fused)
-  double backward_seconds = 0;  // layers and embedding
-  double optimizer_seconds = 0;
-  double total_seconds = 0;
-  double compute_seconds = 0;                // busy time of the compute stream
-  double exposed_communication_seconds = 0;  // time the compute stream waits for communication
+  double forward_s = 0;   // embedding, layers, head with its loss gradient (fused)
+  double backward_s = 0;  // layers and embedding
+  double optimizer_s = 0;
+  double total_s = 0;
+  double compute_s = 0;                // busy time of the compute stream
+  double exposed_communication_s = 0;  // time the compute stream waits for communication
 };
 
-struct MemoryBreakdown {         // bytes per rank
-  double weights = 0;            // bf16 shards
-  double gradients = 0;          // bf16 shards
-  double optimizer_states = 0;   // fp32 master weights and two Adam moments
-  double saved_activations = 0;  // kept by every layer at the end of the forward
-  double transient = 0;          // the peak's working set above the saved activations
-  double fragmentation = 0;      // what the caching allocator holds beyond live tensors
-  double peak = 0;               // the sum of the above
-  double capacity = 0;           // HBM minus what CUDA and NCCL reserve
+struct MemoryBreakdown {               // per rank
+  double weights_bytes = 0;            // bf16 shards
+  double gradients_bytes = 0;          // bf16 shards
+  double optimizer_states_bytes = 0;   // fp32 master weights and two Adam moments
+  double saved_activations_bytes = 0;  // kept by every layer at the end of the forward
+  double transient_bytes = 0;          // the peak's working set above the saved activations
+  double fragmentation_bytes = 0;      // what the caching allocator holds beyond live tensors
+  double peak_bytes = 0;               // the sum of the above
+  double capacity_bytes = 0;           // HBM minus what CUDA and NCCL reserve
 };
 
 struct Estimate {
@@ -79,7 +79,7 @@ class Estimator {
   Estimate estimate(const Strategy& strategy, const EstimateRequest& request,
                     Recompute recompute = Recompute::none);
   // What a selector prices plans with at `request`: one layer of each candidate the degree allows
-  // and the rest of the step. Its plan_seconds and plan_peak_bytes equal estimate(plan)'s.
+  // and the rest of the step. Its plan_s and plan_peak_bytes equal estimate(plan)'s.
   CostTable cost_table(const std::vector<std::pair<const Strategy*, Recompute>>& candidates,
                        const EstimateRequest& request);
   // Why `strategy` cannot run at `degree`, if it cannot.

@@ -8,14 +8,23 @@
 
 namespace paradyse::costmodel {
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MemoryBreakdown, peak, capacity, weights, gradients, optimizer_states,
-                                   saved_activations, transient, fragmentation)
+// The keys leave out the fields' "_bytes": they sit under "memory_bytes".
+inline void to_json(nlohmann::json& j, const MemoryBreakdown& memory) {
+  j = {{"peak", memory.peak_bytes},
+       {"capacity", memory.capacity_bytes},
+       {"weights", memory.weights_bytes},
+       {"gradients", memory.gradients_bytes},
+       {"optimizer_states", memory.optimizer_states_bytes},
+       {"saved_activations", memory.saved_activations_bytes},
+       {"transient", memory.transient_bytes},
+       {"fragmentation", memory.fragmentation_bytes}};
+}
 
-// The keys leave out the fields' "_seconds": they sit under "time_s".
+// The keys leave out the fields' "_s": they sit under "time_s".
 inline void to_json(nlohmann::json& j, const TimeBreakdown& time) {
-  j = {{"total", time.total_seconds},       {"forward", time.forward_seconds},
-       {"backward", time.backward_seconds}, {"optimizer", time.optimizer_seconds},
-       {"compute", time.compute_seconds},   {"exposed_communication", time.exposed_communication_seconds}};
+  j = {{"total", time.total_s},       {"forward", time.forward_s},
+       {"backward", time.backward_s}, {"optimizer", time.optimizer_s},
+       {"compute", time.compute_s},   {"exposed_communication", time.exposed_communication_s}};
 }
 
 inline void to_json(nlohmann::json& j, const Estimate& e) {

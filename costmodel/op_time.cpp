@@ -28,10 +28,10 @@ OpTimer::OpTimer(const hw::ClusterSpec& cluster, int degree)
 
 double OpTimer::seconds(const Op& op) const {
   if (op.kind == OpKind::wait) return 0;
-  return is_communication(op.kind) ? communication_seconds(op) : compute_seconds(op);
+  return is_communication(op.kind) ? communication_s(op) : compute_s(op);
 }
 
-double OpTimer::compute_seconds(const Op& op) const {
+double OpTimer::compute_s(const Op& op) const {
   const hw::GpuSpec& gpu = cluster_.gpu;
   const double memory = op.memory_bytes / gpu.hbm_bytes_per_second;
   double arithmetic = 0;
@@ -53,10 +53,10 @@ double OpTimer::compute_seconds(const Op& op) const {
       break;
   }
   // A kernel is bound by its arithmetic or by its memory traffic, whichever is slower (roofline).
-  return gpu.kernel_launch_seconds + std::max(arithmetic, memory);
+  return gpu.kernel_launch_s + std::max(arithmetic, memory);
 }
 
-double OpTimer::communication_seconds(const Op& op) const {
+double OpTimer::communication_s(const Op& op) const {
   // nccl-tests' bus bandwidth at the collective's size turns bus bytes into time (REFERENCE.md §1, §3);
   // the hops' latency is the floor of small messages.
   double bandwidth = fabric_.streaming_bandwidth(op.size_bytes);
@@ -64,7 +64,7 @@ double OpTimer::communication_seconds(const Op& op) const {
   // A point-to-point transfer crosses one link: between nodes one NIC, not the NICs of every ring.
   if (op.kind == OpKind::send_recv && &fabric_ == &cluster_.inter_node)
     bandwidth *= fabric_.bytes_per_second / fabric_.peak_bus_bandwidth();
-  return latency_hops(op.kind, op.group_size > 1 ? op.group_size : degree_) * fabric_.hop_latency_seconds() +
+  return latency_hops(op.kind, op.group_size > 1 ? op.group_size : degree_) * fabric_.hop_latency_s() +
          op.bus_bytes / bandwidth;
 }
 

@@ -20,8 +20,8 @@ class OpTimer {
   OpTimer(const hw::ClusterSpec& cluster, int degree);
 
   double seconds(const Op& op) const;
-  double compute_seconds(const Op& op) const;
-  double communication_seconds(const Op& op) const;
+  double compute_s(const Op& op) const;
+  double communication_s(const Op& op) const;
 
  private:
   const hw::ClusterSpec& cluster_;

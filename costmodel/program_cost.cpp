@@ -8,8 +8,8 @@ SegmentCost& SegmentCost::then(const SegmentCost& later) {
   memory_peak_bytes = std::max(memory_peak_bytes, memory_delta_bytes + later.memory_peak_bytes);
   memory_delta_bytes += later.memory_delta_bytes;
   seconds += later.seconds;
-  compute_seconds += later.compute_seconds;
-  communication_seconds += later.communication_seconds;
+  compute_s += later.compute_s;
+  communication_s += later.communication_s;
   flops += later.flops;
   bus_bytes += later.bus_bytes;
   return *this;
@@ -31,7 +31,7 @@ SegmentCost cost_segment(const Program& program, OpId first_op, OpId end_op, uin
     const double duration = timer.seconds(op);
     finish[id - first_op] = start + duration;
     stream_free[stream] = start + duration;
-    (op.stream == Stream::compute ? cost.compute_seconds : cost.communication_seconds) += duration;
+    (op.stream == Stream::compute ? cost.compute_s : cost.communication_s) += duration;
     cost.flops += op.flops;
     cost.bus_bytes += op.bus_bytes;
   }

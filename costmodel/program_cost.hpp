@@ -10,15 +10,15 @@
 namespace paradyse::costmodel {
 
 struct SegmentCost {
-  double seconds = 0;                // from the first op's start to the last op's end
-  double compute_seconds = 0;        // busy time of the compute stream
-  double communication_seconds = 0;  // busy time of the communication stream
+  double seconds = 0;          // from the first op's start to the last op's end
+  double compute_s = 0;        // busy time of the compute stream
+  double communication_s = 0;  // busy time of the communication stream
   double flops = 0;
   double bus_bytes = 0;
   double memory_delta_bytes = 0;  // live bytes at the end minus at the start
   double memory_peak_bytes = 0;   // highest live bytes above the start
 
-  double exposed_communication_seconds() const { return seconds - compute_seconds; }
+  double exposed_communication_s() const { return seconds - compute_s; }
   // This segment after `earlier`, with no overlap across the boundary.
   SegmentCost& then(const SegmentCost& later);
 };

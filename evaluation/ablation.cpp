@@ -71,9 +71,8 @@ AblationResult run_ablation(const AblationRequest& request, const Progress& prog
     AblationVariant& variant = result.variants.emplace_back();
     variant.name = all[v].name;
     variant.result = std::move(compared.policies.front());
-    const double full_seconds = result.variants.front().result.total_seconds;
-    variant.relative_to_full_pct =
-        full_seconds > 0 ? 100 * (variant.result.total_seconds / full_seconds - 1) : 0;
+    const double full_s = result.variants.front().result.total_s;
+    variant.relative_to_full_pct = full_s > 0 ? 100 * (variant.result.total_s / full_s - 1) : 0;
   }
   return result;
 }
@@ -82,7 +81,7 @@ nlohmann::ordered_json ablation_json(const AblationResult& result) {
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const AblationVariant& v : result.variants)
     rows.push_back({{"variant", v.name},
-                    {"total_time_s", v.result.total_seconds},
+                    {"total_time_s", v.result.total_s},
                     {"relative_to_full_pct", v.relative_to_full_pct},
                     {"trained", v.result.trained},
                     {"oom_count", v.result.oom_count},
@@ -104,7 +103,7 @@ std::string ablation_table(const AblationResult& result) {
       "|---|---|---|---|---|---|---|\n";
   for (const AblationVariant& v : result.variants)
     table += fmt::format("| {} | {:.2f} h | {:+.1f} % | {} | {} | {} | {} |\n", v.name,
-                         v.result.total_seconds / 3600, v.relative_to_full_pct, v.result.trained,
+                         v.result.total_s / 3600, v.relative_to_full_pct, v.result.trained,
                          v.result.oom_count, v.result.max_len_before_oom, v.result.plan_switches);
   return table;
 }

@@ -18,16 +18,16 @@ void summarise(PolicyResult& result, const ModelSpec& model, const hw::ClusterSp
       continue;
     }
     ++result.trained;
-    result.total_seconds += s.seconds;
+    result.total_s += s.seconds;
     result.trained_tokens += static_cast<double>(s.tokens);
     result.model_flops += costmodel::model_flops(model, s.tokens, 1);
     if (result.first_oom < 0) result.max_len_before_oom = std::max(result.max_len_before_oom, s.tokens);
     if (!previous_plan.empty() && s.plan != previous_plan) ++result.plan_switches;
     previous_plan = s.plan;
   }
-  if (result.total_seconds > 0) {
-    result.tokens_per_second = result.trained_tokens / result.total_seconds;
-    result.mfu = result.model_flops / (result.total_seconds * degree * cluster.gpu.bf16_flops_per_second);
+  if (result.total_s > 0) {
+    result.tokens_per_second = result.trained_tokens / result.total_s;
+    result.mfu = result.model_flops / (result.total_s * degree * cluster.gpu.bf16_flops_per_second);
   }
 }
 
@@ -47,10 +47,9 @@ StepEngine::~StepEngine() = default;
 StepEngine::Step StepEngine::step(const Plan& plan, int64_t tokens) {
   const costmodel::Estimate estimate =
       estimator_.estimate(plan, {.tokens = tokens, .degree = degree_, .batch = 1});
-  Step step{estimate.padded_tokens, 0, estimate.memory.peak, estimate.fits};
+  Step step{estimate.padded_tokens, 0, estimate.memory.peak_bytes, estimate.fits};
   if (step.fits)
-    step.seconds =
-        simulated_ ? simulated_->seconds(plan, estimate.padded_tokens) : estimate.time.total_seconds;
+    step.seconds = simulated_ ? simulated_->seconds(plan, estimate.padded_tokens) : estimate.time.total_s;
   return step;
 }
 
@@ -96,7 +95,7 @@ CompareResult run_compare(const std::vector<selector::Policy*>& policies, const 
       s.index = static_cast<int64_t>(i);
       s.tokens = tokens;
       s.padded_tokens = decision->padded_tokens;
-      s.predicted_seconds = decision->predicted_seconds;
+      s.predicted_s = decision->predicted_s;
       s.predicted_peak_bytes = decision->predicted_peak_bytes;
       s.layer_switches = decision->switches;
       if (decision->plan.empty()) continue;

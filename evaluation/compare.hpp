@@ -22,7 +22,7 @@ struct SequenceResult {
   int64_t padded_tokens = 0;
   std::string plan;  // plan_name(); "" when the policy had none
   int layer_switches = 0;
-  double predicted_seconds = 0;
+  double predicted_s = 0;
   double predicted_peak_bytes = 0;
   double seconds = 0;     // the engine's; 0 when not trained
   double peak_bytes = 0;  // the engine's
@@ -33,7 +33,7 @@ struct PolicyResult {
   std::string policy;
   std::vector<SequenceResult> sequences;
   int64_t trained = 0;
-  double total_seconds = 0;  // over trained sequences
+  double total_s = 0;  // over trained sequences
   double trained_tokens = 0;
   double model_flops = 0;
   double tokens_per_second = 0;

@@ -66,7 +66,7 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
   description.trace_about = trace.description;
   description.preparation = prepared.description;
   description.sorted = run.sorted;
-  description.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  description.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   return out;
 }
 

@@ -35,11 +35,10 @@ std::string csv(const CompareResult& result) {
                                "predicted_time_s", "time_s", "predicted_peak_bytes", "peak_bytes", "fits"});
   for (const PolicyResult& p : result.policies)
     for (const SequenceResult& s : p.sequences)
-      text += csv::row({p.policy, fmt::to_string(s.index), fmt::to_string(s.tokens),
-                        fmt::to_string(s.padded_tokens), s.plan, fmt::to_string(s.layer_switches),
-                        fmt::to_string(s.predicted_seconds), fmt::to_string(s.seconds),
-                        fmt::to_string(s.predicted_peak_bytes), fmt::to_string(s.peak_bytes),
-                        s.fits ? "1" : "0"});
+      text += csv::row(
+          {p.policy, fmt::to_string(s.index), fmt::to_string(s.tokens), fmt::to_string(s.padded_tokens),
+           s.plan, fmt::to_string(s.layer_switches), fmt::to_string(s.predicted_s), fmt::to_string(s.seconds),
+           fmt::to_string(s.predicted_peak_bytes), fmt::to_string(s.peak_bytes), s.fits ? "1" : "0"});
   return text;
 }
 
@@ -129,7 +128,7 @@ std::string comparisons(const CompareResult& result) {
         text += "— | ";
         continue;
       }
-      const auto [ta, tb] = common_seconds(a, b);
+      const auto [ta, tb] = common_s(a, b);
       text += tb > 0 ? fmt::format("{:+.1f} % | ", 100 * (ta / tb - 1)) : "n/a | ";
     }
     text += "\n";
@@ -139,7 +138,7 @@ std::string comparisons(const CompareResult& result) {
 
 }  // namespace
 
-std::pair<double, double> common_seconds(const PolicyResult& a, const PolicyResult& b) {
+std::pair<double, double> common_s(const PolicyResult& a, const PolicyResult& b) {
   double ta = 0, tb = 0;
   for (std::size_t i = 0; i < a.sequences.size() && i < b.sequences.size(); ++i)
     if (a.sequences[i].fits && b.sequences[i].fits) {
@@ -150,7 +149,7 @@ std::pair<double, double> common_seconds(const PolicyResult& a, const PolicyResu
 }
 
 void to_json(nlohmann::json& j, const PolicyResult& policy) {
-  j = {{"total_time_s", policy.total_seconds},
+  j = {{"total_time_s", policy.total_s},
        {"tokens_per_s", policy.tokens_per_second},
        {"mfu", policy.mfu},
        {"oom_count", policy.oom_count},
@@ -183,7 +182,7 @@ std::string summary_table(const CompareResult& result) {
                   "tokens_per_s", "MFU_%", "trained", "oom_count", "max_len_before_oom", "switches");
   for (const PolicyResult& p : result.policies)
     text += fmt::format("{:<20} {:>12} {:>12.0f} {:>7.1f} {:>9} {:>10} {:>16} {:>9}\n", p.policy,
-                        hours(p.total_seconds), p.tokens_per_second, 100 * p.mfu, p.trained, p.oom_count,
+                        hours(p.total_s), p.tokens_per_second, 100 * p.mfu, p.trained, p.oom_count,
                         p.max_len_before_oom, p.plan_switches);
   return text;
 }
@@ -224,7 +223,7 @@ void write_compare_outputs(const CompareResult& result, const RunDescription& ru
         "in all).\n",
         result.interpolation->count(), result.interpolation->mean_pct(), result.interpolation->max_pct(),
         result.simulations);
-  report += fmt::format("- Wall time of the run: {:.1f} s.\n\n", run.wall_seconds);
+  report += fmt::format("- Wall time of the run: {:.1f} s.\n\n", run.wall_s);
   report += "## Per policy\n\n```\n" + summary_table(result) + "```\n\n";
   report +=
       "`trained`: sequences whose plan fit in memory; `oom_count`: those that did not (not trained); "

@@ -23,7 +23,7 @@ struct RunDescription {
   std::string trace_about;  // where it comes from
   std::string preparation;  // order, cap rule, limit: what was trained
   bool sorted = false;      // cumulative time is drawn against length when sorted, else against position
-  double wall_seconds = 0;
+  double wall_s = 0;
 };
 
 // What summary.json says of the run: not `sorted` (it only shapes a plot) nor the wall time (which
@@ -46,6 +46,6 @@ std::string summary_table(const CompareResult& result);
 void write_compare_outputs(const CompareResult& result, const RunDescription& run, const std::string& dir);
 
 // Seconds `a` took over the sequences both `a` and `b` trained, and seconds `b` took over them.
-std::pair<double, double> common_seconds(const PolicyResult& a, const PolicyResult& b);
+std::pair<double, double> common_s(const PolicyResult& a, const PolicyResult& b);
 
 }  // namespace paradyse::evaluation

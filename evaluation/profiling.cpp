@@ -20,9 +20,9 @@ costmodel::Profile profile_uniform_plans(costmodel::Estimator& estimator, sim::S
       point.saved_bytes_per_layer =
           estimator.cost_table({{strategy, Recompute::none}}, request).candidates.front().layer.saved_bytes();
       const costmodel::Estimate estimate = estimator.estimate(plan, request);
-      point.peak_memory_bytes = estimate.memory.peak;
-      point.iteration_time_s = simulator != nullptr ? simulator->simulate(plan, request).iteration_time_s
-                                                    : estimate.time.total_seconds;
+      point.peak_memory_bytes = estimate.memory.peak_bytes;
+      point.iteration_time_s =
+          simulator != nullptr ? simulator->simulate(plan, request).iteration_time_s : estimate.time.total_s;
     }
   }
   return profile;

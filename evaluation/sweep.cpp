@@ -34,7 +34,7 @@ const PolicyResult* best_static(const CompareResult& result) {
   for (const PolicyResult& p : result.policies) {
     if (!p.policy.starts_with("static:")) continue;
     if (best == nullptr || p.trained > best->trained ||
-        (p.trained == best->trained && p.total_seconds < best->total_seconds))
+        (p.trained == best->trained && p.total_s < best->total_s))
       best = &p;
   }
   return best;
@@ -48,7 +48,7 @@ Json run_point(const SweepSpec& spec, const SweepPoint& point) {
   for (const auto& [axis, value] : point.values.items()) row[axis] = value;
   row["policies"] = Json::object();
   for (const PolicyResult& p : run.result.policies)
-    row["policies"][p.policy] = {{"total_time_s", p.total_seconds},
+    row["policies"][p.policy] = {{"total_time_s", p.total_s},
                                  {"tokens_per_s", p.tokens_per_second},
                                  {"mfu", p.mfu},
                                  {"oom_count", p.oom_count},
@@ -57,8 +57,8 @@ Json run_point(const SweepSpec& spec, const SweepPoint& point) {
   row["best_static"] = best != nullptr ? best->policy : "";
   for (const PolicyResult& p : run.result.policies) {
     if (p.policy != "paradyse" && p.policy != "optimal") continue;
-    const auto [static_seconds, seconds] = best != nullptr ? common_seconds(*best, p) : std::pair{0.0, 0.0};
-    row["speedup_" + p.policy] = seconds > 0 ? static_seconds / seconds : 0.0;
+    const auto [static_s, seconds] = best != nullptr ? common_s(*best, p) : std::pair{0.0, 0.0};
+    row["speedup_" + p.policy] = seconds > 0 ? static_s / seconds : 0.0;
   }
   return row;
 }

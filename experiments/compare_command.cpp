@@ -31,7 +31,7 @@ void run(const CompareCommandOptions& options) {
   const evaluation::CompareResult& result = run.result;
   evaluation::RunDescription& description = run.description;
   evaluation::write_compare_outputs(result, description, options.out);
-  description.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  description.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
 
   if (options.json) {
     std::cout << evaluation::summary_json(result, description).dump(2) << "\n";
@@ -48,7 +48,7 @@ void run(const CompareCommandOptions& options) {
   fmt::print(
       "wrote {}/{{summary.json, per_sequence.csv, report.md, cumulative_time.png, time_by_length.png}} in "
       "{:.1f} s\n",
-      options.out, description.wall_seconds);
+      options.out, description.wall_s);
 }
 
 }  // namespace

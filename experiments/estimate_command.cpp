@@ -45,21 +45,21 @@ void print_details(const costmodel::Estimate& e) {
   const auto ms = [](double s) { return fmt::format("{:10.2f} ms", s * 1e3); };
   const auto gib = [](double b) { return fmt::format("{:10.2f} GiB", b / kGiB); };
   fmt::print("time of one iteration\n");
-  fmt::print("  forward (with the fused loss gradient) {}\n", ms(e.time.forward_seconds));
-  fmt::print("  backward                               {}\n", ms(e.time.backward_seconds));
-  fmt::print("  optimizer step                         {}\n", ms(e.time.optimizer_seconds));
-  fmt::print("  total                                  {}\n", ms(e.time.total_seconds));
-  fmt::print("    compute stream busy                  {}\n", ms(e.time.compute_seconds));
-  fmt::print("    exposed communication                {}\n", ms(e.time.exposed_communication_seconds));
+  fmt::print("  forward (with the fused loss gradient) {}\n", ms(e.time.forward_s));
+  fmt::print("  backward                               {}\n", ms(e.time.backward_s));
+  fmt::print("  optimizer step                         {}\n", ms(e.time.optimizer_s));
+  fmt::print("  total                                  {}\n", ms(e.time.total_s));
+  fmt::print("    compute stream busy                  {}\n", ms(e.time.compute_s));
+  fmt::print("    exposed communication                {}\n", ms(e.time.exposed_communication_s));
   fmt::print("memory per GPU\n");
-  fmt::print("  weights (bf16 shards)                  {}\n", gib(e.memory.weights));
-  fmt::print("  gradients (bf16 shards)                {}\n", gib(e.memory.gradients));
-  fmt::print("  optimizer states (fp32 Adam)           {}\n", gib(e.memory.optimizer_states));
-  fmt::print("  saved activations, all layers          {}\n", gib(e.memory.saved_activations));
-  fmt::print("  transient working set at the peak      {}\n", gib(e.memory.transient));
-  fmt::print("  allocator fragmentation                {}\n", gib(e.memory.fragmentation));
-  fmt::print("  peak                                   {}   of {:.2f} GiB usable: {}\n", gib(e.memory.peak),
-             e.memory.capacity / kGiB, e.fits ? "fits" : "OUT OF MEMORY");
+  fmt::print("  weights (bf16 shards)                  {}\n", gib(e.memory.weights_bytes));
+  fmt::print("  gradients (bf16 shards)                {}\n", gib(e.memory.gradients_bytes));
+  fmt::print("  optimizer states (fp32 Adam)           {}\n", gib(e.memory.optimizer_states_bytes));
+  fmt::print("  saved activations, all layers          {}\n", gib(e.memory.saved_activations_bytes));
+  fmt::print("  transient working set at the peak      {}\n", gib(e.memory.transient_bytes));
+  fmt::print("  allocator fragmentation                {}\n", gib(e.memory.fragmentation_bytes));
+  fmt::print("  peak                                   {}   of {:.2f} GiB usable: {}\n",
+             gib(e.memory.peak_bytes), e.memory.capacity_bytes / kGiB, e.fits ? "fits" : "OUT OF MEMORY");
   fmt::print("work\n");
   fmt::print("  FLOPs executed, all GPUs               {:10.3f} PFLOP\n", e.flops / 1e15);
   fmt::print("  model FLOPs utilisation                {:10.1f} %\n", e.mfu * 100);
@@ -76,8 +76,8 @@ void print_table(const std::vector<Row>& rows) {
     }
     const costmodel::Estimate& e = *row.estimate;
     fmt::print("{:<12} {:>8} {:>11.2f} {:>11.2f} {:>11.2f} {:>9.2f} {:>5} {:>6.1f} {:>9.3f}\n",
-               row.strategy->name(), row.tokens, e.time.forward_seconds * 1e3, e.time.backward_seconds * 1e3,
-               e.time.total_seconds * 1e3, e.memory.peak / kGiB, e.fits ? "yes" : "OOM", e.mfu * 100,
+               row.strategy->name(), row.tokens, e.time.forward_s * 1e3, e.time.backward_s * 1e3,
+               e.time.total_s * 1e3, e.memory.peak_bytes / kGiB, e.fits ? "yes" : "OOM", e.mfu * 100,
                e.comm_bytes / 1e9);
   }
 }

@@ -73,9 +73,9 @@ void run(const PlanOptions& options) {
   fmt::print("{:<22} {:>8} {:>12} {:>9} {:>5} {:>8}  {}\n", "policy", "seq", "predicted_ms", "peak_GiB",
              "fits", "switches", "plan");
   for (const selector::Decision& d : decisions)
-    fmt::print("{:<22} {:>8} {:>12.2f} {:>9.2f} {:>5} {:>8}  {}{}\n", d.policy, d.tokens,
-               d.predicted_seconds * 1e3, d.predicted_peak_bytes / kGiB, d.fits ? "yes" : "OOM", d.switches,
-               plan_runs_name(d.plan), d.fallback ? " (nothing fits: the leanest)" : "");
+    fmt::print("{:<22} {:>8} {:>12.2f} {:>9.2f} {:>5} {:>8}  {}{}\n", d.policy, d.tokens, d.predicted_s * 1e3,
+               d.predicted_peak_bytes / kGiB, d.fits ? "yes" : "OOM", d.switches, plan_runs_name(d.plan),
+               d.fallback ? " (nothing fits: the leanest)" : "");
 }
 
 struct BenchOptions {
@@ -90,12 +90,12 @@ struct BenchOptions {
 costmodel::CostTable bench_table(selector::AnalyticCostSource& source, int64_t tokens, int layers) {
   costmodel::CostTable table = source.table(tokens, selector::all_candidates());
   table.num_layers = layers;
-  double fastest_seconds = 0, fastest_peak = 0, leanest_peak = 0;
+  double fastest_s = 0, fastest_peak = 0, leanest_peak = 0;
   for (int c = 0; c < static_cast<int>(table.candidates.size()); ++c) {
     const auto uniform = selector::uniform_choice(table, c);
-    const double seconds = table.plan_seconds(uniform), peak = table.plan_peak_bytes(uniform);
-    if (c == 0 || seconds < fastest_seconds) {
-      fastest_seconds = seconds;
+    const double seconds = table.plan_s(uniform), peak = table.plan_peak_bytes(uniform);
+    if (c == 0 || seconds < fastest_s) {
+      fastest_s = seconds;
       fastest_peak = peak;
     }
     leanest_peak = c == 0 ? peak : std::min(leanest_peak, peak);

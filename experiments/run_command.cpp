@@ -31,7 +31,7 @@ void print_table(const real::RunReport& report, const ModelSpec& model, const Pl
              "peak memory", "saved / layer", "loss/token");
   for (const real::LengthMeasurement& m : report.lengths)
     fmt::print("{:>8}  {:>10.4f} s  {:>10.0f}  {:>8.1f} MiB  {:>9.2f} MiB  {:>10.4f}\n", m.seq,
-               m.median_step_seconds, static_cast<double>(m.seq) / m.median_step_seconds,
+               m.median_step_s, static_cast<double>(m.seq) / m.median_step_s,
                static_cast<double>(m.peak_bytes) / kMiB, static_cast<double>(m.saved_bytes_per_layer) / kMiB,
                m.loss_per_token);
 }
@@ -47,7 +47,7 @@ void write_profile(const std::string& path, const real::RunReport& report, const
   profile.source = "real";
   for (const real::LengthMeasurement& m : report.lengths)
     profile.points.push_back({std::string(request.plan[0].strategy->name()),
-                              std::string(to_string(request.plan[0].recompute)), m.seq, m.median_step_seconds,
+                              std::string(to_string(request.plan[0].recompute)), m.seq, m.median_step_s,
                               static_cast<double>(m.peak_bytes),
                               static_cast<double>(m.saved_bytes_per_layer)});
   costmodel::write_profile(profile, path);

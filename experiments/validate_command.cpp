@@ -60,13 +60,13 @@ struct Row {
   double measured_peak_bytes = 0, simulated_peak_bytes = 0, memory_error = 0;
 
   Row() = default;
-  Row(std::string plan_name, int64_t tokens, double measured_seconds, double simulated_seconds,
-      double measured_bytes, double simulated_bytes)
+  Row(std::string plan_name, int64_t tokens, double measured_s, double simulated_s, double measured_bytes,
+      double simulated_bytes)
       : plan(std::move(plan_name)),
         seq(tokens),
-        measured_s(measured_seconds),
-        simulated_s(simulated_seconds),
-        time_error(relative_error(simulated_seconds, measured_seconds)),
+        measured_s(measured_s),
+        simulated_s(simulated_s),
+        time_error(relative_error(simulated_s, measured_s)),
         measured_peak_bytes(measured_bytes),
         simulated_peak_bytes(simulated_bytes),
         memory_error(relative_error(simulated_bytes, measured_bytes)) {}
@@ -126,7 +126,7 @@ void validate(const ValidateOptions& options) {
       for (const real::LengthMeasurement& m : reports[i].lengths) {
         const sim::SimulationResult s =
             simulator.simulate(requests[i].plan, {m.seq, options.real.ranks, requests[i].batch});
-        rows.emplace_back(plan_name(requests[i].plan), m.seq, m.median_step_seconds, s.iteration_time_s,
+        rows.emplace_back(plan_name(requests[i].plan), m.seq, m.median_step_s, s.iteration_time_s,
                           static_cast<double>(m.peak_bytes), s.peak_memory_bytes);
       }
     if (!options.json) return print_rows(rows, options, model.name);

@@ -56,18 +56,18 @@ double ring_all_reduce_hops(int ranks) {
 }
 }  // namespace
 
-double FabricSpec::hop_latency_seconds() const {
-  return latency_seconds / ring_all_reduce_hops(measured_ranks);
+double FabricSpec::hop_latency_s() const {
+  return latency_s / ring_all_reduce_hops(measured_ranks);
 }
 
 double FabricSpec::streaming_bandwidth(double size_bytes) const {
   const double g = std::max(1, measured_ranks);
   const double bus_bytes = 2 * (g - 1) / g * size_bytes;
   const double peak = peak_bus_bandwidth();
-  const double streaming_seconds = bus_bytes / bus_bandwidth_by_bytes.at(size_bytes) - latency_seconds;
+  const double streaming_s = bus_bytes / bus_bandwidth_by_bytes.at(size_bytes) - latency_s;
   // Below the measured sizes the latency is all of the time: the bytes then stream at the peak.
-  if (streaming_seconds * peak <= bus_bytes) return peak;
-  return bus_bytes / streaming_seconds;
+  if (streaming_s * peak <= bus_bytes) return peak;
+  return bus_bytes / streaming_s;
 }
 
 namespace {
@@ -142,7 +142,7 @@ GpuSpec read_gpu(const Object& gpu) {
   spec.gemm_efficiency_by_flops = efficiency_curve(gpu, "gemm_efficiency_by_flops");
   spec.attention_efficiency_by_seq = efficiency_curve(gpu, "attention_efficiency_by_seq");
   spec.causal_attention_efficiency_by_seq = efficiency_curve(gpu, "causal_attention_efficiency_by_seq");
-  spec.kernel_launch_seconds = non_negative_number(gpu, "kernel_launch_seconds");
+  spec.kernel_launch_s = non_negative_number(gpu, "kernel_launch_seconds");
   spec.reserved_bytes = non_negative_number(gpu, "reserved_bytes");
   if (spec.reserved_bytes >= spec.hbm_bytes)
     gpu.fail("reserved_bytes", "expected less than hbm_bytes (" + json_input::Json(spec.hbm_bytes).dump() +
@@ -165,7 +165,7 @@ FabricSpec read_fabric(const Object& fabric) {
   spec.all_to_all_efficiency = fabric.fraction("all_to_all_efficiency");
   if (spec.all_to_all_efficiency == 0)
     fabric.fail("all_to_all_efficiency", "expected a fraction above 0, got 0");
-  spec.latency_seconds = non_negative_number(fabric, "latency_seconds");
+  spec.latency_s = non_negative_number(fabric, "latency_seconds");
   return spec;
 }
 

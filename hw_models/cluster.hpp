@@ -30,7 +30,7 @@ struct GpuSpec {
   Curve gemm_efficiency_by_flops;            // fraction of peak reached by one GEMM of that many FLOPs
   Curve attention_efficiency_by_seq;         // FlashAttention fwd+bwd, fraction of peak, by key length
   Curve causal_attention_efficiency_by_seq;  // same, causal mask
-  double kernel_launch_seconds = 0;          // fixed cost of every kernel
+  double kernel_launch_s = 0;                // fixed cost of every kernel
   double reserved_bytes = 0;                 // CUDA context and NCCL buffers: never available to tensors
   double allocator_fragmentation = 0;        // fraction the caching allocator holds beyond live tensors
 };
@@ -40,12 +40,12 @@ struct FabricSpec {
   double bytes_per_second = 0;       // per GPU per direction, datasheet
   Curve bus_bandwidth_by_bytes;      // NCCL ring all-reduce bus bandwidth (bytes/s) by message bytes
   double all_to_all_efficiency = 0;  // all-to-all bus bandwidth as a fraction of the ring's
-  double latency_seconds = 0;        // smallest time of any collective or transfer at this level
+  double latency_s = 0;              // smallest time of any collective or transfer at this level
   int measured_ranks = 0;            // the all-reduce group of the curve: one node inside, two between
 
   double peak_bus_bandwidth() const;  // the curve's highest point
-  // A ring all-reduce over measured_ranks crosses 2(g−1) hops, and latency_seconds is its floor.
-  double hop_latency_seconds() const;
+  // A ring all-reduce over measured_ranks crosses 2(g−1) hops, and latency_s is its floor.
+  double hop_latency_s() const;
   // The rate at which a collective of `size_bytes` streams once its hops' latency is set apart: the
   // measured all-reduce time at that size minus 2(g−1) hop latencies, so that hops · hop latency +
   // bus bytes / streaming bandwidth gives back the measured time; at most peak_bus_bandwidth().

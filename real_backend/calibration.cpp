@@ -45,7 +45,7 @@ class Timer {
   Timer(Communicator& communicator, int repeats) : communicator_(communicator), repeats_(repeats) {}
 
   template <class Run>
-  double median_seconds(Run&& run, int batch = 1) const {
+  double median_s(Run&& run, int batch = 1) const {
     communicator_.barrier();
     run();
     std::vector<double> seconds;
@@ -70,7 +70,7 @@ Points gemm_flops_per_second(const Timer& timer, at::ScalarType type) {
   for (int64_t n = 64; n <= 2048; n *= 2) {
     const at::Tensor a = at::randn({n, n}).to(type), b = at::randn({n, n}).to(type);
     at::Tensor c = at::empty({n, n}, a.options());
-    const double seconds = timer.median_seconds([&] { at::mm_out(c, a, b); });
+    const double seconds = timer.median_s([&] { at::mm_out(c, a, b); });
     const double flops = 2.0 * static_cast<double>(n * n * n);
     points.emplace_back(flops, flops / seconds);
     if (8 * seconds > kGemmPointSeconds) break;
@@ -91,7 +91,7 @@ Points attention_flops_per_second(const Timer& timer, TorchBackend& backend, int
     const Tensor k = backend.wrap(at::randn({1, s, kv_heads, head_dim}), DType::bf16);
     const Tensor v = backend.wrap(at::randn({1, s, kv_heads, head_dim}), DType::bf16);
     const Tensor d_out = backend.wrap(at::randn({1, s, heads, head_dim}), DType::bf16);
-    const double seconds = timer.median_seconds([&] {
+    const double seconds = timer.median_s([&] {
       const AttentionOutput forward = backend.attention_forward(q, k, v, mask);
       backend.attention_backward(d_out, q, k, v, forward.out, forward.lse, mask);
     });
@@ -106,19 +106,19 @@ Points attention_flops_per_second(const Timer& timer, TorchBackend& backend, int
 double copy_bytes_per_second(const Timer& timer) {
   const at::Tensor source = at::rand({64 * kMiBytes / 4});
   at::Tensor target = at::empty_like(source);
-  const double seconds = timer.median_seconds([&] { target.copy_(source); });
+  const double seconds = timer.median_s([&] { target.copy_(source); });
   return 2.0 * static_cast<double>(source.nbytes()) / seconds;
 }
 
 // The fixed cost of one op (the cost model's kernel launch): an add of two 1-element tensors.
-double op_overhead_seconds(const Timer& timer) {
+double op_overhead_s(const Timer& timer) {
   const at::Tensor a = at::ones({1}), b = at::ones({1});
-  return timer.median_seconds([&] { at::add(a, b); }, 100);
+  return timer.median_s([&] { at::add(a, b); }, 100);
 }
 
 struct Fabric {
   Points bus_bandwidth;  // all-reduce bus bandwidth by message bytes
-  double latency_seconds = 0;
+  double latency_s = 0;
   double all_to_all_bus_bandwidth = 0;  // at the largest size
 };
 
@@ -129,22 +129,21 @@ Fabric measure_fabric(Communicator& communicator, const Timer& timer) {
   const double p = communicator.size();
   const double all_reduce_share = p > 1 ? 2 * (p - 1) / p : 1;
   const double all_to_all_share = p > 1 ? (p - 1) / p : 1;
-  auto all_reduce_seconds = [&](int64_t bytes) {
+  auto all_reduce_s = [&](int64_t bytes) {
     at::Tensor buffer = at::zeros({bytes / 4});
-    return timer.median_seconds([&] { communicator.all_reduce(buffer)->wait(); },
-                                bytes < 4 * kMiBytes ? 10 : 1);
+    return timer.median_s([&] { communicator.all_reduce(buffer)->wait(); }, bytes < 4 * kMiBytes ? 10 : 1);
   };
   Fabric fabric;
-  fabric.latency_seconds = all_reduce_seconds(4);
+  fabric.latency_s = all_reduce_s(4);
   const int64_t largest = 64 * kMiBytes;
   for (int64_t bytes = 1024; bytes <= largest; bytes *= 4) {
     const double size = static_cast<double>(bytes);
-    fabric.bus_bandwidth.emplace_back(size, all_reduce_share * size / all_reduce_seconds(bytes));
+    fabric.bus_bandwidth.emplace_back(size, all_reduce_share * size / all_reduce_s(bytes));
   }
   // all_to_all needs p equal chunks.
   const at::Tensor input = at::zeros({largest / 4 / communicator.size() * communicator.size()});
   at::Tensor output = at::empty_like(input);
-  const double seconds = timer.median_seconds([&] { communicator.all_to_all(input, output)->wait(); });
+  const double seconds = timer.median_s([&] { communicator.all_to_all(input, output)->wait(); });
   fabric.all_to_all_bus_bandwidth = all_to_all_share * static_cast<double>(input.nbytes()) / seconds;
   return fabric;
 }
@@ -220,7 +219,7 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
       attention_flops_per_second(timer, backend, heads, kv_heads, model.head_dim(), false);
   const Points causal = attention_flops_per_second(timer, backend, heads, kv_heads, model.head_dim(), true);
   const double copy = copy_bytes_per_second(timer);
-  const double launch = op_overhead_seconds(timer);
+  const double launch = op_overhead_s(timer);
   const Fabric fabric = measure_fabric(communicator, timer);
   communicator.barrier();
   if (communicator.rank() != 0) return "";
@@ -268,7 +267,7 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   intra["bus_bandwidth_by_bytes"] = curve(fabric.bus_bandwidth, rounded);
   intra["all_to_all_efficiency"] =
       fraction(fabric.all_to_all_bus_bandwidth / fabric.bus_bandwidth.back().second);
-  intra["latency_seconds"] = rounded(fabric.latency_seconds);
+  intra["latency_seconds"] = rounded(fabric.latency_s);
   const std::string gloo =
       communicator.name() + " all-reduce of float32 over the " + std::to_string(ranks) +
       " ranks, a barrier before each repetition, below 4 MiB the mean of 10 back to back";

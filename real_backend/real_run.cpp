@@ -118,7 +118,7 @@ RunReport run_request(const RankEnvironment& env, Communicator* communicator, co
       communicator->barrier();
       const double seconds = be.seconds_since_start() - start;
       if (!measured) continue;
-      m.step_seconds.push_back(seconds);
+      m.step_s.push_back(seconds);
       loss = TorchBackend::unwrap(step_loss).item<double>();
       if (last) {
         const PhaseSpans spans = phase_spans(be.phases_timed(), request.plan.size());
@@ -138,7 +138,7 @@ RunReport run_request(const RankEnvironment& env, Communicator* communicator, co
     at::Tensor total_loss = at::tensor({loss}, at::kDouble);
     communicator->all_reduce(total_loss)->wait();
     m.loss_per_token = total_loss.item<double>() / static_cast<double>(seq * request.batch);
-    m.median_step_seconds = median(m.step_seconds);
+    m.median_step_s = median(m.step_s);
     report.lengths.push_back(std::move(m));
   }
   communicator->barrier();

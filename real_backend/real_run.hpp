@@ -44,8 +44,8 @@ struct TimedOp {
 
 struct LengthMeasurement {
   int64_t seq = 0;
-  std::vector<double> step_seconds;  // each measured step, slowest rank (steps end at a barrier)
-  double median_step_seconds = 0;
+  std::vector<double> step_s;  // each measured step, slowest rank (steps end at a barrier)
+  double median_step_s = 0;
   double loss_per_token = 0;            // last step, over the ranks' tokens
   int64_t peak_bytes = 0;               // most any rank's backend held (HeldBytes) during the measured steps
   int64_t process_peak_bytes = 0;       // most any rank's process allocated (MemoryMeter): op temporaries too

@@ -11,9 +11,9 @@ namespace paradyse::real {
 
 inline void to_json(nlohmann::json& j, const LengthMeasurement& m) {
   j = {{"seq", m.seq},
-       {"median_step_s", m.median_step_seconds},
-       {"step_s", m.step_seconds},
-       {"tokens_per_s", static_cast<double>(m.seq) / m.median_step_seconds},
+       {"median_step_s", m.median_step_s},
+       {"step_s", m.step_s},
+       {"tokens_per_s", static_cast<double>(m.seq) / m.median_step_s},
        {"peak_memory_bytes", m.peak_bytes},
        {"process_peak_bytes", m.process_peak_bytes},
        {"saved_bytes_per_layer", m.saved_bytes_per_layer},

@@ -15,7 +15,7 @@ inline void to_json(nlohmann::json& j, const Decision& d) {
        {"seq", d.tokens},
        {"padded_seq", d.padded_tokens},
        {"plan", std::move(plan)},
-       {"predicted_time_s", d.predicted_seconds},
+       {"predicted_time_s", d.predicted_s},
        {"predicted_peak_bytes", d.predicted_peak_bytes},
        {"fits", d.fits},
        {"switches", d.switches},

@@ -27,7 +27,8 @@ LearnedCostSource::LearnedCostSource(const std::string& path, ModelSpec model, h
   mismatch("batch", std::to_string(learned_.batch()), std::to_string(batch_));
   costmodel::MemoryBreakdown static_terms;
   costmodel::static_memory(model_, degree_, static_terms);
-  static_bytes_ = static_terms.weights + static_terms.gradients + static_terms.optimizer_states;
+  static_bytes_ =
+      static_terms.weights_bytes + static_terms.gradients_bytes + static_terms.optimizer_states_bytes;
 }
 
 costmodel::CostTable LearnedCostSource::table(int64_t tokens, const std::vector<CandidateKey>& wanted) {

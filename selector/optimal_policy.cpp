@@ -48,7 +48,7 @@ class Search {
   Search(const CostTable& table, const Windows& windows, double max_compositions)
       : table_(table), windows_(windows), max_compositions_(max_compositions) {
     for (int a = 0; a < candidates(); ++a)
-      for (int b = 0; b < candidates(); ++b) switch_free_ = switch_free_ && table.switch_seconds(a, b) == 0;
+      for (int b = 0; b < candidates(); ++b) switch_free_ = switch_free_ && table.switch_s(a, b) == 0;
     for (int c = 0; c < candidates(); ++c)
       if (window(c) >= 0 && !dominated(c)) usable_.push_back(c);
     // The order in which a multiset of layers fits if it fits at all (see the header).
@@ -94,7 +94,7 @@ class Search {
 
   // Least seconds of `count` more layers keeping at most `left` bytes, relaxed to fractional counts
   // and ignoring the windows but for admitting `prefix`: one candidate, or the best two.
-  double relaxed_seconds(double prefix, double count, double left) const {
+  double relaxed_s(double prefix, double count, double left) const {
     double best = kInfinity;
     for (int a : usable_) {
       if (prefix > window(a)) continue;
@@ -135,7 +135,7 @@ class Search {
           continue;
         }
         if (last) continue;
-        if (next_time + relaxed_seconds(next_prefix, layers - next_used, windows_.head - next_prefix) >= best)
+        if (next_time + relaxed_s(next_prefix, layers - next_used, windows_.head - next_prefix) >= best)
           continue;
         counts[k] = n;
         self(self, k + 1, next_used, next_prefix, next_time);
@@ -191,12 +191,12 @@ class Search {
         const Label& label = front[static_cast<std::size_t>(i)];
         for (int c : usable_) {
           if (label.kept > window(c)) continue;
-          const double switch_cost = l > 0 ? table_.switch_seconds(label.candidate, c) : 0;
+          const double switch_cost = l > 0 ? table_.switch_s(label.candidate, c) : 0;
           const Label extended{label.seconds + seconds(c) + switch_cost, label.kept + kept(c), i, c};
           ++evaluated_;
           if (extended.kept > windows_.head) continue;
           if (remaining > 0 &&
-              extended.seconds + relaxed_seconds(extended.kept, remaining, windows_.head - extended.kept) ==
+              extended.seconds + relaxed_s(extended.kept, remaining, windows_.head - extended.kept) ==
                   kInfinity)
             continue;
           next.push_back(extended);

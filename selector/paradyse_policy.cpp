@@ -37,7 +37,7 @@ Decision ParadysePolicy::decide(const CostTable& table) {
   std::vector<double> seconds(static_cast<std::size_t>(n)), peak(static_cast<std::size_t>(n));
   for (int c = 0; c < n; ++c) {
     const CostTable::Choice uniform = uniform_choice(table, c);
-    seconds[static_cast<std::size_t>(c)] = table.plan_seconds(uniform);
+    seconds[static_cast<std::size_t>(c)] = table.plan_s(uniform);
     peak[static_cast<std::size_t>(c)] = table.plan_peak_bytes(uniform);
     ++evaluated;
   }
@@ -59,11 +59,11 @@ Decision ParadysePolicy::decide(const CostTable& table) {
   std::stable_sort(kept.begin(), kept.end(), [&](int a, int b) { return at(seconds, a) < at(seconds, b); });
 
   std::optional<CostTable::Choice> best;
-  double best_seconds = 0;
-  const auto consider = [&](const CostTable::Choice& choice, double choice_seconds) {
-    if (!best || choice_seconds < best_seconds) {
+  double best_s = 0;
+  const auto consider = [&](const CostTable::Choice& choice, double choice_s) {
+    if (!best || choice_s < best_s) {
       best = choice;
-      best_seconds = choice_seconds;
+      best_s = choice_s;
     }
   };
   const double capacity = table.step.capacity_bytes;
@@ -80,18 +80,18 @@ Decision ParadysePolicy::decide(const CostTable& table) {
           // m layers of the faster first, then the leaner (one switch); each m moves the time by the
           // difference of one layer.
           CostTable::Choice mix = uniform_choice(table, lean);
-          double mix_seconds = at(seconds, lean) + table.switch_seconds(fast, lean);
+          double mix_s = at(seconds, lean) + table.switch_s(fast, lean);
           const double step = table.candidates[static_cast<std::size_t>(fast)].layer.seconds -
                               table.candidates[static_cast<std::size_t>(lean)].layer.seconds;
           for (int m = 1; m < layers; ++m) {
             mix[static_cast<std::size_t>(m - 1)] = fast;
-            mix_seconds += step;
+            mix_s += step;
             ++evaluated;
             if (table.plan_peak_bytes(mix) > capacity) {
               if (options_.short_circuit) break;
               continue;
             }
-            consider(mix, mix_seconds);
+            consider(mix, mix_s);
           }
         }
       }
@@ -106,7 +106,7 @@ Decision ParadysePolicy::decide(const CostTable& table) {
       if (auto index = table.find(*layer.strategy, layer.recompute)) previous.push_back(*index);
     if (previous.size() == previous_->size()) {
       ++evaluated;
-      if (table.fits(previous) && table.plan_seconds(previous) <= (1 + options_.gamma) * best_seconds) {
+      if (table.fits(previous) && table.plan_s(previous) <= (1 + options_.gamma) * best_s) {
         decision = priced_decision(name_, table, previous);
         decision.kept_previous = previous != *best;
         best.reset();

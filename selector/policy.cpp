@@ -15,7 +15,7 @@ Decision priced_decision(const std::string& policy, const CostTable& table, cons
   decision.tokens = table.tokens;
   decision.padded_tokens = table.padded_tokens;
   decision.plan = table.plan(choice);
-  decision.predicted_seconds = table.plan_seconds(choice);
+  decision.predicted_s = table.plan_s(choice);
   decision.predicted_peak_bytes = table.plan_peak_bytes(choice);
   decision.fits = decision.predicted_peak_bytes <= table.step.capacity_bytes;
   for (std::size_t l = 1; l < choice.size(); ++l) decision.switches += choice[l] != choice[l - 1] ? 1 : 0;

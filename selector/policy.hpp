@@ -22,7 +22,7 @@ struct Decision {
   int64_t tokens = 0;
   int64_t padded_tokens = 0;
   Plan plan;  // one entry per layer; empty when nothing fits and the policy has no fallback
-  double predicted_seconds = 0;
+  double predicted_s = 0;
   double predicted_peak_bytes = 0;
   bool fits = false;
   int switches = 0;            // layers whose strategy differs from the layer before

@@ -44,12 +44,12 @@ struct Collective {
   std::vector<OpId> ops;
   int reached = 0;
   std::size_t flows_left = 0;
-  double tail_seconds = 0;
+  double tail_s = 0;
 };
 
 // Seconds of `spans` not covered by `covered` (both sorted and disjoint).
-double uncovered_seconds(const std::vector<std::pair<double, double>>& spans,
-                         const std::vector<std::pair<double, double>>& covered) {
+double uncovered_s(const std::vector<std::pair<double, double>>& spans,
+                   const std::vector<std::pair<double, double>>& covered) {
   double total = 0;
   std::size_t c = 0;
   for (auto [start, end] : spans) {
@@ -149,7 +149,7 @@ class Run {
       reach_collective(r, id);
     } else {
       ++kernels_;
-      set_timer(now_ + timer_.compute_seconds(o), r, id);
+      set_timer(now_ + timer_.compute_s(o), r, id);
     }
     return true;
   }
@@ -190,12 +190,12 @@ class Run {
     const Op& o = *ops.front();
     if (flow_count(o, p_, cluster_) > static_cast<std::size_t>(options_.max_flows_per_collective)) {
       ++analytic_collectives_;
-      set_timer(now_ + timer_.communication_seconds(o), -1, k);
+      set_timer(now_ + timer_.communication_s(o), -1, k);
       return;
     }
     const CollectiveFlows plan = collective_flows(ops, cluster_);
     const double efficiency = size_efficiency(o);
-    c.tail_seconds = std::max(0, plan.latency_hops - 1) * fabric_.hop_latency_seconds();
+    c.tail_s = std::max(0, plan.latency_hops - 1) * fabric_.hop_latency_s();
     c.flows_left = plan.flows.size();
     for (const Flow& flow : plan.flows) {
       const auto bytes = static_cast<uint64_t>(std::max(1.0, std::round(flow.bytes / efficiency)));
@@ -221,8 +221,8 @@ class Run {
     comm_collective_.pop_back();
     Collective& c = collectives_[k];
     if (--c.flows_left > 0) return;
-    if (c.tail_seconds > 0)
-      set_timer(now_ + c.tail_seconds, -1, k);
+    if (c.tail_s > 0)
+      set_timer(now_ + c.tail_s, -1, k);
     else
       finish_collective(k, now_);
   }
@@ -257,7 +257,7 @@ class Run {
     for (const RankState& rank : ranks_) {
       RankResult& out = e.per_rank.emplace_back();
       for (auto [start, end] : rank.compute_spans) out.compute_s += end - start;
-      out.exposed_comm_s = uncovered_seconds(rank.communication_spans, rank.compute_spans);
+      out.exposed_comm_s = uncovered_s(rank.communication_spans, rank.compute_spans);
       out.idle_s = std::max(0.0, e.seconds - out.compute_s - out.exposed_comm_s);
       if (!options_.record_timeline) continue;
       RankTimeline& timeline = e.timeline.emplace_back();

@@ -23,9 +23,9 @@ void configure_once() {
 }
 
 sg4::Link* duplex_link(sg4::NetZone* zone, const std::string& name, double bytes_per_second,
-                       double latency_seconds) {
+                       double latency_s) {
   sg4::Link* link = zone->create_split_duplex_link(name, bytes_per_second);
-  link->set_latency(latency_seconds);
+  link->set_latency(latency_s);
   link->set_sharing_policy(sg4::Link::SharingPolicy::SHARED);
   link->seal();
   return link;
@@ -49,12 +49,12 @@ Platform::Platform(const hw::ClusterSpec& cluster, double oversubscription) {
     const std::string id = std::to_string(r);
     gpus_.push_back(zone->create_host("gpu" + id, 1.0)->seal());
     nvlink.push_back(duplex_link(zone, "nvlink" + id, cluster.intra_node.peak_bus_bandwidth(),
-                                 cluster.intra_node.hop_latency_seconds() / 2));
+                                 cluster.intra_node.hop_latency_s() / 2));
   }
   if (nodes > 1) {
     for (int n = 0; n < nodes * nics; ++n)
       nic.push_back(duplex_link(zone, "nic" + std::to_string(n), cluster.inter_node.bytes_per_second,
-                                cluster.inter_node.hop_latency_seconds() / 2));
+                                cluster.inter_node.hop_latency_s() / 2));
     for (int rail = 0; rail < nics; ++rail)
       spine.push_back(duplex_link(zone, "spine" + std::to_string(rail),
                                   nodes * cluster.inter_node.bytes_per_second / oversubscription, 0));

@@ -7,7 +7,7 @@
 //
 // Link bandwidths are the fabrics' calibrated effective figures (NVLink: the NCCL ring's peak bus
 // bandwidth; NIC: the effective per-NIC rate), not datasheet rates; each route's latency is one ring
-// hop of its fabric (hw::FabricSpec::hop_latency_seconds). The network model is CM02 without cross
+// hop of its fabric (hw::FabricSpec::hop_latency_s). The network model is CM02 without cross
 // traffic and without the TCP-gamma window cap (REFERENCE.md §4: SimGrid's defaults are off by 10×
 // for GPU fabrics), so a flow alone on its route streams at its bottleneck link's bandwidth and
 // flows sharing a link share it fairly.

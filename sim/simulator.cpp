@@ -69,7 +69,8 @@ SimulationResult Simulator::simulate(const Plan& plan, const costmodel::Estimate
   costmodel::MemoryBreakdown static_terms;
   costmodel::static_memory(model_, p, static_terms);
   SimulationResult result =
-      run(std::move(programs), static_terms.weights + static_terms.gradients + static_terms.optimizer_states);
+      run(std::move(programs),
+          static_terms.weights_bytes + static_terms.gradients_bytes + static_terms.optimizer_states_bytes);
   result.plan = plan_name(plan);
   result.tokens = request.tokens;
   result.padded_tokens = spec.tokens;
@@ -116,7 +117,7 @@ SimulationResult Simulator::run(std::vector<Program> programs, double static_byt
   return result;
 }
 
-std::vector<double> Simulator::transfer_seconds(const std::vector<Transfer>& transfers) {
+std::vector<double> Simulator::transfer_s(const std::vector<Transfer>& transfers) {
   std::vector<double> seconds(transfers.size());
   engine_->run([&] {
     const double origin = sg4::Engine::get_clock();

@@ -102,7 +102,7 @@ class Simulator {
   // optimizer states). Programs must issue the same collectives in the same order on every rank.
   SimulationResult run(std::vector<Program> programs, double static_bytes = 0);
   // Seconds until each transfer completes when all start together on an otherwise idle network.
-  std::vector<double> transfer_seconds(const std::vector<Transfer>& transfers);
+  std::vector<double> transfer_s(const std::vector<Transfer>& transfers);
 
   const ModelSpec& model() const { return model_; }
   const hw::ClusterSpec& cluster() const { return cluster_; }

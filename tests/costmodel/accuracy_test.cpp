@@ -21,7 +21,7 @@ costmodel::Profile analytic_profile(const ModelSpec& model, const hw::ClusterSpe
       const costmodel::Estimate e =
           estimator.estimate(uniform_plan(*strategy, model.num_layers), {.tokens = tokens, .degree = 8});
       profile.points.push_back(
-          {std::string(strategy->name()), "none", tokens, e.time.total_seconds, e.memory.peak, 1.0});
+          {std::string(strategy->name()), "none", tokens, e.time.total_s, e.memory.peak_bytes, 1.0});
     }
   return profile;
 }

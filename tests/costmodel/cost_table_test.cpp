@@ -30,8 +30,8 @@ TEST_CASE("cost table: plan time and peak equal the estimate's, for uniform and 
         const Plan plan = table.plan(choice);
         CAPTURE(model_name, tokens, plan_name(plan));
         const costmodel::Estimate estimate = estimator.estimate(plan, {.tokens = tokens});
-        CHECK(table.plan_seconds(choice) == Approx(estimate.time.total_seconds).epsilon(1e-12));
-        CHECK(table.plan_peak_bytes(choice) == Approx(estimate.memory.peak).epsilon(1e-12));
+        CHECK(table.plan_s(choice) == Approx(estimate.time.total_s).epsilon(1e-12));
+        CHECK(table.plan_peak_bytes(choice) == Approx(estimate.memory.peak_bytes).epsilon(1e-12));
         CHECK(table.fits(choice) == estimate.fits);
         // The exact plan search relies on this: a layer's backward frees what its forward kept.
         for (int c : choice) {

@@ -17,7 +17,7 @@ ModelSpec four_layers(bool causal) {
 }
 
 double static_bytes(const costmodel::Estimate& e) {
-  return e.memory.weights + e.memory.gradients + e.memory.optimizer_states;
+  return e.memory.weights_bytes + e.memory.gradients_bytes + e.memory.optimizer_states_bytes;
 }
 
 }  // namespace
@@ -35,7 +35,7 @@ TEST_CASE("Estimator: one traced layer per strategy prices the whole traced iter
       const costmodel::Estimate e = estimator.estimate(*strategy, {.tokens = s, .degree = 8});
       Program whole = trace_step(*strategy, model, 8, s, 1, Recompute::none, 0, 4);
       INFO(strategy->name() << " causal " << causal);
-      REQUIRE(e.memory.peak - static_bytes(e) - e.memory.fragmentation ==
+      REQUIRE(e.memory.peak_bytes - static_bytes(e) - e.memory.fragmentation_bytes ==
               Approx(peak_live_bytes(whole)).epsilon(1e-12));
 
       // Time: the phases are priced with no overlap across their boundaries; scheduling the whole
@@ -43,8 +43,8 @@ TEST_CASE("Estimator: one traced layer per strategy prices the whole traced iter
       whole.phases.resize(1);
       const costmodel::OpTimer timer(cluster, 8);
       const double unbroken = costmodel::cost_phases(whole, timer).front().cost.seconds;
-      REQUIRE(unbroken <= e.time.total_seconds * (1 + 1e-12));
-      REQUIRE(unbroken >= e.time.total_seconds * 0.95);
+      REQUIRE(unbroken <= e.time.total_s * (1 + 1e-12));
+      REQUIRE(unbroken >= e.time.total_s * 0.95);
       REQUIRE(e.flops == Approx(8 * layer_totals(whole).flops +
                                 8 * totals(whole, {Phase::embedding_forward, Phase::head,
                                                    Phase::embedding_backward, Phase::optimizer})
@@ -59,7 +59,7 @@ TEST_CASE("Estimator: static memory is 16 bytes per parameter, sharded 1/p", "[c
   const costmodel::Estimate e = estimator.estimate(megatron_ts(), {.tokens = 8192});
   // Norm weights are replicated and the vocabulary is padded to a multiple of p: both below 0.1 %.
   REQUIRE(static_bytes(e) == Approx(16.0 * static_cast<double>(model.total_parameters()) / 8).epsilon(1e-3));
-  REQUIRE(e.memory.optimizer_states == Approx(6 * e.memory.weights));
+  REQUIRE(e.memory.optimizer_states_bytes == Approx(6 * e.memory.weights_bytes));
 }
 
 TEST_CASE("model_flops: Korthikanti et al. 2022, Appendix A", "[costmodel]") {
@@ -82,12 +82,12 @@ TEST_CASE("Estimator: a mixed plan costs its layers' shares of the pure plans", 
     for (const Strategy* b : strategies) {
       if (a == b || a->unsupported(model, 8) || b->unsupported(model, 8)) continue;
       const costmodel::EstimateRequest request{.tokens = 32768};
-      const double ta = estimator.estimate(*a, request).time.total_seconds;
-      const double tb = estimator.estimate(*b, request).time.total_seconds;
+      const double ta = estimator.estimate(*a, request).time.total_s;
+      const double tb = estimator.estimate(*b, request).time.total_s;
       const LayerChoice la{a}, lb{b};
       const costmodel::Estimate mixed = estimator.estimate(Plan{la, lb, la, lb}, request);
       INFO(a->name() << " + " << b->name());
-      REQUIRE(mixed.time.total_seconds == Approx((ta + tb) / 2).epsilon(1e-9));
+      REQUIRE(mixed.time.total_s == Approx((ta + tb) / 2).epsilon(1e-9));
       REQUIRE(mixed.plan == std::string(a->name()) + "," + std::string(b->name()) + "," +
                                 std::string(a->name()) + "," + std::string(b->name()));
     }
@@ -115,7 +115,7 @@ TEST_CASE("Estimator: lengths are padded to the layout's multiple, and padding i
   REQUIRE(e.tokens == 4097);
   REQUIRE(e.model_flops == Approx(costmodel::model_flops(estimator.model(), 4097, 1)));
   const costmodel::Estimate again = estimator.estimate(megatron_ts(), {.tokens = 4097});
-  REQUIRE(again.time.total_seconds == e.time.total_seconds);
+  REQUIRE(again.time.total_s == e.time.total_s);
 }
 
 TEST_CASE("Estimator: recomputation is chosen per layer", "[costmodel]") {
@@ -127,11 +127,11 @@ TEST_CASE("Estimator: recomputation is chosen per layer", "[costmodel]") {
   const LayerChoice keep{&megatron_ts(), Recompute::none}, redo{&megatron_ts(), Recompute::full};
   const costmodel::Estimate half = estimator.estimate(Plan{keep, redo, keep, redo}, request);
   // Every layer's saved activations are its own: half the layers keep everything, half only their input.
-  REQUIRE(half.memory.saved_activations ==
-          Approx((none.memory.saved_activations + full.memory.saved_activations) / 2).epsilon(1e-9));
-  REQUIRE(half.time.total_seconds ==
-          Approx((none.time.total_seconds + full.time.total_seconds) / 2).epsilon(1e-9));
-  REQUIRE(full.time.total_seconds > none.time.total_seconds);
-  REQUIRE(full.memory.peak < none.memory.peak);
+  REQUIRE(
+      half.memory.saved_activations_bytes ==
+      Approx((none.memory.saved_activations_bytes + full.memory.saved_activations_bytes) / 2).epsilon(1e-9));
+  REQUIRE(half.time.total_s == Approx((none.time.total_s + full.time.total_s) / 2).epsilon(1e-9));
+  REQUIRE(full.time.total_s > none.time.total_s);
+  REQUIRE(full.memory.peak_bytes < none.memory.peak_bytes);
   REQUIRE(half.plan == "megatron_ts,megatron_ts:full,megatron_ts,megatron_ts:full");
 }

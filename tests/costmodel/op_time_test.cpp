@@ -12,7 +12,7 @@ TEST_CASE("OpTimer: a GEMM runs at the preset's efficiency for its size", "[cost
   op.kind = OpKind::gemm;
   op.flops = 2.0 * 8192 * 8192 * 8192;
   op.memory_bytes = 3 * 2.0 * 8192 * 8192;
-  const double expected = op.flops / 254e12 + cluster.gpu.kernel_launch_seconds;
+  const double expected = op.flops / 254e12 + cluster.gpu.kernel_launch_s;
   REQUIRE(timer.seconds(op) == Approx(expected).epsilon(0.01));
 }
 
@@ -23,7 +23,7 @@ TEST_CASE("OpTimer: memory-bound kernels move their bytes at HBM copy bandwidth"
   op.kind = OpKind::memory_bound;
   op.memory_bytes = 1e9;
   REQUIRE(timer.seconds(op) ==
-          Approx(1e9 / cluster.gpu.hbm_bytes_per_second + cluster.gpu.kernel_launch_seconds).epsilon(1e-12));
+          Approx(1e9 / cluster.gpu.hbm_bytes_per_second + cluster.gpu.kernel_launch_s).epsilon(1e-12));
 }
 
 TEST_CASE("OpTimer: a collective takes bus bytes over NCCL's bus bandwidth at its size", "[costmodel]") {
@@ -37,8 +37,8 @@ TEST_CASE("OpTimer: a collective takes bus bytes over NCCL's bus bandwidth at it
   op.bus_bytes = 2.0 * 7 / 8 * op.size_bytes;
   // The measured all-reduce is reproduced exactly: its 14 hops' latency plus the streaming time.
   REQUIRE(intra.seconds(op) == Approx(op.bus_bytes / 228.1e9).epsilon(1e-12));
-  const double hop = cluster.intra_node.latency_seconds / 14;
-  REQUIRE(cluster.intra_node.hop_latency_seconds() == Approx(hop));
+  const double hop = cluster.intra_node.latency_s / 14;
+  REQUIRE(cluster.intra_node.hop_latency_s() == Approx(hop));
 
   SECTION("1 MiB, where latency is a fifth of the time, is still the measured time") {
     op.size_bytes = 1024.0 * 1024;
@@ -64,14 +64,14 @@ TEST_CASE("OpTimer: a collective takes bus bytes over NCCL's bus bandwidth at it
   SECTION("tiny messages pay the hops' latency and stream at the peak") {
     op.size_bytes = 64;
     op.bus_bytes = 112;
-    REQUIRE(intra.seconds(op) == Approx(cluster.intra_node.latency_seconds + 112 / 231.6e9).epsilon(1e-12));
+    REQUIRE(intra.seconds(op) == Approx(cluster.intra_node.latency_s + 112 / 231.6e9).epsilon(1e-12));
   }
   SECTION("a group wider than a node goes over the NICs") {
     const hw::ClusterSpec two = hw::load_cluster("dgx-a100", 2);
     const costmodel::OpTimer inter(two, 16);
     op.bus_bytes = 2.0 * 15 / 16 * op.size_bytes;
     REQUIRE(inter.seconds(op) > intra.seconds(op));
-    REQUIRE(inter.seconds(op) == Approx(30 * two.inter_node.hop_latency_seconds() +
+    REQUIRE(inter.seconds(op) == Approx(30 * two.inter_node.hop_latency_s() +
                                         op.bus_bytes / two.inter_node.streaming_bandwidth(op.size_bytes))
                                      .epsilon(1e-12));
   }

@@ -12,10 +12,10 @@ namespace {
 // memory-bound ops of known bytes, and communication by a flat bus bandwidth.
 hw::ClusterSpec flat_cluster() {
   hw::ClusterSpec c = hw::load_cluster("dgx-a100");
-  c.gpu.kernel_launch_seconds = 0;
+  c.gpu.kernel_launch_s = 0;
   c.gpu.hbm_bytes_per_second = 1e9;  // 1 byte per ns
   c.intra_node.bus_bandwidth_by_bytes = hw::Curve({{1, 1e9}, {2, 1e9}});
-  c.intra_node.latency_seconds = 0;
+  c.intra_node.latency_s = 0;
   return c;
 }
 
@@ -36,10 +36,10 @@ TEST_CASE("cost_phases: communication overlaps compute exactly where the program
   REQUIRE(phases.size() == 1);
   const costmodel::SegmentCost& cost = phases[0].cost;
   // compute: zeros a (1) + zeros b (3) + add (9) = 13 µs; the gather (1 µs, from 1 to 2) hides under b.
-  REQUIRE(cost.compute_seconds == Approx(13e-6));
-  REQUIRE(cost.communication_seconds == Approx(1e-6));
+  REQUIRE(cost.compute_s == Approx(13e-6));
+  REQUIRE(cost.communication_s == Approx(1e-6));
   REQUIRE(cost.seconds == Approx(13e-6));
-  REQUIRE(cost.exposed_communication_seconds() == Approx(0).margin(1e-15));
+  REQUIRE(cost.exposed_communication_s() == Approx(0).margin(1e-15));
 }
 
 TEST_CASE("cost_phases: a wait exposes communication the compute stream cannot hide", "[costmodel]") {
@@ -53,7 +53,7 @@ TEST_CASE("cost_phases: a wait exposes communication the compute stream cannot h
   const auto phases = costmodel::cost_phases(be.program(), timer);
   const costmodel::SegmentCost& cost = phases[0].cost;
   REQUIRE(cost.seconds == Approx(22e-6));
-  REQUIRE(cost.exposed_communication_seconds() == Approx(10e-6));
+  REQUIRE(cost.exposed_communication_s() == Approx(10e-6));
 }
 
 TEST_CASE("cost_phases: memory peak and delta follow tensor lifetimes", "[costmodel]") {

@@ -14,7 +14,7 @@ struct Setting {
   costmodel::Estimate at(const Strategy& strategy, int64_t tokens) {
     return estimator.estimate(strategy, {.tokens = tokens});
   }
-  double seconds(const Strategy& strategy, int64_t tokens) { return at(strategy, tokens).time.total_seconds; }
+  double seconds(const Strategy& strategy, int64_t tokens) { return at(strategy, tokens).time.total_s; }
 };
 
 }  // namespace
@@ -51,11 +51,11 @@ TEST_CASE("regimes: metp has the lowest peak memory on long sequences", "[costmo
   // sequence; the others keep about 34·b·s·h/p per layer.
   Setting setting;
   for (int64_t tokens : {65536, 131072, 262144}) {
-    const double metp_peak = setting.at(metp(), tokens).memory.peak;
+    const double metp_peak = setting.at(metp(), tokens).memory.peak_bytes;
     for (const Strategy* other : all_strategies()) {
       if (other == &metp()) continue;
       INFO(other->name() << " at " << tokens);
-      REQUIRE(metp_peak < setting.at(*other, tokens).memory.peak);
+      REQUIRE(metp_peak < setting.at(*other, tokens).memory.peak_bytes);
     }
   }
 }

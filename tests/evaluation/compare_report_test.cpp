@@ -21,12 +21,12 @@ TEST_CASE("summary.json: the run, the engine and each policy's totals", "[evalua
                            .trace_about = "bundled",
                            .preparation = "sorted",
                            .sorted = true,
-                           .wall_seconds = 3.5};
+                           .wall_s = 3.5};
   CompareResult result{
       .engine = "analytic", .method = "estimates", .interpolation = {}, .simulations = 0, .policies = {}};
   PolicyResult policy{.policy = "static:metp", .sequences = std::vector<SequenceResult>(3)};
   policy.trained = 2;
-  policy.total_seconds = 5;
+  policy.total_s = 5;
   policy.tokens_per_second = 1000;
   policy.mfu = 0.25;
   policy.oom_count = 1;

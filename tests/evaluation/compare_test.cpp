@@ -23,7 +23,7 @@ struct Fixture {
 
   double seconds(const Strategy& strategy, int64_t tokens) {
     return estimator.estimate(uniform_plan(strategy, model.num_layers), {.tokens = tokens, .degree = 8})
-        .time.total_seconds;
+        .time.total_s;
   }
   bool fits(const Strategy& strategy, int64_t tokens) {
     return estimator.estimate(uniform_plan(strategy, model.num_layers), {.tokens = tokens, .degree = 8}).fits;
@@ -52,8 +52,8 @@ TEST_CASE("compare: sequences out of memory are not trained and end the curve", 
   CHECK(r.first_oom == 1);
   CHECK(r.max_len_before_oom == 4096);  // 8192 trained too, but after the first out of memory
   CHECK(r.trained_tokens == 4096 + 8192 + 2048);
-  CHECK(r.total_seconds == Approx(f.seconds(megatron_ts(), 4096) + f.seconds(megatron_ts(), 8192) +
-                                  f.seconds(megatron_ts(), 2048)));
+  CHECK(r.total_s == Approx(f.seconds(megatron_ts(), 4096) + f.seconds(megatron_ts(), 8192) +
+                            f.seconds(megatron_ts(), 2048)));
   CHECK_FALSE(r.sequences[1].fits);
   CHECK(r.sequences[1].seconds == 0);
   CHECK(r.plan_switches == 0);
@@ -66,9 +66,9 @@ TEST_CASE("compare: sequences out of memory are not trained and end the curve", 
   CHECK(m.first_oom == -1);
   CHECK(m.max_len_before_oom == 262144);
   // Same tokens, more time: metp's throughput is below megatron_ts's on what both trained.
-  const auto [ts_seconds, metp_seconds] = evaluation::common_seconds(r, m);
-  CHECK(ts_seconds == Approx(r.total_seconds));
-  CHECK(metp_seconds > ts_seconds);
+  const auto [ts_s, metp_s] = evaluation::common_s(r, m);
+  CHECK(ts_s == Approx(r.total_s));
+  CHECK(metp_s > ts_s);
 }
 
 TEST_CASE("compare: a policy with no plan counts the sequence out of memory", "[evaluation][compare]") {
@@ -85,7 +85,7 @@ TEST_CASE("compare: a policy with no plan counts the sequence out of memory", "[
   CHECK(r.trained == 1);
   CHECK(r.oom_count == 1);
   CHECK(r.first_oom == 1);
-  CHECK(r.total_seconds == Approx(f.seconds(megatron_ts(), 4096)));  // paradyse runs megatron_ts when it fits
+  CHECK(r.total_s == Approx(f.seconds(megatron_ts(), 4096)));  // paradyse runs megatron_ts when it fits
 }
 
 }  // namespace paradyse::testing

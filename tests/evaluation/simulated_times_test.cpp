@@ -18,7 +18,7 @@ namespace {
 constexpr int kDegree = 8;
 constexpr int64_t kQuantum = 2 * kDegree;  // causal: two zig-zag chunks per rank
 
-double direct_seconds(sim::Simulator& simulator, const Plan& plan, int64_t tokens) {
+double direct_s(sim::Simulator& simulator, const Plan& plan, int64_t tokens) {
   return simulator.simulate(plan, {.tokens = tokens, .degree = kDegree, .batch = 1}).iteration_time_s;
 }
 
@@ -31,9 +31,8 @@ TEST_CASE("simulated times: lengths up to 64 quanta are simulated exactly, each 
   // Equal but for rounding: SimGrid's clock runs on across simulations, and a time is a difference of
   // its readings.
   for (int64_t tokens : {kQuantum, 7 * kQuantum, 64 * kQuantum})
-    CHECK(times.seconds(plan, tokens) == Approx(direct_seconds(simulator, plan, tokens)).epsilon(1e-9));
-  CHECK(times.seconds(plan, 7 * kQuantum) ==
-        Approx(direct_seconds(simulator, plan, 7 * kQuantum)).epsilon(1e-9));
+    CHECK(times.seconds(plan, tokens) == Approx(direct_s(simulator, plan, tokens)).epsilon(1e-9));
+  CHECK(times.seconds(plan, 7 * kQuantum) == Approx(direct_s(simulator, plan, 7 * kQuantum)).epsilon(1e-9));
   CHECK(times.simulations() == 3);
   CHECK(times.measure_error(10).count() == 0);  // nothing was interpolated
 }

@@ -59,8 +59,8 @@ TEST_CASE("costmodel profile, fit and eval: eval's errors are what the files giv
     time["learned " + where].add(p.iteration_time_s, point.iteration_time_s);
     memory["learned " + where].add(p.peak_memory_bytes, point.peak_memory_bytes);
     const costmodel::Estimate e = estimator.estimate(*find_strategy(point.strategy), {.tokens = point.seq});
-    time["analytic " + where].add(e.time.total_seconds, point.iteration_time_s);
-    memory["analytic " + where].add(e.memory.peak, point.peak_memory_bytes);
+    time["analytic " + where].add(e.time.total_s, point.iteration_time_s);
+    memory["analytic " + where].add(e.memory.peak_bytes, point.peak_memory_bytes);
   }
   CHECK(j.at("points") == 9);
   for (const char* kind : {"learned", "analytic"}) {

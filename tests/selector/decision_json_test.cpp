@@ -17,7 +17,7 @@ TEST_CASE("decision JSON: the documented keys, one strategy name per layer", "[s
   d.tokens = 4000;
   d.padded_tokens = 4096;
   d.plan = {{&megatron_ts(), Recompute::none}, {&metp(), Recompute::full}, {&metp(), Recompute::full}};
-  d.predicted_seconds = 1.5;
+  d.predicted_s = 1.5;
   d.predicted_peak_bytes = 7e10;
   d.fits = true;
   d.switches = 1;

@@ -22,7 +22,7 @@ TEST_CASE("learned cost source: uniform plans cost what the model predicts", "[s
                                .candidates.front()
                                .layer.saved_bytes();
       profile.points.push_back(
-          {std::string(strategy->name()), "none", tokens, e.time.total_seconds, e.memory.peak, saved});
+          {std::string(strategy->name()), "none", tokens, e.time.total_s, e.memory.peak_bytes, saved});
     }
   const auto path = std::filesystem::temp_directory_path() / "paradyse-learned-source-test.json";
   costmodel::LearnedModel::fit(profile).save(path.string());
@@ -37,7 +37,7 @@ TEST_CASE("learned cost source: uniform plans cost what the model predicts", "[s
       const costmodel::LearnedPrediction p = learned.predict(candidate.strategy->name(), "none", tokens);
       const auto uniform = selector::uniform_choice(table, c);
       CAPTURE(tokens, candidate.name());
-      CHECK(table.plan_seconds(uniform) == Approx(p.iteration_time_s).epsilon(1e-12));
+      CHECK(table.plan_s(uniform) == Approx(p.iteration_time_s).epsilon(1e-12));
       CHECK(table.plan_peak_bytes(uniform) == Approx(p.peak_memory_bytes).epsilon(1e-12));
       CHECK(candidate.layer.saved_bytes() <= p.saved_bytes_per_layer);
     }

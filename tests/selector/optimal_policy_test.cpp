@@ -19,7 +19,7 @@ std::optional<double> brute_force(const costmodel::CostTable& t) {
   std::optional<double> best;
   while (true) {
     if (t.fits(choice)) {
-      const double seconds = t.plan_seconds(choice);
+      const double seconds = t.plan_s(choice);
       if (!best || seconds < *best) best = seconds;
     }
     std::size_t l = 0;
@@ -71,7 +71,7 @@ TEST_CASE("optimal equals brute-force enumeration on small tables", "[selector]"
       CAPTURE(trial, layers, n, max_compositions);
       if (expected) {
         REQUIRE(decision.fits);
-        CHECK(decision.predicted_seconds == Approx(*expected).epsilon(1e-12));
+        CHECK(decision.predicted_s == Approx(*expected).epsilon(1e-12));
       } else {
         CHECK(!decision.fits);
         CHECK(decision.fallback);
@@ -103,7 +103,7 @@ TEST_CASE("optimal is never slower than paradyse or a static plan that fits, on 
         CAPTURE(other.policy, plan_name(other.plan));
         if (!other.fits) continue;
         REQUIRE(best.fits);
-        CHECK(best.predicted_seconds <= other.predicted_seconds * (1 + 1e-12));
+        CHECK(best.predicted_s <= other.predicted_s * (1 + 1e-12));
       }
     }
   }

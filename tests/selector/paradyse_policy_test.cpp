@@ -36,7 +36,7 @@ TEST_CASE("paradyse: Pareto pruning drops a strategy slower and not leaner than 
   const selector::Decision unpruned = decide(t, options);
   CHECK(unpruned.fits);
   CHECK(names(unpruned.plan) == "megatron_ts,megatron_ts,metp");
-  CHECK(unpruned.predicted_seconds == 5);
+  CHECK(unpruned.predicted_s == 5);
   CHECK(unpruned.switches == 1);
 }
 
@@ -62,13 +62,13 @@ TEST_CASE("paradyse: two-strategy mixes fit where the fastest strategy does not"
   const selector::Decision mixed = decide(t);
   CHECK(mixed.fits);
   CHECK(names(mixed.plan) == "megatron_ts,megatron_ts,ulysses_z,ulysses_z");  // 2·10 + 2 + 5 ≤ 30
-  CHECK(mixed.predicted_seconds == 1 + 1 + 3 + 3);
+  CHECK(mixed.predicted_s == 1 + 1 + 3 + 3);
   CHECK(mixed.switches == 1);
   selector::ParadyseOptions options;
   options.mixes = false;
   const selector::Decision uniform = decide(t, options);
   CHECK(names(uniform.plan) == "ulysses_z");
-  CHECK(uniform.predicted_seconds == 12);
+  CHECK(uniform.predicted_s == 12);
 }
 
 TEST_CASE("paradyse: the OOM short-circuit ends a mix family at its first plan that does not fit",

@@ -27,14 +27,13 @@ TEST_CASE("simulator agrees with the analytic model for every strategy at severa
       const Plan plan = uniform_plan(*strategy, model.num_layers);
       const costmodel::Estimate estimate = estimator.estimate(plan, {.tokens = tokens});
       const sim::SimulationResult simulated = simulator.simulate(plan, {.tokens = tokens});
-      CHECK(simulated.iteration_time_s == Approx(estimate.time.total_seconds).epsilon(0.05));
-      CHECK(simulated.peak_memory_bytes == Approx(estimate.memory.peak).epsilon(1e-12));
+      CHECK(simulated.iteration_time_s == Approx(estimate.time.total_s).epsilon(0.05));
+      CHECK(simulated.peak_memory_bytes == Approx(estimate.memory.peak_bytes).epsilon(1e-12));
       CHECK(simulated.oom == !estimate.fits);
       CHECK(simulated.padded_tokens == estimate.padded_tokens);
       // Only contention makes the simulator slower than the analytic model, and no strategy but metp
       // (whose ring steps run beside its weight broadcasts) has concurrent flows to speak of.
-      if (strategy->name() != "metp")
-        CHECK(simulated.iteration_time_s <= estimate.time.total_seconds * 1.001);
+      if (strategy->name() != "metp") CHECK(simulated.iteration_time_s <= estimate.time.total_s * 1.001);
       // Every rank does the same work in these symmetric strategies.
       for (const sim::RankResult& rank : simulated.per_rank) {
         CHECK(rank.compute_s == Approx(simulated.per_rank[0].compute_s).epsilon(1e-9));
@@ -43,9 +42,9 @@ TEST_CASE("simulator agrees with the analytic model for every strategy at severa
       }
       // The same kernels, but for the two that make the step's inputs (tokens, targets), which the
       // analytic model counts as present before the step.
-      const double inputs = 2 * cluster.gpu.kernel_launch_seconds + 1e-6;
-      CHECK(simulated.per_rank[0].compute_s == Approx(estimate.time.compute_seconds).margin(inputs));
-      CHECK(simulated.per_rank[0].compute_s >= estimate.time.compute_seconds);
+      const double inputs = 2 * cluster.gpu.kernel_launch_s + 1e-6;
+      CHECK(simulated.per_rank[0].compute_s == Approx(estimate.time.compute_s).margin(inputs));
+      CHECK(simulated.per_rank[0].compute_s >= estimate.time.compute_s);
     }
   }
 }

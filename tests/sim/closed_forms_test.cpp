@@ -18,7 +18,7 @@ TEST_CASE("simulator: a lone ring collective takes its bus bytes at the link rat
   const double S = GENERATE(1 * kMiB, 256 * kMiB);
   const double B = 100e9;
   const hw::ClusterSpec cluster = flat_cluster(p, 1, B);
-  const double hop = cluster.intra_node.hop_latency_seconds();
+  const double hop = cluster.intra_node.hop_latency_s();
   sim::Simulator simulator(ModelSpec{}, cluster);
   CAPTURE(p, S);
 
@@ -57,15 +57,15 @@ TEST_CASE("simulator: a lone collective on a preset takes NCCL's measured time, 
 TEST_CASE("simulator: two flows into one GPU share its link, each at half the bandwidth", "[sim]") {
   const double B = 100e9, S = 64 * kMiB;
   const hw::ClusterSpec cluster = flat_cluster(4, 1, B);
-  const double hop = cluster.intra_node.hop_latency_seconds();
+  const double hop = cluster.intra_node.hop_latency_s();
   sim::Simulator simulator(ModelSpec{}, cluster);
-  const std::vector<double> alone = simulator.transfer_seconds({{0, 2, S}});
+  const std::vector<double> alone = simulator.transfer_s({{0, 2, S}});
   REQUIRE(alone[0] == Approx(S / B + hop).epsilon(1e-6));
-  const std::vector<double> shared = simulator.transfer_seconds({{0, 2, S}, {1, 2, S}});
+  const std::vector<double> shared = simulator.transfer_s({{0, 2, S}, {1, 2, S}});
   CHECK(shared[0] == Approx(2 * S / B + hop).epsilon(1e-6));
   CHECK(shared[1] == Approx(2 * S / B + hop).epsilon(1e-6));
   // Split duplex: a flow the other way does not slow them down.
-  const std::vector<double> opposite = simulator.transfer_seconds({{0, 2, S}, {2, 0, S}});
+  const std::vector<double> opposite = simulator.transfer_s({{0, 2, S}, {2, 0, S}});
   CHECK(opposite[0] == Approx(S / B + hop).epsilon(1e-6));
   CHECK(opposite[1] == Approx(S / B + hop).epsilon(1e-6));
 }
@@ -85,7 +85,7 @@ TEST_CASE("simulator: a pure-compute program takes the sum of its kernel times",
       program.ops.push_back(op);
     }
   }
-  for (const Op& op : programs[0].ops) expected += timer.compute_seconds(op);
+  for (const Op& op : programs[0].ops) expected += timer.compute_s(op);
   sim::Simulator simulator(ModelSpec{}, cluster);
   const sim::SimulationResult result = simulator.run(programs);
   CHECK(result.iteration_time_s == Approx(expected).epsilon(1e-9));

@@ -21,24 +21,24 @@ TEST_CASE("simulator: on 2x dgx-a100, traffic between nodes takes a NIC and is s
   REQUIRE(cluster.num_gpus() == 16);
   const double S = 256 * kMiB;
   const double nvlink = cluster.intra_node.peak_bus_bandwidth(), nic = cluster.inter_node.bytes_per_second;
-  const double intra_hop = cluster.intra_node.hop_latency_seconds();
-  const double inter_hop = cluster.inter_node.hop_latency_seconds();
+  const double intra_hop = cluster.intra_node.hop_latency_s();
+  const double inter_hop = cluster.inter_node.hop_latency_s();
   sim::Simulator simulator(ModelSpec{}, cluster);
 
-  const std::vector<double> seconds = simulator.transfer_seconds({{0, 1, S}});
+  const std::vector<double> seconds = simulator.transfer_s({{0, 1, S}});
   const double same_node = seconds[0];
-  const double same_rail = simulator.transfer_seconds({{0, 8, S}})[0];   // GPU 0 of each node: rail 0
-  const double other_rail = simulator.transfer_seconds({{0, 9, S}})[0];  // through the spine
+  const double same_rail = simulator.transfer_s({{0, 8, S}})[0];   // GPU 0 of each node: rail 0
+  const double other_rail = simulator.transfer_s({{0, 9, S}})[0];  // through the spine
   CHECK(same_node == Approx(S / nvlink + intra_hop).epsilon(1e-6));
   CHECK(same_rail == Approx(S / nic + inter_hop).epsilon(1e-6));
   CHECK(other_rail == Approx(S / nic + inter_hop).epsilon(1e-6));  // non-blocking spine
   CHECK(same_rail > 5 * same_node);
 
   SECTION("the GPUs of a node each have their own NIC") {
-    const std::vector<double> rails = simulator.transfer_seconds({{0, 8, S}, {1, 9, S}});
+    const std::vector<double> rails = simulator.transfer_s({{0, 8, S}, {1, 9, S}});
     CHECK(rails[0] == Approx(same_rail).epsilon(1e-6));
     CHECK(rails[1] == Approx(same_rail).epsilon(1e-6));
-    const std::vector<double> one_nic = simulator.transfer_seconds({{0, 8, S}, {0, 9, S}});
+    const std::vector<double> one_nic = simulator.transfer_s({{0, 8, S}, {0, 9, S}});
     CHECK(one_nic[0] == Approx(2 * S / nic + inter_hop).epsilon(1e-6));
   }
 }
@@ -50,9 +50,9 @@ TEST_CASE("simulator: an oversubscribed spine slows traffic between rails, not w
   // 2 nodes of 2 GPUs: each rail's spine uplink carries 2 NICs' worth over 4, half a NIC.
   const hw::ClusterSpec cluster = testing::flat_cluster(2, 2, 100e9, nic);
   sim::Simulator simulator(ModelSpec{}, cluster, options);
-  const double hop = cluster.inter_node.hop_latency_seconds();
-  CHECK(simulator.transfer_seconds({{0, 2, S}})[0] == Approx(S / nic + hop).epsilon(1e-6));
-  CHECK(simulator.transfer_seconds({{0, 3, S}})[0] == Approx(S / (nic / 2) + hop).epsilon(1e-6));
+  const double hop = cluster.inter_node.hop_latency_s();
+  CHECK(simulator.transfer_s({{0, 2, S}})[0] == Approx(S / nic + hop).epsilon(1e-6));
+  CHECK(simulator.transfer_s({{0, 3, S}})[0] == Approx(S / (nic / 2) + hop).epsilon(1e-6));
 }
 
 TEST_CASE("simulator: a 16-GPU collective runs one ring per NIC and is slower than an 8-GPU one", "[sim]") {
@@ -82,9 +82,8 @@ TEST_CASE("simulator: a 16-GPU collective runs one ring per NIC and is slower th
   CHECK(sixteen > 1.1 * eight);
   // Eight rings share the bytes, each crossing nodes on its own NIC: the NICs' total rate.
   const double bus = 15.0 / 16 * S;
-  CHECK(sixteen ==
-        Approx(bus / two.inter_node.streaming_bandwidth(S) + 15 * two.inter_node.hop_latency_seconds())
-            .epsilon(0.02));
+  CHECK(sixteen == Approx(bus / two.inter_node.streaming_bandwidth(S) + 15 * two.inter_node.hop_latency_s())
+                       .epsilon(0.02));
 }
 
 TEST_CASE("simulator: a strategy over two nodes pays for the NICs", "[sim]") {
