@@ -10,11 +10,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "common/child_processes.hpp"
 #include "common/csv.hpp"
 #include "common/errors.hpp"
+#include "common/output_lock.hpp"
 #include "evaluation/gnuplot.hpp"
 
 namespace paradyse::evaluation {
@@ -69,6 +71,17 @@ void append_row(const fs::path& file, const Json& row) {
   if (fd < 0 || ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
     throw InputError(file.string(), 0, "", "cannot append a row");
   ::close(fd);
+}
+
+// A sweep killed while a point appended its row can leave a last line without its end: it is dropped
+// (its point runs again), so that the next row starts on a line of its own.
+void drop_torn_last_line(const fs::path& file) {
+  if (!fs::exists(file)) return;
+  std::ifstream in(file, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.empty() || text.back() == '\n') return;
+  const std::size_t last_end = text.rfind('\n');
+  fs::resize_file(file, last_end == std::string::npos ? 0 : last_end + 1);
 }
 
 // Finished rows by point; a line cut short by a kill is ignored (its point runs again).
@@ -231,8 +244,11 @@ SweepRun run_sweep(const SweepSpec& spec, const std::string& out, int jobs) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
   }
+  std::optional<OutputLock> lock;  // rank 0 writes the folder; one sweep at a time
   if (rank == 0) {
+    lock.emplace(out, "--out");
     fs::create_directories(dir);
+    drop_torn_last_line(rows_file);
     if (fs::exists(spec_file)) {
       std::ifstream in(spec_file);
       const std::string earlier((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

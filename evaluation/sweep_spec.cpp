@@ -101,10 +101,21 @@ SweepSpec load_sweep_spec(const std::string& path, bool plan_only) {
     throw InputError(path, 0, "axes", "expected an object with at least one axis");
   spec.base = json.value("base", Json::object());
   if (!spec.base.is_object()) throw InputError(path, 0, "base", "expected an object");
-  for (const auto& [key, value] : spec.base.items()) {
+  const Json base_as_written = spec.base;  // the loop below rewrites a list of policies in spec.base
+  for (const auto& [key, value] : base_as_written.items()) {
     if (std::find(kBaseKeys.begin(), kBaseKeys.end(), key) == kBaseKeys.end())
       throw InputError(path, 0, "base." + key,
                        "unknown key; expected one of " + fmt::format("{}", fmt::join(kBaseKeys, ", ")));
+    if (key == "policies" && value.is_array()) {  // TOML users write a list: the same as "a,b"
+      if (value.empty()) throw InputError(path, 0, "base.policies", "expected a non-empty list");
+      std::vector<std::string> names;
+      for (std::size_t i = 0; i < value.size(); ++i) {
+        check_value(path, fmt::format("base.policies[{}]", i), value[i], Kind::text);
+        names.push_back(value[i].get<std::string>());
+      }
+      spec.base["policies"] = fmt::format("{}", fmt::join(names, ","));
+      continue;
+    }
     if (key == "plan_lengths") {
       if (!value.is_array() || value.empty())
         throw InputError(path, 0, "base.plan_lengths", "expected a non-empty list");

@@ -6,6 +6,7 @@
 
 #include <iostream>
 
+#include "common/output_lock.hpp"
 #include "evaluation/ablation.hpp"
 #include "experiments/command_table.hpp"
 #include "experiments/inputs.hpp"
@@ -22,6 +23,7 @@ struct AblationOptions {
 
 void run(AblationOptions options) {
   options.request.profile_lengths = evaluation::parse_lengths(options.profile_lengths, "--profile-seq");
+  const OutputLock lock(options.request.out, "--out");  // one run at a time into a folder
   ProgressBar bar(isatty(STDERR_FILENO) != 0);
   const evaluation::AblationResult result = evaluation::run_ablation(
       options.request,

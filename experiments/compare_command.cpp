@@ -6,6 +6,7 @@
 #include <chrono>
 #include <iostream>
 
+#include "common/output_lock.hpp"
 #include "evaluation/compare_job.hpp"
 #include "experiments/command_table.hpp"
 #include "experiments/inputs.hpp"
@@ -23,6 +24,7 @@ struct CompareCommandOptions {
 void run(const CompareCommandOptions& options) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
+  const OutputLock lock(options.out, "--out");  // one run at a time into a folder
   ProgressBar bar(isatty(STDERR_FILENO) != 0);
   evaluation::CompareJobResult run = evaluation::run_compare_job(
       options.job,

@@ -10,10 +10,10 @@
 #include "common/errors.hpp"
 #include "common/statistics.hpp"
 #include "common/units.hpp"
+#include "evaluation/validation.hpp"
 #include "experiments/command_table.hpp"
 #include "experiments/inputs.hpp"
 #include "experiments/real_options.hpp"
-#include "sim/simulator.hpp"
 
 namespace paradyse::cli {
 namespace {
@@ -48,42 +48,17 @@ struct ValidateOptions {
   bool json = false;
 };
 
-double relative_error(double simulated, double measured) {
-  return (simulated - measured) / measured;
-}
-
-// One plan at one length: measured against simulated, each error relative to the measurement.
-struct Row {
-  std::string plan;
-  int64_t seq = 0;
-  double measured_s = 0, simulated_s = 0, time_error = 0;
-  double measured_peak_bytes = 0, simulated_peak_bytes = 0, memory_error = 0;
-
-  Row() = default;
-  Row(std::string plan_name, int64_t tokens, double measured_s, double simulated_s, double measured_bytes,
-      double simulated_bytes)
-      : plan(std::move(plan_name)),
-        seq(tokens),
-        measured_s(measured_s),
-        simulated_s(simulated_s),
-        time_error(relative_error(simulated_s, measured_s)),
-        measured_peak_bytes(measured_bytes),
-        simulated_peak_bytes(simulated_bytes),
-        memory_error(relative_error(simulated_bytes, measured_bytes)) {}
-};
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Row, plan, seq, measured_s, simulated_s, time_error, measured_peak_bytes,
-                                   simulated_peak_bytes, memory_error)
-
-void print_rows(const std::vector<Row>& rows, const ValidateOptions& options, const std::string& model) {
+void print_rows(const std::vector<evaluation::ValidationRow>& rows, const ValidateOptions& options,
+                const std::string& model) {
   fmt::print("{} on {} ranks of this machine, simulated on {}\n", model, options.real.ranks, options.cluster);
   fmt::print("{:<12} {:>7}  {:>11} {:>11} {:>8}  {:>12} {:>12} {:>8}\n", "plan", "seq", "measured",
              "simulated", "error", "measured", "simulated", "error");
-  for (const Row& r : rows)
+  for (const evaluation::ValidationRow& r : rows)
     fmt::print("{:<12} {:>7}  {:>9.4f} s {:>9.4f} s {:>+7.1f}%  {:>8.2f} MiB {:>8.2f} MiB {:>+7.1f}%\n",
                r.plan, r.seq, r.measured_s, r.simulated_s, 100 * r.time_error, r.measured_peak_bytes / kMiB,
                r.simulated_peak_bytes / kMiB, 100 * r.memory_error);
   PercentageErrors time_errors, memory_errors;
-  for (const Row& r : rows) {
+  for (const evaluation::ValidationRow& r : rows) {
     time_errors.add(r.simulated_s, r.measured_s);
     memory_errors.add(r.simulated_peak_bytes, r.measured_peak_bytes);
   }
@@ -120,15 +95,8 @@ void validate(const ValidateOptions& options) {
   on_every_rank(options.real.ranks, options.real.timeout_s, [&](const real::RankEnvironment& env) {
     const std::vector<real::RunReport> reports = real::run_training(env, requests);
     if (reports.empty()) return;
-    sim::Simulator simulator(model, cluster);
-    std::vector<Row> rows;
-    for (std::size_t i = 0; i < requests.size(); ++i)
-      for (const real::LengthMeasurement& m : reports[i].lengths) {
-        const sim::SimulationResult s =
-            simulator.simulate(requests[i].plan, {m.seq, options.real.ranks, requests[i].batch});
-        rows.emplace_back(plan_name(requests[i].plan), m.seq, m.median_step_s, s.iteration_time_s,
-                          static_cast<double>(m.peak_bytes), s.peak_memory_bytes);
-      }
+    const std::vector<evaluation::ValidationRow> rows =
+        evaluation::simulate_measurements(requests, reports, model, cluster, options.real.ranks);
     if (!options.json) return print_rows(rows, options, model.name);
     std::cout << nlohmann::json(rows).dump(2) << "\n";
   });
