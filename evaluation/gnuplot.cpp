@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <fmt/core.h>
+
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <cerrno>
 #include <cstring>
@@ -63,7 +65,18 @@ std::string script(const std::vector<Plot>& plots) {
     text += fmt::format("set terminal pngcairo size {},{} noenhanced font 'sans,11'\n", plot.width_px,
                         plot.height_px);
     for (const std::string& setting : plot.settings) text += setting + "\n";
-    text += "set output " + gnuplot::quoted(plot.png.string()) + "\n" + command + "\n";
+    text += "set output " + gnuplot::quoted(plot.png.string()) + "\n";
+    const bool nothing = std::all_of(plot.series.begin(), plot.series.end(),
+                                     [](const Series& series) { return series.data.empty(); });
+    if (!nothing) {
+      text += command + "\n";
+      continue;
+    }
+    // Gnuplot cannot autoscale an axis with no point on it ("x range is invalid"): an empty frame
+    // that says so, its fixed ranges undone for the plots after it.
+    text += "set xrange [1:2]\nset yrange [1:2]\n";
+    text += "set label 1 \"no point to draw\" at graph 0.5, 0.5 center\n";
+    text += "plot NaN notitle\nunset label 1\nset autoscale xy\n";
   }
   return text + "unset output\n";
 }

@@ -55,6 +55,22 @@ TEST_CASE("gnuplot: a plot lands in a folder whose name holds a space and a sing
   CHECK_FALSE(fs::exists(work));
 }
 
+TEST_CASE("gnuplot: a plot with no point at all is an empty frame, and the next plot autoscales",
+          "[evaluation][gnuplot]") {
+  TempDir temp;
+  // Every policy out of memory on the first sequence: nothing to draw on log scales.
+  const gnuplot::Plot empty{.png = temp.path() / "empty.png",
+                            .settings = {"set logscale xy"},
+                            .series = {{"", "1:2", "with lines", "a"}, {"", "1:2", "with lines", "b"}}};
+  const gnuplot::Plot next{.png = temp.path() / "next.png",
+                           .settings = {"unset logscale"},
+                           .series = {{"100 5\n200 7\n", "1:2", "with lines", "c"}}};
+  gnuplot::draw({empty, next}, temp.path() / "work");
+  CHECK(read_bytes(empty.png).starts_with("\x89PNG\r\n\x1a\n"));
+  CHECK(read_bytes(next.png).starts_with("\x89PNG\r\n\x1a\n"));
+  CHECK_THAT(gnuplot::script({empty, next}), Catch::Contains("set autoscale xy"));
+}
+
 TEST_CASE("gnuplot: quoted text reads back unchanged", "[evaluation][gnuplot]") {
   TempDir temp;
   const fs::path printed = temp.path() / "it's printed.txt";

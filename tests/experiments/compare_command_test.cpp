@@ -104,6 +104,28 @@ TEST_CASE("compare: out of memory ends a policy's curve at the right sequence", 
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("compare: when no policy trains the first sequence, the report and plots are still written",
+          "[experiments]") {
+  const auto dir = temp_dir();
+  std::ofstream(dir / "trace.txt") << "16777216\n100\n";  // 16M tokens fit no plan on one node
+  const std::string out = (dir / "run").string();
+  const RunResult r =
+      run_paradyse("compare --engine analytic --trace " + (dir / "trace.txt").string() + " --out " + out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  for (const char* file :
+       {"summary.json", "per_sequence.csv", "report.md", "cumulative_time.png", "time_by_length.png"})
+    CHECK(std::filesystem::exists(dir / "run" / file));
+  CHECK_FALSE(std::filesystem::exists(out + ".partial"));
+  const auto summary = nlohmann::json::parse(read_text(dir / "run" / "summary.json"));
+  for (const auto& [policy, figures] : summary.at("policies").items()) {
+    INFO(policy);
+    CHECK(figures.at("oom_count") >= 1);
+    CHECK(figures.at("max_len_before_oom") == 0);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("compare: optimal is never slower than a static policy on the sequences it trains",
           "[experiments]") {
   for (const char* model : {"gpt-8l", "bert-large"}) {
