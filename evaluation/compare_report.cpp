@@ -128,7 +128,7 @@ std::string comparisons(const CompareResult& result) {
         text += "— | ";
         continue;
       }
-      const auto [ta, tb] = common_s(a, b);
+      const auto [ta, tb] = common_time_s(a, b);
       text += tb > 0 ? fmt::format("{:+.1f} % | ", 100 * (ta / tb - 1)) : "n/a | ";
     }
     text += "\n";
@@ -138,7 +138,7 @@ std::string comparisons(const CompareResult& result) {
 
 }  // namespace
 
-std::pair<double, double> common_s(const PolicyResult& a, const PolicyResult& b) {
+std::pair<double, double> common_time_s(const PolicyResult& a, const PolicyResult& b) {
   double ta = 0, tb = 0;
   for (std::size_t i = 0; i < a.sequences.size() && i < b.sequences.size(); ++i)
     if (a.sequences[i].fits && b.sequences[i].fits) {

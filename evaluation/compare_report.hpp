@@ -46,6 +46,6 @@ std::string summary_table(const CompareResult& result);
 void write_compare_outputs(const CompareResult& result, const RunDescription& run, const std::string& dir);
 
 // Seconds `a` took over the sequences both `a` and `b` trained, and seconds `b` took over them.
-std::pair<double, double> common_s(const PolicyResult& a, const PolicyResult& b);
+std::pair<double, double> common_time_s(const PolicyResult& a, const PolicyResult& b);
 
 }  // namespace paradyse::evaluation

@@ -59,7 +59,7 @@ Json run_point(const SweepSpec& spec, const SweepPoint& point) {
   row["best_static"] = best != nullptr ? best->policy : "";
   for (const PolicyResult& p : run.result.policies) {
     if (p.policy != "paradyse" && p.policy != "optimal") continue;
-    const auto [static_s, seconds] = best != nullptr ? common_s(*best, p) : std::pair{0.0, 0.0};
+    const auto [static_s, seconds] = best != nullptr ? common_time_s(*best, p) : std::pair{0.0, 0.0};
     row["speedup_" + p.policy] = seconds > 0 ? static_s / seconds : 0.0;
   }
   return row;

@@ -66,7 +66,7 @@ TEST_CASE("compare: sequences out of memory are not trained and end the curve", 
   CHECK(m.first_oom == -1);
   CHECK(m.max_len_before_oom == 262144);
   // Same tokens, more time: metp's throughput is below megatron_ts's on what both trained.
-  const auto [ts_s, metp_s] = evaluation::common_s(r, m);
+  const auto [ts_s, metp_s] = evaluation::common_time_s(r, m);
   CHECK(ts_s == Approx(r.total_s));
   CHECK(metp_s > ts_s);
 }
