@@ -3,7 +3,6 @@
 // its executable with the whole command line, or says which executable is missing.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
 #include <filesystem>
 
 #include "tests/experiments/run_paradyse.hpp"
@@ -13,8 +12,7 @@ namespace paradyse::testing {
 namespace {
 
 std::filesystem::path paradyse_bin() {
-  const char* bin = std::getenv("PARADYSE_BIN");
-  return bin != nullptr ? bin : "build/experiments/paradyse";
+  return paradyse_path();
 }
 
 // The shared libraries the dynamic loader maps for `executable`, as ldd lists them.

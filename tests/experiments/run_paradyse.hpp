@@ -45,9 +45,14 @@ inline RunResult run_program(const std::string& binary, const std::string& argum
   return result;
 }
 
-inline RunResult run_paradyse(const std::string& arguments) {
+// The paradyse executable the tests run (PARADYSE_BIN, set by ctest).
+inline std::string paradyse_path() {
   const char* bin = std::getenv("PARADYSE_BIN");
-  return run_program(bin != nullptr ? bin : "build/experiments/paradyse", arguments);
+  return bin != nullptr ? bin : "build/experiments/paradyse";
+}
+
+inline RunResult run_paradyse(const std::string& arguments) {
+  return run_program(paradyse_path(), arguments);
 }
 
 }  // namespace paradyse::testing

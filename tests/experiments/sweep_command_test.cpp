@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "tests/experiments/run_paradyse.hpp"
+#include "tests/experiments/slow_sweep.hpp"
 
 using namespace paradyse::testing;
 
@@ -80,11 +81,10 @@ TEST_CASE("sweep: under mpirun -np 2 the rows are those of --jobs 1", "[experime
   const auto dir = temp_dir();
   const std::string spec = small_spec(dir);
   REQUIRE(run_paradyse("sweep --spec " + spec + " --jobs 1 --out " + (dir / "one").string()).exit_code == 0);
-  const char* bin = std::getenv("PARADYSE_BIN");
   const std::string command =
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 " +
-      std::string(bin != nullptr ? bin : "build/experiments/paradyse") + " sweep --spec " + spec + " --out " +
-      (dir / "mpi").string() + " >" + (dir / "mpi.log").string() + " 2>&1";
+      paradyse_path() + " sweep --spec " + spec + " --out " + (dir / "mpi").string() + " >" +
+      (dir / "mpi.log").string() + " 2>&1";
   const int status = std::system(command.c_str());
   INFO(read_text(dir / "mpi.log"));
   REQUIRE(status == 0);
@@ -95,21 +95,9 @@ TEST_CASE("sweep: under mpirun -np 2 the rows are those of --jobs 1", "[experime
 
 TEST_CASE("sweep: a sweep killed mid-run and restarted has every point exactly once", "[experiments]") {
   const auto dir = temp_dir();
-  // Enough work per point (a sample of the bundled trace, every policy) to be killed in the middle.
-  const std::string spec = write_spec(dir, "spec.toml", R"([base]
-trace = "github-code-like"
-engine = "analytic"
-order = "sorted"
-sample = 0.2
-
-[axes]
-cluster = ["dgx-a100", "dgx-h100", "dgx-h200"]
-nvlink_scale = [1.0, 0.5]
-)");
+  const std::string spec = write_spec(dir, "spec.toml", kSlowSweepSpec);
   const auto out = dir / "out", rows = out / "rows.jsonl";
-  const char* bin = std::getenv("PARADYSE_BIN");
-  const std::string sweep = std::string(bin != nullptr ? bin : "build/experiments/paradyse") +
-                            " sweep --spec " + spec + " --out " + out.string();
+  const std::string sweep = paradyse_path() + " sweep --spec " + spec + " --out " + out.string();
   // A session of its own, so that killing its group takes the forked points with it.
   const std::string start =
       "setsid sh -c 'echo $$ > " + (dir / "pid").string() + "; exec " + sweep + " >/dev/null 2>&1' &";

@@ -9,15 +9,11 @@
 #include <thread>
 
 #include "tests/experiments/run_paradyse.hpp"
+#include "tests/experiments/slow_sweep.hpp"
 
 using namespace paradyse::testing;
 
 namespace {
-
-std::string paradyse_command() {
-  const char* bin = std::getenv("PARADYSE_BIN");
-  return bin != nullptr ? bin : "build/experiments/paradyse";
-}
 
 std::string write_spec(const std::filesystem::path& dir, const std::string& text) {
   const auto path = dir / "spec.toml";
@@ -25,22 +21,10 @@ std::string write_spec(const std::filesystem::path& dir, const std::string& text
   return path.string();
 }
 
-// Enough work per point (a sample of the bundled trace, every policy) to be stopped in the middle.
-const char* kSlowSpec = R"([base]
-trace = "github-code-like"
-engine = "analytic"
-order = "sorted"
-sample = 0.2
-
-[axes]
-cluster = ["dgx-a100", "dgx-h100", "dgx-h200"]
-nvlink_scale = [1.0, 0.5]
-)";
-
 // Starts `paradyse arguments` in the background; returns its pid.
 std::string start_in_background(const std::filesystem::path& dir, const std::string& arguments) {
-  const std::string start = "sh -c 'echo $$ > " + (dir / "pid").string() + "; exec " + paradyse_command() +
-                            " " + arguments + " >/dev/null 2>&1' &";
+  const std::string start = "sh -c 'echo $$ > " + (dir / "pid").string() + "; exec " + paradyse_path() + " " +
+                            arguments + " >/dev/null 2>&1' &";
   REQUIRE(std::system(start.c_str()) == 0);
   std::string pid;
   for (int i = 0; i < 500 && pid.empty(); ++i) {
@@ -74,7 +58,7 @@ std::map<int, int> points_in(const std::filesystem::path& rows) {
 TEST_CASE("sweep: killing the sweep alone stops its points, and a restart at once runs each missing one",
           "[experiments][sweep]") {
   const auto dir = temp_dir();
-  const std::string spec = write_spec(dir, kSlowSpec);
+  const std::string spec = write_spec(dir, kSlowSweepSpec);
   const auto out = dir / "out", rows = out / "rows.jsonl";
   const std::string pid =
       start_in_background(dir, "sweep --jobs 2 --spec " + spec + " --out " + out.string());
@@ -120,7 +104,7 @@ nodes = [1, 2]
 
 TEST_CASE("sweep: a second sweep into a folder in use is refused", "[experiments][sweep]") {
   const auto dir = temp_dir();
-  const std::string spec = write_spec(dir, kSlowSpec);
+  const std::string spec = write_spec(dir, kSlowSweepSpec);
   const auto out = dir / "out";
   const std::string pid = start_in_background(dir, "sweep --spec " + spec + " --out " + out.string());
   for (int i = 0; i < 1000 && !std::filesystem::exists(out / "spec.json"); ++i)  // the sweep holds the folder
