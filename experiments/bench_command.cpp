@@ -13,14 +13,14 @@
 namespace paradyse::cli {
 namespace {
 
-struct BenchOptions {
+struct BenchCostModelOptions {
   evaluation::MachineOptions machine;
   std::string strategies = "all";
   std::string lengths = "4K,32K,256K";
   int repeat = 51;
 };
 
-void run(const BenchOptions& options) {
+void run(const BenchCostModelOptions& options) {
   const std::vector<int64_t> lengths = evaluation::parse_lengths(options.lengths, "--seq");
   const std::vector<const Strategy*> strategies =
       evaluation::parse_strategies(options.strategies, "--strategy");
@@ -60,7 +60,7 @@ void run(const BenchOptions& options) {
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  auto options = std::make_shared<BenchOptions>();
+  auto options = std::make_shared<BenchCostModelOptions>();
   CLI::App* command = app.add_subcommand(
       "bench",
       "Benchmark: time to trace and estimate one (strategy, length), cold and cached; prints medians.");

@@ -78,7 +78,7 @@ void run(const PlanOptions& options) {
                d.fallback ? " (nothing fits: the leanest)" : "");
 }
 
-struct BenchOptions {
+struct BenchPlanOptions {
   evaluation::MachineOptions machine;
   std::string length = "128K";
   int layers = 96;
@@ -104,7 +104,7 @@ costmodel::CostTable bench_table(selector::AnalyticCostSource& source, int64_t t
   return table;
 }
 
-void bench(const BenchOptions& options) {
+void bench(const BenchPlanOptions& options) {
   const std::vector<int64_t> lengths = evaluation::parse_lengths(options.length, "--seq");
   if (lengths.size() != 1) throw InputError("--seq", 0, "", "expected one sequence length");
   if (options.layers < 1) throw InputError("--layers", 0, "", "expected a positive layer count");
@@ -167,7 +167,7 @@ void add_plan_command(CLI::App& app) {
 }
 
 void add_bench_plan_command(CLI::App& app) {
-  auto options = std::make_shared<BenchOptions>();
+  auto options = std::make_shared<BenchPlanOptions>();
   CLI::App* command = app.add_subcommand(
       "bench-plan",
       "Benchmark: decisions per second and per-decision latency (median, p99) of the paradyse and optimal "

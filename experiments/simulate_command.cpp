@@ -97,14 +97,14 @@ void run(const SimulateOptions& options) {
   }
 }
 
-struct BenchOptions {
+struct BenchSimulateOptions {
   evaluation::MachineOptions machine;
   std::string strategies = "all";
   std::string length = "128K";
   int repeat = 5;
 };
 
-void bench(const BenchOptions& options) {
+void bench(const BenchSimulateOptions& options) {
   const std::vector<int64_t> lengths = evaluation::parse_lengths(options.length, "--seq");
   const std::vector<const Strategy*> strategies =
       evaluation::parse_strategies(options.strategies, "--strategy");
@@ -164,7 +164,7 @@ void add_simulate_command(CLI::App& app) {
 }
 
 void add_bench_simulate_command(CLI::App& app) {
-  auto options = std::make_shared<BenchOptions>();
+  auto options = std::make_shared<BenchSimulateOptions>();
   CLI::App* command = app.add_subcommand("bench-simulate", command_description("bench-simulate"));
   add_machine_options(*command, options->machine);
   command->add_option("--strategy", options->strategies, "strategy name(s) or 'all'")->capture_default_str();

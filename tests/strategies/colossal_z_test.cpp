@@ -9,16 +9,6 @@ using namespace paradyse::testing;
 
 namespace {
 
-// Forward GEMM FLOPs of one layer on `tokens` tokens with whole weights (ZeRO-3: every rank runs the
-// full matrices on its own b·s/p tokens), 2·m·n·k each: W_qkv h → h + 2h_kv, W_proj h → h, W_in
-// h → f_in (f, or 2f for SwiGLU), W_out f → h. For MHA with a 4h GELU MLP this is Korthikanti et al.
-// 2022 (Appendix A)'s 24·tokens·h².
-double gemm_forward_flops(const ModelSpec& m, double tokens) {
-  const auto h = static_cast<double>(m.hidden), h_kv = static_cast<double>(m.kv_hidden());
-  const auto f = static_cast<double>(m.ffn_hidden), f_in = static_cast<double>(m.mlp_in_rows());
-  return 2 * tokens * h * ((h + 2 * h_kv) + h + f_in + f);
-}
-
 // Per-layer FLOPs of ColossalZ on one rank. GEMMs: forward plus a backward of twice the forward.
 // Unfused attention (Korthikanti et al. 2022, App. A): forward q·kᵀ and P·v, 2·b·a·(s/p)·s·d each,
 // 4·b·s²·h/p in all; backward d_P = d_o·vᵀ, dV = Pᵀ·d_o, dq = d_S·k, dK = d_Sᵀ·q, twice the forward.
@@ -29,13 +19,6 @@ double closed_form_layer_flops(const ModelSpec& m, double b, double s, int p, Re
   const double attention_forward = 4 * b * s * s * h / p;
   const double recomputed = recompute == Recompute::selective ? attention_forward / 2 : 0;
   return 3 * gemm_forward_flops(m, b * s / p) + 3 * attention_forward + recomputed;
-}
-
-// Elements of the matrices ZeRO-3 gathers and reduce-scatters (the norm weights are replicated).
-double zero3_layer_elements(const ModelSpec& m) {
-  const auto h = static_cast<double>(m.hidden), h_kv = static_cast<double>(m.kv_hidden());
-  const auto f = static_cast<double>(m.ffn_hidden), f_in = static_cast<double>(m.mlp_in_rows());
-  return h * (h + 2 * h_kv) + h * h + f_in * h + f * h;
 }
 
 // Bytes a layer's forward keeps for backward, tensor by tensor (bf16 activations, fp32 norm stats).
@@ -108,7 +91,7 @@ TEST_CASE("ColossalZ: traced volume is 8(p−1)/p·b·s·h + ZeRO-3's 3(p−1)/p
           const double bsh = static_cast<double>(b * s * model.hidden);
           const double ring = 4.0 * (p - 1) / p * bsh;  // 4(p−1) blocks of b·(s/p)·h
           const double all_reduce = 2 * 2.0 * (p - 1) / p * bsh;
-          const double phi = zero3_layer_elements(model);
+          const double phi = layer_matrix_elements(model);
           INFO("causal " << causal << " p " << p << " s " << s << " b " << b);
           REQUIRE(t.bus_bytes_by_kind.at(OpKind::send_recv) == Approx(2 * ring).epsilon(1e-12));
           REQUIRE(t.count_by_kind.at(OpKind::send_recv) == 4 * (p - 1));
@@ -270,7 +253,7 @@ TEST_CASE("ColossalZ: GQA and SwiGLU: compact K/V blocks on the wire, heads expa
         REQUIRE(t.bus_bytes_by_kind.at(OpKind::all_reduce) ==
                 Approx(2 * 4.0 * (p - 1) / p * bsh_kv).epsilon(1e-12));
         REQUIRE(t.bus_bytes_by_kind.at(OpKind::reduce_scatter) ==
-                Approx(2 * (p - 1.0) / p * zero3_layer_elements(model)).epsilon(1e-12));
+                Approx(2 * (p - 1.0) / p * layer_matrix_elements(model)).epsilon(1e-12));
         // Score GEMMs run on all a query heads: the same s² FLOPs as MHA.
         REQUIRE(t.flops == Approx(closed_form_layer_flops(model, 1, sd, p, Recompute::none)).epsilon(1e-9));
         REQUIRE(saved_bytes(program) ==

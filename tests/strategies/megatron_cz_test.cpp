@@ -9,29 +9,6 @@ using namespace paradyse::testing;
 
 namespace {
 
-// Φ_layer: elements of one layer's four weight matrices, what ZeRO-3 gathers and reduce-scatters.
-double layer_matrix_elements(const ModelSpec& m) {
-  const double h = as_double(m.hidden), h_kv = as_double(m.kv_hidden());
-  return (h + 2 * h_kv) * h + h * h + as_double(m.mlp_in_rows()) * h + as_double(m.ffn_hidden) * h;
-}
-
-// (query, key) pairs attention computes for one sequence and head: s(s+1)/2 when causal (diagonal
-// included), s² otherwise.
-double attention_pairs(bool causal, double s) {
-  return causal ? s * (s + 1) / 2 : s * s;
-}
-
-// FLOPs of one layer on one rank, forward + backward. GEMMs: every weight matrix once on the b·s/p local
-// tokens, 2 FLOPs per multiply-add, forward; backward a dgrad and a wgrad GEMM each, so 3× in all.
-// Attention: 4·b·h per computed pair forward (q·kᵀ and p·v, Korthikanti et al. 2022 App. A), FlashAttention's
-// backward 2.5× its forward (tracing_backend.cpp's convention), so 3.5× in all; zig-zag gives every rank
-// exactly 1/p of the pairs (see the balance test below), contiguous chunks do too without a causal mask.
-double closed_form_layer_flops(const ModelSpec& m, double b, double s, int p) {
-  const double gemm = 3 * 2 * b * (s / p) * layer_matrix_elements(m);
-  const double attention = 3.5 * 4 * b * as_double(m.hidden) * attention_pairs(m.causal, s) / p;
-  return gemm + attention;
-}
-
 double attention_flops(const Program& program) {
   double flops = 0;
   for (const Op& op : program.ops)
@@ -43,14 +20,6 @@ int count_ops(const Program& program, OpKind kind) {
   int n = 0;
   for (const Op& op : program.ops) n += op.kind == kind ? 1 : 0;
   return n;
-}
-
-ModelSpec wide_gqa_model(bool causal) {  // another shape: h 2048, 32 query heads, 8 KV heads, SwiGLU
-  ModelSpec m = small_model(causal, 8, MlpKind::swiglu);
-  m.hidden = 2048;
-  m.heads = 32;
-  m.ffn_hidden = 5632;
-  return m;
 }
 
 }  // namespace
@@ -66,7 +35,7 @@ TEST_CASE("MegatronCZ: traced FLOPs match the closed form", "[strategies]") {
           INFO("causal " << model.causal << " kv_heads " << model.kv_heads << " hidden " << model.hidden
                          << " p " << p << " s " << s << " b " << b);
           REQUIRE(layer_totals(program).flops ==
-                  Approx(closed_form_layer_flops(model, as_double(b), as_double(s), p)).epsilon(1e-9));
+                  Approx(flash_layer_flops(model, as_double(b), as_double(s), p)).epsilon(1e-9));
         }
 }
 

@@ -9,14 +9,6 @@ using namespace paradyse::testing;
 
 namespace {
 
-ModelSpec wide_gqa_model(bool causal) {  // another shape: h 2048, 32 query heads, 8 KV heads, SwiGLU
-  ModelSpec m = small_model(causal, 8, MlpKind::swiglu);
-  m.hidden = 2048;
-  m.heads = 32;
-  m.ffn_hidden = 5632;
-  return m;
-}
-
 // Models every degree below divides (p | a, p | a_kv): MHA and GQA, GELU and SwiGLU, causal or not.
 std::vector<ModelSpec> models_for(int p) {
   std::vector<ModelSpec> models{small_model(false), small_model(true), wide_gqa_model(true)};
@@ -138,13 +130,6 @@ void require_traffic(const Traffic& traced, const Traffic& expected) {
   REQUIRE(traced.send_recv_bytes == Approx(expected.send_recv_bytes).epsilon(1e-12));
 }
 
-// (query, key) pairs attention computes for one sequence and head: s(s+1)/2 when causal (diagonal
-// included), s² otherwise. Zig-zag gives every rank exactly 1/p of them (chunks r and 2p−1−r:
-// 2p·m² + m pairs each with m = s/(2p)); so do contiguous chunks without a mask.
-double attention_pairs(bool causal, double s) {
-  return causal ? s * (s + 1) / 2 : s * s;
-}
-
 // FLOPs of one layer on one rank: forward, the recompute pass (the same forward again), backward.
 // GEMMs (Korthikanti et al. 2022, App. A): every weight matrix once over the b·s/p local tokens, 2 FLOPs
 // per multiply-add: G = 2·b·(s/p)·h·(h + 2h_kv + h + f_in + f) (24·b·s·h²/p for MHA and a 4h GELU MLP);
@@ -152,7 +137,7 @@ double attention_pairs(bool causal, double s) {
 // p·v summed over the p head groups), A = 4·b·h·pairs/p; FlashAttention's backward counts 2.5× its
 // forward (tracing_backend.cpp's convention). In all 2(G + A) + 2G + 2.5A = 4G + 4.5A. Exact: causal
 // halving comes from the exact pair count, not a factor ½.
-double closed_form_layer_flops(const ModelSpec& m, double b, double s, int p) {
+double recomputing_layer_flops(const ModelSpec& m, double b, double s, int p) {
   const double h = as_double(m.hidden), h_kv = as_double(m.kv_hidden());
   const double gemm =
       2 * b * (s / p) * h * (2 * h + 2 * h_kv + as_double(m.mlp_in_rows()) + as_double(m.ffn_hidden));
@@ -299,7 +284,7 @@ TEST_CASE("METP: traced FLOPs are forward twice plus backward, in closed form", 
                     << " s " << s << " b " << b);
           const Program program = trace_step(metp(), model, p, s, b);
           REQUIRE(layer_totals(program).flops ==
-                  Approx(closed_form_layer_flops(model, as_double(b), as_double(s), p)).epsilon(1e-9));
+                  Approx(recomputing_layer_flops(model, as_double(b), as_double(s), p)).epsilon(1e-9));
         }
 }
 

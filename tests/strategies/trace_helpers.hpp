@@ -28,6 +28,43 @@ inline ModelSpec small_model(bool causal, int64_t kv_heads = 16, MlpKind mlp = M
   return m;
 }
 
+// Another shape: h 2048, 32 query heads, 8 KV heads, SwiGLU.
+inline ModelSpec wide_gqa_model(bool causal) {
+  ModelSpec m = small_model(causal, 8, MlpKind::swiglu);
+  m.hidden = 2048;
+  m.heads = 32;
+  m.ffn_hidden = 5632;
+  return m;
+}
+
+// Φ_layer: elements of one layer's four weight matrices, what ZeRO-3 gathers and reduce-scatters (the
+// norm weights are replicated): (h + 2h_kv)·h + h·h + f_in·h + f·h, f_in = f (GELU) or 2f (SwiGLU).
+inline double layer_matrix_elements(const ModelSpec& m) {
+  const double h = as_double(m.hidden), h_kv = as_double(m.kv_hidden());
+  return (h + 2 * h_kv) * h + h * h + as_double(m.mlp_in_rows()) * h + as_double(m.ffn_hidden) * h;
+}
+
+// Forward GEMM FLOPs of one layer on `tokens` tokens with whole weight matrices, 2 per multiply-add:
+// Korthikanti et al. 2022 (Appendix A)'s 24·tokens·h² for MHA with a 4h GELU MLP, generalised.
+inline double gemm_forward_flops(const ModelSpec& m, double tokens) {
+  return 2 * tokens * layer_matrix_elements(m);
+}
+
+// (query, key) pairs attention computes for one sequence and head: s(s+1)/2 when causal (diagonal
+// included), s² otherwise.
+inline double attention_pairs(bool causal, double s) {
+  return causal ? s * (s + 1) / 2 : s * s;
+}
+
+// FLOPs of one layer on one rank, forward and backward, for a strategy that splits every GEMM and the
+// attention pairs evenly over p ranks and computes attention FlashAttention-style: GEMMs forward G, backward
+// a dgrad and a wgrad GEMM each (2G); attention 4·b·h per computed pair forward (q·kᵀ and p·v),
+// FlashAttention's backward 2.5× its forward (tracing_backend.cpp's convention).
+inline double flash_layer_flops(const ModelSpec& m, double b, double s, int p) {
+  const double attention = 4 * b * as_double(m.hidden) * attention_pairs(m.causal, s);
+  return (3 * gemm_forward_flops(m, b * s) + 3.5 * attention) / p;
+}
+
 // Traces one step of `num_layers` layers of `strategy` on `rank` of `degree`.
 inline Program trace_step(const Strategy& strategy, const ModelSpec& model, int degree, int64_t tokens,
                           int64_t batch = 1, Recompute recompute = Recompute::none, int rank = 0,

@@ -26,42 +26,19 @@ bool supported(const ModelSpec& model, int p) {
   return !ulysses_z().unsupported(model, p).has_value();
 }
 
-double d(int64_t x) {
-  return static_cast<double>(x);
-}
-
-// Parameters of one layer's four matrices (norms are replicated, not ZeRO-3 sharded):
-// Φ_layer = (h + 2h_kv)·h + h·h + mlp_in_rows·h + f·h.
-double layer_matrix_parameters(const ModelSpec& m) {
-  const double h = d(m.hidden), h_kv = d(m.kv_hidden()), f = d(m.ffn_hidden), in_rows = d(m.mlp_in_rows());
-  return (h + 2 * h_kv) * h + h * h + in_rows * h + f * h;
-}
-
-// Korthikanti et al. 2022, Appendix A, generalised to GQA and SwiGLU: forward GEMMs
-// 2·b·s·h·(h + 2h_kv) (W_qkv) + 2·b·s·h·h (W_proj) + 2·b·s·h·mlp_in_rows (W_in) + 2·b·s·f·h (W_out);
-// backward twice that (data and weight gradients). Attention forward 4·b·s²·h, half when causal;
-// FlashAttention's backward counts 2.5× its forward (tracing_backend.cpp). Every rank does 1/p of it:
-// its own tokens through the GEMMs, its own heads through attention.
-double closed_form_layer_flops(const ModelSpec& m, double b, double s, int p) {
-  const double h = d(m.hidden), h_kv = d(m.kv_hidden()), f = d(m.ffn_hidden), in_rows = d(m.mlp_in_rows());
-  const double gemm =
-      2 * b * s * h * (h + 2 * h_kv) + 2 * b * s * h * h + 2 * b * s * h * in_rows + 2 * b * s * f * h;
-  const double attention = 4 * b * s * s * h * (m.causal ? 0.5 : 1.0);
-  return (3 * gemm + 3.5 * attention) / p;
-}
-
 // What one layer's forward keeps, per tensor, in bytes (bf16 activations, fp32 statistics and lse,
 // u8 dropout masks); `tokens` = b·s/p, this rank's tokens.
 double saved_layer_bytes(const ModelSpec& m, int64_t b, int64_t s, int p, Recompute recompute) {
-  const double tokens = d(b * s / p), h = d(m.hidden), h_kv = d(m.kv_hidden()), f = d(m.ffn_hidden);
-  if (recompute == Recompute::full) return 2 * tokens * h;  // the layer's output, standing in for its input
-  const double attention = 2 * tokens * h                   // x [b, s/p, h]: W_qkv gradient
-                           + 2 * tokens * (h + 2 * h_kv)    // q, k, v [b, s, (a | a_kv)/p, d]
-                           + 2 * tokens * h                 // out [b, s, a/p, d]
-                           + 4 * tokens * d(m.heads)        // lse [b, a/p, s] fp32
-                           + 2 * tokens * h;                // o [b, s/p, a, d]: W_proj gradient
-  const double mlp = 2 * tokens * h                         // x [b, s/p, h]
-                     + 2 * tokens * d(m.mlp_in_rows())      // W_in output [b, s/p, f or 2f]
+  const double tokens = as_double(b * s / p), h = as_double(m.hidden), h_kv = as_double(m.kv_hidden()),
+               f = as_double(m.ffn_hidden);
+  if (recompute == Recompute::full) return 2 * tokens * h;    // the layer's output, standing in for its input
+  const double attention = 2 * tokens * h                     // x [b, s/p, h]: W_qkv gradient
+                           + 2 * tokens * (h + 2 * h_kv)      // q, k, v [b, s, (a | a_kv)/p, d]
+                           + 2 * tokens * h                   // out [b, s, a/p, d]
+                           + 4 * tokens * as_double(m.heads)  // lse [b, a/p, s] fp32
+                           + 2 * tokens * h;                  // o [b, s/p, a, d]: W_proj gradient
+  const double mlp = 2 * tokens * h                           // x [b, s/p, h]
+                     + 2 * tokens * as_double(m.mlp_in_rows())               // W_in output [b, s/p, f or 2f]
                      + (recompute == Recompute::none ? 2 * tokens * f : 0);  // activation output
   const double stats = (m.norm == NormKind::layer_norm ? 8 : 4) * tokens;    // per norm: mean, 1/std or rms
   const double masks = m.dropout > 0 ? 2 * tokens * h : 0;                   // two u8 dropout masks
@@ -87,7 +64,7 @@ TEST_CASE("UlyssesZ: traced FLOPs match the closed form", "[strategies]") {
                        << (model.mlp == MlpKind::swiglu) << " p " << p << " s " << s);
         const Program program = trace_step(ulysses_z(), model, p, s);
         REQUIRE(layer_totals(program).flops ==
-                Approx(closed_form_layer_flops(model, 1, d(s), p)).epsilon(0.01));
+                Approx(flash_layer_flops(model, 1, as_double(s), p)).epsilon(0.01));
       }
 }
 
@@ -99,8 +76,8 @@ TEST_CASE("UlyssesZ: attention runs on a/p heads over the whole sequence, causal
       const int64_t s = 8192, b = 2;
       INFO("causal " << model.causal << " kv_heads " << model.kv_heads << " p " << p);
       // A causal mask over positions 0..s−1 computes s(s+1)/2 pairs whatever the chunk order.
-      const double pairs = model.causal ? d(s) * d(s + 1) / 2 : d(s) * d(s);
-      const double forward = 4 * d(b) * d(model.hidden / p) * pairs;
+      const double pairs = model.causal ? as_double(s) * as_double(s + 1) / 2 : as_double(s) * as_double(s);
+      const double forward = 4 * as_double(b) * as_double(model.hidden / p) * pairs;
       double rank_flops[2] = {0, 0};
       for (int which : {0, 1}) {
         const Program program =
@@ -129,10 +106,11 @@ TEST_CASE("UlyssesZ: traced volume is 2(p−1)/p²·b·s·(2h + 2h_kv) + 3(p−1
           if (!supported(model, p)) continue;
           INFO("causal " << model.causal << " kv_heads " << model.kv_heads << " swiglu "
                          << (model.mlp == MlpKind::swiglu) << " p " << p << " s " << s << " b " << b);
-          const double h = d(model.hidden), h_kv = d(model.kv_hidden()), phi = layer_matrix_parameters(model);
+          const double h = as_double(model.hidden), h_kv = as_double(model.kv_hidden()),
+                       phi = layer_matrix_elements(model);
           const double fraction = static_cast<double>(p - 1) / p;
           // All-to-all: 4 forward + 4 backward, each moving (p−1)/p of its per-rank b·s/p·(h or h_kv).
-          const double all_to_all = 2 * fraction / p * d(b * s) * (2 * h + 2 * h_kv);
+          const double all_to_all = 2 * fraction / p * as_double(b * s) * (2 * h + 2 * h_kv);
           // ZeRO-3: each matrix gathered in forward and again in backward, its gradient reduce-scattered.
           const double all_gather = 2 * fraction * phi, reduce_scatter = fraction * phi;
           for (int rank : {0, p - 1}) {
@@ -158,7 +136,8 @@ TEST_CASE("UlyssesZ: all-to-all sizes follow q, k, v, out forward and d_out, d_q
     INFO("causal " << model.causal << " kv_heads " << model.kv_heads);
     const Program program = trace_step(ulysses_z(), model, p, s, b);
     // Per-rank buffers of b·s/p tokens: query width h, key/value width h_kv, bf16.
-    const double q = 2 * d(b * s / p * model.hidden), kv = 2 * d(b * s / p * model.kv_hidden());
+    const double q = 2 * as_double(b * s / p * model.hidden),
+                 kv = 2 * as_double(b * s / p * model.kv_hidden());
     const std::vector<double> forward{q, kv, kv, q}, backward{q, q, kv, kv};
     std::vector<double> traced_forward, traced_backward;
     for (const Op* op : ops_of(program, Phase::layer_forward, OpKind::all_to_all))
@@ -232,8 +211,8 @@ TEST_CASE("UlyssesZ: MHA with a GELU MLP keeps REFERENCE.md's ≈ 34·sbh/p per 
   for (int p : {2, 4, 8})
     for (int64_t s : {8192, 65536}) {
       const ModelSpec model = small_model(true);
-      const double sbh_p = d(s * model.hidden) / p;
-      const double extras = (4.0 * d(model.heads) * d(s) + 2 * 8.0 * d(s)) / p;
+      const double sbh_p = as_double(s * model.hidden) / p;
+      const double extras = (4.0 * as_double(model.heads) * as_double(s) + 2 * 8.0 * as_double(s)) / p;
       INFO("p " << p << " s " << s);
       REQUIRE(phase_memory_delta(trace_step(ulysses_z(), model, p, s), Phase::layer_forward, 0) ==
               Approx(34 * sbh_p + extras).epsilon(1e-12));
@@ -250,8 +229,8 @@ TEST_CASE("UlyssesZ: recomputation keeps less", "[strategies]") {
   const double full =
       phase_memory_delta(trace_step(ulysses_z(), model, p, s, 1, Recompute::full), Phase::layer_forward, 0);
   // Selective drops the SwiGLU output [b, s/p, f]; Ulysses' attention has no probabilities to drop.
-  REQUIRE(none - selective == Approx(2 * d(s / p * model.ffn_hidden)).epsilon(1e-12));
-  REQUIRE(full == Approx(2 * d(s / p * model.hidden)).epsilon(1e-12));
+  REQUIRE(none - selective == Approx(2 * as_double(s / p * model.ffn_hidden)).epsilon(1e-12));
+  REQUIRE(full == Approx(2 * as_double(s / p * model.hidden)).epsilon(1e-12));
   // Full recomputation runs the forward again, all-to-alls and weight gathers included.
   const Totals plain = layer_totals(trace_step(ulysses_z(), model, p, s));
   const Totals again = layer_totals(trace_step(ulysses_z(), model, p, s, 1, Recompute::full));
