@@ -1,5 +1,9 @@
 #include "common/atomic_file.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -32,6 +36,34 @@ void write_file_atomically(const std::string& path, const std::function<void(std
     std::filesystem::remove(partial, error);
     throw InputError(path, 0, "", "expected to rename " + partial + " into place, got: " + error.message());
   }
+}
+
+void check_output_path(const std::string& path, OutputKind kind, const std::string& flag) {
+  namespace fs = std::filesystem;
+  const std::string what = kind == OutputKind::folder ? "folder" : "file";
+  const auto fail = [&](const std::string& why) {
+    throw InputError(flag, 0, "", "expected the path of a " + what + " to write, got '" + path + "': " + why);
+  };
+  if (path.empty()) fail("an empty path");
+  fs::path target(path);
+  while (target.has_relative_path() && target.filename().empty()) target = target.parent_path();  // "out/"
+  const fs::path name = target.filename();
+  if (name.empty() || name == "." || name == "..") fail("its last part is not a name");
+  std::error_code error;
+  const fs::file_status status = fs::status(target, error);
+  if (kind == OutputKind::folder && fs::exists(status) && !fs::is_directory(status))
+    fail("it exists and is not a folder");
+  if (kind == OutputKind::file && fs::is_directory(status)) fail("it is a folder");
+
+  // The nearest folder that exists must be writable: whatever is missing below it is created there.
+  fs::path folder = fs::absolute(target, error).parent_path();
+  while (!folder.empty() && !fs::exists(folder, error) && folder != folder.root_path())
+    folder = folder.parent_path();
+  if (!fs::is_directory(folder, error)) fail("'" + folder.string() + "' is not a folder");
+  std::string probe = (folder / ".paradyse-probe-XXXXXX").string();
+  if (::mkdtemp(probe.data()) == nullptr)
+    fail("cannot create anything in '" + folder.string() + "' (" + std::strerror(errno) + ")");
+  ::rmdir(probe.c_str());
 }
 
 }  // namespace paradyse

@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include "common/errors.hpp"
 
@@ -24,16 +26,50 @@ std::string describe(const Json& value) {
 
 }  // namespace
 
-Json parse(std::string_view text, const std::string& source) {
+Json parse(std::string_view text, const std::string& source, int line) {
+  // The keys seen so far in each object being parsed, innermost last, with the key that leads to it.
+  struct OpenObject {
+    std::string path;
+    std::set<std::string> keys;
+    std::string last_key;
+  };
+  std::vector<OpenObject> open;
+  const auto reject_duplicates = [&](int, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::object_start) {
+      std::string path = open.empty() ? "" : open.back().path;
+      if (!open.empty() && !open.back().last_key.empty())
+        path += (path.empty() ? "" : ".") + open.back().last_key;
+      open.push_back({std::move(path), {}, {}});
+    } else if (event == Json::parse_event_t::object_end) {
+      open.pop_back();
+    } else if (event == Json::parse_event_t::key) {
+      OpenObject& object = open.back();
+      object.last_key = parsed.get<std::string>();
+      if (!object.keys.insert(object.last_key).second)
+        throw InputError(source, line,
+                         object.path.empty() ? object.last_key : object.path + "." + object.last_key,
+                         "expected each key once in an object, got it twice");
+    }
+    return true;
+  };
   try {
-    return Json::parse(text.begin(), text.end());
+    return Json::parse(text.begin(), text.end(), reject_duplicates);
   } catch (const Json::parse_error& e) {
     std::string message = e.what();
     // nlohmann's message starts with "[json.exception.parse_error.101] parse error at line ..."
     auto colon = message.find(": ");
     throw InputError(
-        source, line_of_byte(text, e.byte == 0 ? 0 : e.byte - 1), "",
+        source, line > 0 ? line : line_of_byte(text, e.byte == 0 ? 0 : e.byte - 1), "",
         "expected valid JSON: " + (colon == std::string::npos ? message : message.substr(colon + 2)));
+  } catch (const Json::out_of_range& e) {
+    // "[json.exception.out_of_range.406] number overflow parsing '1e999'": no position, but the number.
+    const std::string message = e.what();
+    const std::size_t first = message.find('\''), last = message.rfind('\'');
+    const std::string number = first < last ? message.substr(first + 1, last - first - 1) : "";
+    const std::size_t at = number.empty() ? std::string_view::npos : text.find(number);
+    throw InputError(
+        source, line > 0 ? line : (at == std::string_view::npos ? 0 : line_of_byte(text, at)), "",
+        "expected numbers a double holds, got " + (number.empty() ? message : "'" + number + "'"));
   }
 }
 

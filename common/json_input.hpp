@@ -13,8 +13,10 @@ namespace paradyse::json_input {
 
 using Json = nlohmann::json;
 
-// Parses text; a syntax error becomes an InputError naming `source` and the line.
-Json parse(std::string_view text, const std::string& source);
+// Parses text; a syntax error becomes an InputError naming `source` and the line, and so does a key
+// given twice in one object (nlohmann keeps the last; which one the user meant is unknowable).
+// `line`: the line of `source` that `text` is (a JSONL line), or 0 when `text` is the whole file.
+Json parse(std::string_view text, const std::string& source, int line = 0);
 // Reads and parses a file; a missing or unreadable file is an InputError.
 Json load_file(const std::string& path);
 

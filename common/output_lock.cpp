@@ -10,12 +10,14 @@
 #include <functional>
 #include <thread>
 
+#include "common/atomic_file.hpp"
 #include "common/errors.hpp"
 
 namespace paradyse {
 
 OutputLock::OutputLock(const std::string& folder, const std::string& flag) {
   namespace fs = std::filesystem;
+  check_output_path(folder, OutputKind::folder, flag);
   const std::string key = fs::weakly_canonical(fs::absolute(folder)).string();
   const fs::path file = fs::temp_directory_path() /
                         ("paradyse-output-" + std::to_string(std::hash<std::string>{}(key)) + ".lock");

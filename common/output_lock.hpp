@@ -11,7 +11,8 @@ namespace paradyse {
 
 class OutputLock {
  public:
-  // InputError naming `flag` when another process holds the lock of `folder`.
+  // InputError naming `flag` when `folder` cannot be written (check_output_path) or another process
+  // holds its lock.
   OutputLock(const std::string& folder, const std::string& flag);
   ~OutputLock();
   OutputLock(const OutputLock&) = delete;

@@ -1,5 +1,6 @@
 #include "costmodel/estimate.hpp"
 
+#include "common/limits.hpp"
 #include "strategies/training_step.hpp"
 
 namespace paradyse::costmodel {
@@ -82,11 +83,17 @@ double model_flops(const ModelSpec& model, int64_t tokens, int64_t batch) {
 
 EstimateRequest checked_request(const hw::ClusterSpec& cluster, EstimateRequest request) {
   if (request.degree == 0) request.degree = cluster.num_gpus();
-  if (request.tokens <= 0)
+  if (request.tokens <= 0 || request.tokens > kMaxSequenceTokens)
     throw InputError("", 0, "seq",
-                     "expected a positive sequence length, got " + std::to_string(request.tokens));
+                     "expected a positive sequence length of at most " + max_sequence_tokens_text() +
+                         ", got " + std::to_string(request.tokens));
   if (request.batch <= 0)
     throw InputError("", 0, "batch", "expected a positive batch size, got " + std::to_string(request.batch));
+  if (request.batch > kMaxSequenceTokens / request.tokens)
+    throw InputError("", 0, "batch",
+                     "expected at most " + max_sequence_tokens_text() +
+                         " in a micro-batch (batch × seq), got " + std::to_string(request.batch) + " × " +
+                         std::to_string(request.tokens));
   if (request.degree < 1 || request.degree > cluster.num_gpus())
     throw InputError("", 0, "degree",
                      "expected a degree between 1 and the " + std::to_string(cluster.num_gpus()) +
@@ -141,8 +148,13 @@ CostTable Estimator::cost_table(const std::vector<std::pair<const Strategy*, Rec
   table.padded_tokens = SequenceLayout::padded_length(request.tokens, request.degree, model_.causal);
   for (const auto& [strategy, recompute] : candidates) {
     if (strategy->unsupported(model_, request.degree)) continue;
-    const StrategyCosts& costs =
-        strategy_costs(*strategy, request.degree, table.padded_tokens, request.batch, recompute);
+    const StrategyCosts* found = nullptr;
+    try {
+      found = &strategy_costs(*strategy, request.degree, table.padded_tokens, request.batch, recompute);
+    } catch (const TensorTooLarge&) {
+      continue;  // no GPU holds it: not a candidate at this length
+    }
+    const StrategyCosts& costs = *found;
     Candidate& candidate = table.candidates.emplace_back();
     candidate.strategy = strategy;
     candidate.recompute = recompute;

@@ -17,8 +17,7 @@ JobTrace load_job_trace(const CompareJob& job) {
   traces::PrepareOptions prepare;
   prepare.order = traces::parse_order(job.order);
   prepare.seed = job.seed;
-  if (job.max_len < 0) throw InputError("--max-len", 0, "", "expected a positive token count or 0 (no cap)");
-  prepare.max_len = job.max_len;
+  prepare.max_len = job.max_len == "0" ? 0 : parse_length(job.max_len, "--max-len");
   prepare.over = traces::parse_over_rule(job.over);
   if (job.limit < 0) throw InputError("--limit", 0, "", "expected a positive count or 0 (all)");
   prepare.limit = job.limit;

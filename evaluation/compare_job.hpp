@@ -21,7 +21,7 @@ struct CompareJob {
   std::string field = "length";
   std::string order = "dataset";
   uint64_t seed = 0;
-  int64_t max_len = 0;
+  std::string max_len = "0";  // a length as parse_length reads it (16K), or 0: no cap
   std::string over = "drop";
   int64_t limit = 0;
   double sample = 1;

@@ -1,8 +1,10 @@
 #include "evaluation/options.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 #include "common/errors.hpp"
+#include "common/limits.hpp"
 #include "selector/learned_cost_source.hpp"
 
 namespace paradyse::evaluation {
@@ -17,26 +19,32 @@ hw::ClusterSpec MachineOptions::load_cluster() const {
   return hw::load_cluster(cluster, nodes);
 }
 
+int64_t parse_length(const std::string& text, const std::string& flag) {
+  int64_t value = 0;
+  const char* last = text.data() + text.size();
+  auto [rest, error] = std::from_chars(text.data(), last, value);
+  int64_t scale = 1;
+  if (error == std::errc() && rest + 1 == last && (*rest == 'K' || *rest == 'k')) scale = 1024, ++rest;
+  if (error == std::errc() && rest + 1 == last && (*rest == 'M' || *rest == 'm')) scale = 1024 * 1024, ++rest;
+  const bool whole = !text.empty() && rest == last && text.front() != '-';
+  if (whole && (error == std::errc::result_out_of_range ||
+                (error == std::errc() && value > kMaxSequenceTokens / scale)))
+    throw InputError(flag, 0, "",
+                     "expected a length of at most " + max_sequence_tokens_text() + ", got '" + text + "'");
+  if (!whole || error != std::errc() || value <= 0)
+    throw InputError(
+        flag, 0, "",
+        "expected a positive token count (e.g. 4096, 16K, 1M; comma-separated for several), got '" + text +
+            "'");
+  return value * scale;
+}
+
 std::vector<int64_t> parse_lengths(const std::string& text, const std::string& flag) {
   std::vector<int64_t> lengths;
   std::size_t start = 0;
   while (start <= text.size()) {
     const std::size_t end = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, end - start);
-    int64_t value = 0;
-    const char* first = item.data();
-    const char* last = item.data() + item.size();
-    auto [rest, error] = std::from_chars(first, last, value);
-    int64_t scale = 1;
-    if (error == std::errc() && rest + 1 == last && (*rest == 'K' || *rest == 'k')) scale = 1024, ++rest;
-    if (error == std::errc() && rest + 1 == last && (*rest == 'M' || *rest == 'm'))
-      scale = 1024 * 1024, ++rest;
-    if (item.empty() || error != std::errc() || rest != last || value <= 0)
-      throw InputError(
-          flag, 0, "",
-          "expected a positive token count (e.g. 4096, 16K, 1M; comma-separated for several), got '" + item +
-              "'");
-    lengths.push_back(value * scale);
+    lengths.push_back(parse_length(text.substr(start, end - start), flag));
     start = end + 1;
   }
   return lengths;
@@ -99,7 +107,19 @@ PolicySet PolicyOptions::build(const MachineOptions& machine, const hw::ClusterS
   paradyse.fallback = !no_fallback;
   selector::OptimalOptions optimal;
   optimal.recompute_choices = recompute_choices;
-  if (!exclude.empty()) paradyse.excluded = optimal.excluded = parse_strategies(exclude, "--exclude");
+  if (!exclude.empty()) {
+    paradyse.excluded = optimal.excluded = parse_strategies(exclude, "--exclude");
+    const auto excluded = [&](const Strategy* s) {
+      return std::find(paradyse.excluded.begin(), paradyse.excluded.end(), s) != paradyse.excluded.end();
+    };
+    bool any_left = false;
+    for (const Strategy* s : all_strategies())
+      any_left = any_left || (!excluded(s) && !s->unsupported(set.model, set.degree));
+    if (!any_left)
+      throw InputError("--exclude", 0, "",
+                       "expected to leave paradyse and optimal a strategy that can run " + set.model.name +
+                           " at degree " + std::to_string(set.degree) + ", got '" + exclude + "'");
+  }
 
   if (costmodel == "analytic")
     set.source = std::make_unique<selector::AnalyticCostSource>(set.model, set.cluster, set.degree, batch);
@@ -121,6 +141,10 @@ PolicySet PolicyOptions::build(const MachineOptions& machine, const hw::ClusterS
       start = end + 1;
     }
   }
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), names[i]) !=
+        names.begin() + static_cast<std::ptrdiff_t>(i))
+      throw InputError("--policy", 0, "", "expected each policy once, got '" + names[i] + "' twice");
   for (const std::string& name : names) {
     set.policies.push_back(selector::make_policy(name, *set.source, paradyse, optimal));
     const Strategy* strategy = name.starts_with("static:") ? find_strategy(name.substr(7)) : nullptr;

@@ -55,8 +55,10 @@ struct PolicyOptions {
   PolicySet build(const MachineOptions& machine, const hw::ClusterSpec* cluster = nullptr) const;
 };
 
-// "4096", "16K" (×1024), "1M" (×1024²), comma-separated; each must be positive. `flag`
+// One length: "4096", "16K" (×1024), "1M" (×1024²), positive and at most kMaxSequenceTokens. `flag`
 // ("--seq") names the option in errors.
+int64_t parse_length(const std::string& text, const std::string& flag);
+// Comma-separated lengths, each as parse_length reads it.
 std::vector<int64_t> parse_lengths(const std::string& text, const std::string& flag);
 // "all", or comma-separated strategy names.
 std::vector<const Strategy*> parse_strategies(const std::string& text, const std::string& flag);

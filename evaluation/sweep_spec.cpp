@@ -27,7 +27,8 @@ enum class Kind { text, count, non_negative_count, factor };
 
 Kind kind_of(const std::string& key) {
   if (key == "nodes" || key == "limit") return key == "limit" ? Kind::non_negative_count : Kind::count;
-  if (key == "degree" || key == "seed") return Kind::non_negative_count;
+  if (key == "degree") return Kind::count;
+  if (key == "seed") return Kind::non_negative_count;
   if (key == "nvlink_scale" || key == "nic_scale" || key == "hbm_gib" || key == "sample" ||
       key == "grid_ratio")
     return Kind::factor;
@@ -116,11 +117,17 @@ SweepSpec load_sweep_spec(const std::string& path, bool plan_only) {
       spec.base["policies"] = fmt::format("{}", fmt::join(names, ","));
       continue;
     }
-    if (key == "plan_lengths") {
+    if (key == "plan_lengths") {  // whole numbers, or text as --seq takes it ("16K")
       if (!value.is_array() || value.empty())
         throw InputError(path, 0, "base.plan_lengths", "expected a non-empty list");
-      for (std::size_t i = 0; i < value.size(); ++i)
-        check_value(path, fmt::format("base.plan_lengths[{}]", i), value[i], Kind::count);
+      std::vector<int64_t> lengths;
+      for (std::size_t i = 0; i < value.size(); ++i) {
+        const std::string field = fmt::format("base.plan_lengths[{}]", i);
+        if (!value[i].is_string() && !value[i].is_number_integer())
+          throw InputError(path, 0, field, "expected a length (4096 or \"16K\"), got " + value[i].dump());
+        lengths.push_back(parse_length(id_value(value[i]), path + ": field '" + field + "'"));
+      }
+      spec.base["plan_lengths"] = lengths;
       continue;
     }
     check_value(path, "base." + key, value, kind_of(key));
@@ -137,8 +144,14 @@ SweepSpec load_sweep_spec(const std::string& path, bool plan_only) {
                        "unknown axis; expected one of " + fmt::format("{}", fmt::join(kAxes, ", ")));
     if (!values.is_array() || values.empty())
       throw InputError(path, 0, "axes." + key, "expected a non-empty list of values, got " + values.dump());
-    for (std::size_t i = 0; i < values.size(); ++i)
+    for (std::size_t i = 0; i < values.size(); ++i) {
       check_value(path, fmt::format("axes.{}[{}]", key, i), values[i], kind_of(key));
+      for (std::size_t earlier = 0; earlier < i; ++earlier)
+        if (values[earlier] == values[i])
+          throw InputError(
+              path, 0, fmt::format("axes.{}[{}]", key, i),
+              fmt::format("expected each value once, got {} as at [{}] too", values[i].dump(), earlier));
+    }
   }
   for (const std::string& axis : kAxes)
     if (axes.contains(axis)) spec.axes.push_back(axis);

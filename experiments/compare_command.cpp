@@ -74,7 +74,7 @@ void add_compare_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--seed", options->job.seed, "seed of --order shuffled and --sample")
       ->capture_default_str();
-  command->add_option("--max-len", options->job.max_len, "cap on sequence length (0: none)")
+  command->add_option("--max-len", options->job.max_len, "cap on sequence length: 4096, 16K, 1M (0: none)")
       ->capture_default_str();
   command->add_option("--over", options->job.over, "what happens above --max-len: drop, truncate or split")
       ->capture_default_str();

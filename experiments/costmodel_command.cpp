@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "common/atomic_file.hpp"
 #include "costmodel/accuracy.hpp"
 #include "costmodel/accuracy_json.hpp"
 #include "costmodel/estimate.hpp"
@@ -35,7 +36,7 @@ void profile(const ProfileOptions& options) {
   const std::vector<const Strategy*> strategies =
       evaluation::parse_strategies(options.strategies, "--strategy");
   evaluation::check_engine(options.engine);
-  if (options.out.empty()) throw InputError("--out", 0, "", "expected a file to write the profile to");
+  check_output_path(options.out, OutputKind::file, "--out");
   const ModelSpec model = options.machine.load_model();
   const hw::ClusterSpec cluster = options.machine.load_cluster();
   costmodel::Estimator estimator(model, cluster);
@@ -57,6 +58,7 @@ struct FitOptions {
 };
 
 void fit(const FitOptions& options) {
+  check_output_path(options.out, OutputKind::file, "--out");
   const costmodel::Profile profile = costmodel::read_profile(options.profile);
   const costmodel::LearnedModel model = costmodel::LearnedModel::fit(profile);
   model.save(options.out);
@@ -134,9 +136,7 @@ void add_costmodel_command(CLI::App& app) {
   profile_command->add_option("--strategy", profile_options->strategies, "strategy name(s) or 'all'")
       ->capture_default_str();
   profile_command->add_option("--seq", profile_options->lengths, "sequence lengths: 1K,2K,4K")->required();
-  profile_command->add_option("--degree", profile_options->degree, "parallel degree (default: every GPU)");
-  profile_command->add_option("--batch", profile_options->batch, "sequences per micro-batch")
-      ->capture_default_str();
+  add_degree_and_batch_options(*profile_command, profile_options->degree, profile_options->batch);
   profile_command->add_option("--engine", profile_options->engine, "sim or analytic")->capture_default_str();
   profile_command->add_option("--out", profile_options->out, "the profile CSV to write")->required();
   profile_command->callback([profile_options] { profile(*profile_options); });

@@ -23,7 +23,7 @@ struct EstimateOptions {
   bool json = false;
 };
 
-struct Row {
+struct EstimateRow {
   const Strategy* strategy;
   int64_t tokens;
   std::optional<costmodel::Estimate> estimate;  // empty when the strategy cannot run the model
@@ -31,7 +31,7 @@ struct Row {
 };
 
 // The estimate's keys, with the strategy and whether it could run; why not, when it could not.
-void to_json(nlohmann::json& j, const Row& row) {
+void to_json(nlohmann::json& j, const EstimateRow& row) {
   if (row.estimate)
     j = *row.estimate;
   else
@@ -66,10 +66,10 @@ void print_details(const costmodel::Estimate& e) {
   fmt::print("  communication per GPU (bus bytes)      {:10.3f} GB\n", e.comm_bytes / 1e9);
 }
 
-void print_table(const std::vector<Row>& rows) {
+void print_table(const std::vector<EstimateRow>& rows) {
   fmt::print("{:<12} {:>8} {:>11} {:>11} {:>11} {:>9} {:>5} {:>6} {:>9}\n", "strategy", "seq", "forward_ms",
              "backward_ms", "total_ms", "peak_GiB", "fits", "MFU_%", "comm_GB");
-  for (const Row& row : rows) {
+  for (const EstimateRow& row : rows) {
     if (!row.estimate) {
       fmt::print("{:<12} {:>8} unsupported: {}\n", row.strategy->name(), row.tokens, row.reason);
       continue;
@@ -92,7 +92,7 @@ void run(const EstimateOptions& options) {
   const int degree = options.degree == 0 ? estimator.cluster().num_gpus() : options.degree;
   const bool single = strategies.size() == 1 && lengths.size() == 1;
 
-  std::vector<Row> rows;
+  std::vector<EstimateRow> rows;
   for (const Strategy* strategy : strategies) {
     const auto why = estimator.unsupported(*strategy, degree);
     // One named strategy that cannot run is an error; in a list it is a row that says why.
@@ -105,10 +105,16 @@ void run(const EstimateOptions& options) {
         rows.push_back({strategy, tokens, std::nullopt, *why});
         continue;
       }
-      rows.push_back({strategy, tokens,
-                      estimator.estimate(
-                          *strategy, {.tokens = tokens, .degree = degree, .batch = options.batch}, recompute),
-                      ""});
+      try {
+        rows.push_back(
+            {strategy, tokens,
+             estimator.estimate(*strategy, {.tokens = tokens, .degree = degree, .batch = options.batch},
+                                recompute),
+             ""});
+      } catch (const TensorTooLarge& e) {
+        if (single) throw;
+        rows.push_back({strategy, tokens, std::nullopt, e.what()});
+      }
     }
   }
 
@@ -153,8 +159,7 @@ void add_estimate_command(CLI::App& app) {
   command
       ->add_option("--seq", options->lengths, "sequence length(s) in tokens: 4096, 16K, 1M; comma-separated")
       ->required();
-  command->add_option("--degree", options->degree, "parallel degree P (default: every GPU of the cluster)");
-  command->add_option("--batch", options->batch, "sequences per micro-batch")->capture_default_str();
+  add_degree_and_batch_options(*command, options->degree, options->batch);
   command->add_option("--recompute", options->recompute, "activation recomputation: none, selective or full")
       ->capture_default_str();
   command->add_flag("--json", options->json, "print JSON instead of a table");

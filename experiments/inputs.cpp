@@ -2,7 +2,24 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+
 namespace paradyse::cli {
+namespace {
+
+// CLI11's PositiveNumber names the whole double range in its message; this one says what was expected.
+CLI::Validator positive_whole_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        long long value = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (error == std::errc() && end == text.data() + text.size() && value > 0) return "";
+        return "expected a positive whole number, got '" + text + "'";
+      },
+      "POSITIVE");
+}
+
+}  // namespace
 
 void add_machine_options(CLI::App& command, evaluation::MachineOptions& options) {
   command
@@ -20,6 +37,15 @@ void add_machine_options(CLI::App& command, evaluation::MachineOptions& options)
                               fmt::join(hw::cluster_preset_names(), ", ")))
       ->capture_default_str();
   command.add_option("--nodes", options.nodes, "number of nodes of the cluster preset")
+      ->check(positive_whole_number())
+      ->capture_default_str();
+}
+
+void add_degree_and_batch_options(CLI::App& command, int& degree, int64_t& batch) {
+  command.add_option("--degree", degree, "parallel degree P (default: every GPU of the cluster)")
+      ->check(positive_whole_number());
+  command.add_option("--batch", batch, "sequences per micro-batch")
+      ->check(positive_whole_number())
       ->capture_default_str();
 }
 
@@ -36,8 +62,7 @@ void add_policy_options(CLI::App& command, evaluation::PolicyOptions& options) {
                   "'analytic' (traced programs priced on the cluster) or a learned model file from "
                   "'paradyse costmodel fit'")
       ->capture_default_str();
-  command.add_option("--degree", options.degree, "parallel degree P (default: every GPU of the cluster)");
-  command.add_option("--batch", options.batch, "sequences per micro-batch")->capture_default_str();
+  add_degree_and_batch_options(command, options.degree, options.batch);
   command
       .add_option("--gamma", options.gamma,
                   "paradyse: keep the previous plan within this fraction of the best")

@@ -10,6 +10,8 @@ namespace paradyse::cli {
 
 // --model, --attention, --cluster, --nodes.
 void add_machine_options(CLI::App& command, evaluation::MachineOptions& options);
+// --degree (unset: every GPU of the cluster) and --batch, both positive.
+void add_degree_and_batch_options(CLI::App& command, int& degree, int64_t& batch);
 // --policy, --costmodel, --degree, --batch, --gamma, --exclude and the ablation switches.
 void add_policy_options(CLI::App& command, evaluation::PolicyOptions& options);
 

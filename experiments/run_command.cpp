@@ -10,6 +10,7 @@
 #include "common/errors.hpp"
 #include "common/units.hpp"
 #include "costmodel/profile.hpp"
+#include "evaluation/run_memory.hpp"
 #include "experiments/command_table.hpp"
 #include "experiments/real_options.hpp"
 #include "real_backend/run_report_json.hpp"
@@ -63,6 +64,8 @@ void write_ops(const std::string& path, const real::RunReport& report) {
 }
 
 void run(const RunOptions& options) {
+  if (!options.profile.empty()) check_output_path(options.profile, OutputKind::file, "--profile");
+  if (!options.ops.empty()) check_output_path(options.ops, OutputKind::file, "--ops");
   const ModelSpec model = options.real.load_model();
   const real::RunRequest request = options.real.request(model);
   if (!options.profile.empty() &&
@@ -72,6 +75,13 @@ void run(const RunOptions& options) {
                      "expected a uniform plan (one strategy for every layer): profiles "
                      "measure strategies one at a time, got " +
                          plan_name(request.plan));
+  // Ranks started here share this machine's memory (a launcher's ranks may be spread over several;
+  // GPU memory is the device's).
+  if (!request.cuda && !real::rank_from_environment())
+    evaluation::check_run_fits(
+        evaluation::predicted_rank_bytes(model, request.plan, options.real.ranks, request.lengths,
+                                         request.batch, request.mixed_precision),
+        options.real.ranks, evaluation::available_memory_bytes());
   on_every_rank(options.real.ranks, options.real.timeout_s, [&](const real::RankEnvironment& env) {
     real::RunRequest r = request;
     r.profile_ops = !options.ops.empty();

@@ -1,7 +1,5 @@
 #include "experiments/simulate_command.hpp"
 
-#include "common/atomic_file.hpp"
-
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "common/atomic_file.hpp"
 #include "common/units.hpp"
 #include "experiments/command_table.hpp"
 #include "experiments/inputs.hpp"
@@ -78,9 +77,7 @@ void run(const SimulateOptions& options) {
   const ModelSpec model = options.machine.load_model();
   const Plan plan =
       evaluation::parse_plan(options.plan, model, evaluation::parse_recompute_flag(options.recompute));
-  if (!options.timeline.empty() && std::filesystem::is_directory(options.timeline))
-    throw InputError("--timeline", 0, "",
-                     "expected a file path, got the directory '" + options.timeline + "'");
+  if (!options.timeline.empty()) check_output_path(options.timeline, OutputKind::file, "--timeline");
   sim::SimulationOptions sim_options;
   sim_options.fat_tree_oversubscription = options.oversubscription;
   sim_options.record_timeline = !options.timeline.empty();
@@ -149,8 +146,7 @@ void add_simulate_command(CLI::App& app) {
           "one strategy for every layer, or a comma-separated strategy per layer (" + strategy_names() + ")")
       ->required();
   command->add_option("--seq", options->length, "sequence length in tokens: 4096, 16K, 1M")->required();
-  command->add_option("--degree", options->degree, "parallel degree P (default: every GPU of the cluster)");
-  command->add_option("--batch", options->batch, "sequences per micro-batch")->capture_default_str();
+  add_degree_and_batch_options(*command, options->degree, options->batch);
   command->add_option("--recompute", options->recompute, "activation recomputation: none, selective or full")
       ->capture_default_str();
   command

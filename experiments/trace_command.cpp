@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "common/atomic_file.hpp"
 #include "common/errors.hpp"
 #include "traces/stats.hpp"
 #include "traces/trace.hpp"
@@ -86,6 +87,7 @@ void convert(const TraceOptions& options) {
   if (std::filesystem::path(options.out).extension() != ".pb")
     throw InputError(options.out, 0, "",
                      "expected an output file name ending in .pb, got '" + options.out + "'");
+  check_output_path(options.out, OutputKind::file, "out");
   const traces::Trace trace = traces::load_trace(options.input, options.read);
   traces::write_protobuf_trace(trace, options.out);
   fmt::print("wrote {} ({} samples", options.out, trace.lengths.size());

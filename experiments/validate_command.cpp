@@ -29,6 +29,7 @@ struct CalibrateOptions {
 void calibrate(const CalibrateOptions& options) {
   if (options.ranks < 1)
     throw InputError("--ranks", 0, "", "expected a positive number, got " + std::to_string(options.ranks));
+  check_output_path(options.out, OutputKind::file, "--out");
   const ModelSpec model = load_model(options.model);
   on_every_rank(options.ranks, options.timeout_s, [&](const real::RankEnvironment& env) {
     const auto json =

@@ -31,6 +31,10 @@ LearnedCostSource::LearnedCostSource(const std::string& path, ModelSpec model, h
       static_terms.weights_bytes + static_terms.gradients_bytes + static_terms.optimizer_states_bytes;
 }
 
+bool LearnedCostSource::prices(const CandidateKey& candidate) const {
+  return learned_.has(candidate.first->name(), std::string(to_string(candidate.second)));
+}
+
 costmodel::CostTable LearnedCostSource::table(int64_t tokens, const std::vector<CandidateKey>& wanted) {
   costmodel::CostTable table;
   table.num_layers = static_cast<int>(model_.num_layers);

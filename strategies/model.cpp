@@ -12,6 +12,8 @@
 //   acts on attention probabilities, which FlashAttention-style kernels fuse, not on the hidden state).
 // - BERT (model_type "bert"): the same keys as Llama style; an encoder, so not causal; LayerNorm,
 //   GELU; hidden dropout hidden_dropout_prob.
+// - No model_type: the family its keys name, as a generic block (Llama-style keys: LayerNorm unless
+//   rms_norm_eps is present). Any other model_type is refused: its block is not one of these.
 //
 // Real configs carry many keys that do not change the cost of a layer (token ids, rope_theta,
 // max_position_embeddings, initializer_range, torch_dtype, ...): those are ignored, so that any
@@ -72,8 +74,39 @@ std::string in_quotes(std::string_view text) {
 
 // The key names one family uses for the shape, so that errors name the field as the file spells it.
 struct ShapeKeys {
-  std::string_view hidden, heads, kv_heads;
+  std::string_view hidden, heads, kv_heads, ffn, layers, vocab;
 };
+
+// Bounds that keep every size computed from a shape far inside int64 (with up to kMaxSequenceTokens
+// tokens a step: b·s·f, s·V, Φ·16 bytes), thousands of times above any model trained.
+constexpr int64_t kMaxDimension = int64_t{1} << 24;
+constexpr int64_t kMaxLayers = int64_t{1} << 16;       // a plan holds a choice per layer
+constexpr double kMaxParameters = 1125899906842624.0;  // 2^50
+
+// Refuses a shape whose sizes leave those bounds, naming the key that takes it there.
+void check_sizes(const Object& config, const ModelSpec& spec, const ShapeKeys& keys) {
+  for (const auto& [key, value] : {std::pair{keys.hidden, spec.hidden}, std::pair{keys.ffn, spec.ffn_hidden},
+                                   std::pair{keys.vocab, spec.vocab}})
+    if (value > kMaxDimension)
+      config.fail(
+          key, "expected at most 2^24 = " + std::to_string(kMaxDimension) + ", got " + std::to_string(value));
+  if (spec.num_layers > kMaxLayers)
+    config.fail(keys.layers, "expected at most 2^16 = " + std::to_string(kMaxLayers) + " layers, got " +
+                                 std::to_string(spec.num_layers));
+  const auto h = static_cast<double>(spec.hidden), h_kv = static_cast<double>(spec.kv_hidden());
+  const double layer =
+      (h + 2 * h_kv) * h + h * h + 3.0 * static_cast<double>(spec.ffn_hidden) * h;  // SwiGLU's
+  const double tables = 2.0 * static_cast<double>(spec.vocab) * h;
+  const auto too_many = [&](std::string_view key, double parameters) {
+    config.fail(key, "expected a model of at most 2^50 parameters, got one of " +
+                         std::to_string(parameters / 1e15) + "·10^15");
+  };
+  const double mlp = 3.0 * static_cast<double>(spec.ffn_hidden) * h;  // the larger term is named
+  if (layer > kMaxParameters) too_many(layer - mlp >= mlp ? keys.hidden : keys.ffn, layer);
+  if (tables > kMaxParameters) too_many(keys.vocab, tables);
+  if (static_cast<double>(spec.num_layers) * layer + tables > kMaxParameters)
+    too_many(keys.layers, static_cast<double>(spec.num_layers) * layer + tables);
+}
 
 // Checks that heads divide hidden and kv_heads divide heads (GQA groups whole heads).
 void check_divisibility(const Object& config, const ModelSpec& spec, const ShapeKeys& keys) {
@@ -90,10 +123,13 @@ ModelSpec read_gpt2_style(const Object& config) {
   spec.hidden = config.positive_integer("n_embd");
   spec.heads = config.positive_integer("n_head");
   spec.kv_heads = spec.heads;
-  check_divisibility(config, spec, {"n_embd", "n_head", "n_head"});
+  const ShapeKeys keys{"n_embd",  "n_head",    "n_head", config.has("n_inner") ? "n_inner" : "n_embd",
+                       "n_layer", "vocab_size"};
+  check_divisibility(config, spec, keys);
   spec.num_layers = config.positive_integer("n_layer");
   spec.ffn_hidden = config.has("n_inner") ? config.positive_integer("n_inner") : 4 * spec.hidden;
   spec.vocab = config.positive_integer("vocab_size");
+  check_sizes(config, spec, keys);
   const std::string activation = config.string("activation_function");
   if (!is_gelu(activation))
     config.fail("activation_function",
@@ -121,7 +157,9 @@ ModelSpec read_hidden_size_style(const Object& config, const std::string& model_
   spec.heads = config.positive_integer("num_attention_heads");
   spec.kv_heads =
       config.has("num_key_value_heads") ? config.positive_integer("num_key_value_heads") : spec.heads;
-  check_divisibility(config, spec, {"hidden_size", "num_attention_heads", "num_key_value_heads"});
+  const ShapeKeys keys{"hidden_size",       "num_attention_heads", "num_key_value_heads",
+                       "intermediate_size", "num_hidden_layers",   "vocab_size"};
+  check_divisibility(config, spec, keys);
   if (config.has("head_dim") && config.positive_integer("head_dim") != spec.head_dim())
     config.fail("head_dim",
                 "expected hidden_size / num_attention_heads = " + std::to_string(spec.head_dim()) +
@@ -130,6 +168,7 @@ ModelSpec read_hidden_size_style(const Object& config, const std::string& model_
   spec.num_layers = config.positive_integer("num_hidden_layers");
   spec.ffn_hidden = config.positive_integer("intermediate_size");
   spec.vocab = config.positive_integer("vocab_size");
+  check_sizes(config, spec, keys);
 
   const std::string activation = config.string("hidden_act");
   if (activation == "silu") {
@@ -154,6 +193,14 @@ ModelSpec read_hidden_size_style(const Object& config, const std::string& model_
 ModelSpec read_config(const Json& json, const std::string& file) {
   const Object config(json, file);
   const std::string model_type = config.has("model_type") ? config.string("model_type") : "";
+  // Another family's config would load through these keys and be priced as a block it is not (GPT-J's
+  // n_embd is GPT-2's key for a block with a parallel MLP): refused by name instead.
+  if (!model_type.empty() && model_type != "gpt2" && model_type != "bert" && !is_llama_type(model_type))
+    config.fail("model_type",
+                "expected a family paradyse models (gpt2, bert, " + std::string(kLlamaModelTypes[0]) + ", " +
+                    std::string(kLlamaModelTypes[1]) + ", " + std::string(kLlamaModelTypes[2]) + "), got " +
+                    in_quotes(model_type) +
+                    "; without model_type a config is read as a generic pre-LN block from its keys");
   if (model_type == "gpt2" || json.contains("n_embd")) return read_gpt2_style(config);
   return read_hidden_size_style(config, model_type);
 }

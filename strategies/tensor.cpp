@@ -4,6 +4,19 @@
 
 namespace paradyse {
 
+Tensor::Tensor(Shape shape, DType dtype, std::shared_ptr<TensorImpl> impl)
+    : shape_(std::move(shape)), dtype_(dtype), impl_(std::move(impl)) {
+  int64_t bytes = dtype_bytes(dtype_);
+  for (int64_t d : shape_) {
+    PARADYSE_CHECK(d >= 0, "a negative dimension in " + paradyse::to_string(shape_));
+    if (__builtin_mul_overflow(bytes, d, &bytes))
+      throw TensorTooLarge(
+          "", 0, "seq",
+          "expected a sequence this model can hold at this degree, got one whose tensor of shape " +
+              paradyse::to_string(shape_) + " would hold more than 2^63 bytes");
+  }
+}
+
 std::string to_string(const Shape& shape) {
   std::string text = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);

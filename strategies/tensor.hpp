@@ -32,6 +32,13 @@ using Shape = std::vector<int64_t>;
 
 std::string to_string(const Shape& shape);  // "[1, 4096, 1024]"
 
+// A tensor too large to count in bytes: whatever holds it runs out of memory. Selectors treat the
+// strategy that needs it as unable to run that length; asked for alone, it is the user's error.
+class TensorTooLarge : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 class TensorImpl {
  public:
   virtual ~TensorImpl() = default;
@@ -40,8 +47,9 @@ class TensorImpl {
 class Tensor {
  public:
   Tensor() = default;
-  Tensor(Shape shape, DType dtype, std::shared_ptr<TensorImpl> impl)
-      : shape_(std::move(shape)), dtype_(dtype), impl_(std::move(impl)) {}
+  // TensorTooLarge when the tensor would hold more bytes than int64 counts: lengths and model shapes
+  // are bounded (common/limits.hpp, load_model), but their products at a low degree can get there.
+  Tensor(Shape shape, DType dtype, std::shared_ptr<TensorImpl> impl);
 
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const { return shape_; }

@@ -111,8 +111,10 @@ Tensor training_step(Backend& be, const StepSpec& spec, ModelShards& shards, con
     Tensor d_table;
     std::vector<Tensor> d_chunks;
     const int64_t local = final_norm.y.size(1);
-    for (int64_t start = 0; start < local; start += spec.loss_chunk_tokens) {
-      const int64_t length = std::min(spec.loss_chunk_tokens, local - start);
+    const int64_t chunk_tokens =
+        std::max(spec.loss_chunk_tokens, (local + spec.max_loss_chunks - 1) / spec.max_loss_chunks);
+    for (int64_t start = 0; start < local; start += chunk_tokens) {
+      const int64_t length = std::min(chunk_tokens, local - start);
       Tensor chunk = be.slice(final_norm.y, 1, start, length);  // [b, c, h]
       LossOutput chunk_loss = be.cross_entropy(be.linear(chunk, table), be.slice(targets, 1, start, length));
       if (loss.defined())

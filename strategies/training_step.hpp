@@ -18,8 +18,13 @@ struct StepSpec {
   const ModelSpec* model = nullptr;
   int64_t tokens = 0;  // per sequence, already padded (SequenceLayout::padded_length)
   int64_t batch = 1;
-  Plan plan;                         // one strategy (and recomputation) per layer; plan.size() layers are run
-  int64_t loss_chunk_tokens = 4096;  // local tokens per chunk of the fused head + loss
+  Plan plan;  // one strategy (and recomputation) per layer; plan.size() layers are run
+  // The fused head + loss runs over chunks of this many local tokens, and over at most
+  // max_loss_chunks chunks: a longer sequence gets longer chunks (chunked cross-entropies bound the
+  // count likewise: torchtune's 8 chunks, Liger's about V/h), so that a step's program has the same
+  // number of ops at any length.
+  int64_t loss_chunk_tokens = 4096;
+  int64_t max_loss_chunks = 64;
 };
 
 // Vocabulary rows after padding to a multiple of the degree (Megatron pads likewise).

@@ -24,6 +24,11 @@ Trace read_csv(std::string_view text, const std::string& source, const std::stri
     throw InputError(source, 1, column,
                      "expected a column named '" + column + "' in the header row, got the columns " + names);
   }
+  for (std::size_t other = index + 1; other < header.size(); ++other)
+    if (header[other] == column)
+      throw InputError(source, 1, column,
+                       "expected one column of that name in the header row, got columns " +
+                           std::to_string(index + 1) + " and " + std::to_string(other + 1));
 
   Trace trace;
   std::vector<std::string> fields;
@@ -34,7 +39,8 @@ Trace read_csv(std::string_view text, const std::string& source, const std::stri
                        "expected " + std::to_string(header.size()) +
                            " comma-separated fields as in the header row, got " +
                            std::to_string(fields.size()));
-    add_sample(trace, parse_length(fields[index], source, reader.line(), column));
+    add_sample(trace, parse_length(fields[index], source, reader.line(), column), source, reader.line(),
+               column);
   }
   return trace;
 }

@@ -36,7 +36,7 @@ Trace read_plain(std::string_view text, const std::string& source) {
       continue;
     }
     if (line.empty()) reject_blank_line(source, line_number);
-    add_sample(trace, parse_length(line, source, line_number, ""));
+    add_sample(trace, parse_length(line, source, line_number, ""), source, line_number, "");
   }
   trace.description = std::string(what);
   if (!what.empty() && !where.empty()) trace.description.append("; source: ");

@@ -31,7 +31,7 @@ Trace read_protobuf(const std::string& bytes, const std::string& source) {
       throw InputError(
           source, 0, "lengths[" + std::to_string(i) + "]",
           "expected a non-negative whole number of tokens, got '" + std::to_string(length) + "'");
-    add_sample(trace, length);
+    add_sample(trace, length, source, 0, "lengths[" + std::to_string(i) + "]");
   }
   if (message.empty_samples() < 0)
     throw InputError(source, 0, "empty_samples",

@@ -32,8 +32,11 @@ bool next_line(std::string_view& rest, std::string_view& line);
 [[noreturn]] void reject_blank_line(const std::string& source, int line);
 // One length: a non-negative decimal integer and nothing else; `line` and `field` say where for errors.
 int64_t parse_length(std::string_view text, const std::string& source, int line, const std::string& field);
-// Adds one sample; a zero is an empty sample, counted and skipped.
-void add_sample(Trace& trace, int64_t length);
+// Adds one sample; a zero is an empty sample, counted and skipped. A length above kMaxSequenceTokens
+// is an InputError at `source`, `line` and `field`, as is reading one (too_long).
+void add_sample(Trace& trace, int64_t length, const std::string& source, int line, const std::string& field);
+[[noreturn]] void too_long(std::string_view text, const std::string& source, int line,
+                           const std::string& field);
 // An InputError unless the trace has at least one non-empty sample.
 void require_samples(const Trace& trace, const std::string& source);
 // `text` between quotes for an error message, shortened when long (a binary file read as text).

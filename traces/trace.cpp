@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "common/errors.hpp"
+#include "common/limits.hpp"
 #include "traces/readers.hpp"
 
 namespace paradyse::traces {
@@ -76,12 +77,15 @@ Trace load_trace(const std::string& name_or_path, const ReadOptions& options) {
   for (const BundledTrace& bundled : bundled_traces)
     if (bundled.name == name_or_path) return load_bundled(bundled);
 
-  const std::string text = read_file(name_or_path);
+  const std::string file = read_file(name_or_path);
   const std::filesystem::path path(name_or_path);
   const std::string extension = path.extension().string();
+  // Editors on Windows start UTF-8 text with a byte-order mark: every text format skips it alike.
+  std::string_view text = file;
+  if (extension != ".pb" && text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
   Trace trace = extension == ".csv"     ? detail::read_csv(text, name_or_path, options.column)
                 : extension == ".jsonl" ? detail::read_jsonl(text, name_or_path, options.field)
-                : extension == ".pb"    ? detail::read_protobuf(text, name_or_path)
+                : extension == ".pb"    ? detail::read_protobuf(file, name_or_path)
                                         : detail::read_plain(text, name_or_path);
   if (trace.name.empty()) trace.name = name_or_path;
   if (trace.description.empty()) trace.description = path.filename().string();
@@ -116,13 +120,22 @@ int64_t parse_length(std::string_view text, const std::string& source, int line,
   const char* last = text.data() + text.size();
   const auto [end, error] = std::from_chars(text.data(), last, value);
   // from_chars takes a leading '-'; checking the first character also turns "-0" away.
-  if (text.empty() || text.front() == '-' || error != std::errc{} || end != last)
+  const bool whole = !text.empty() && text.front() != '-' && end == last;
+  if (whole && error == std::errc::result_out_of_range) too_long(text, source, line, field);
+  if (!whole || error != std::errc{})
     throw InputError(source, line, field,
                      "expected a non-negative whole number of tokens, got " + quoted_text(text));
   return value;
 }
 
-void add_sample(Trace& trace, int64_t length) {
+void too_long(std::string_view text, const std::string& source, int line, const std::string& field) {
+  throw InputError(
+      source, line, field,
+      "expected a length of at most " + max_sequence_tokens_text() + ", got " + quoted_text(text));
+}
+
+void add_sample(Trace& trace, int64_t length, const std::string& source, int line, const std::string& field) {
+  if (length > kMaxSequenceTokens) too_long(std::to_string(length), source, line, field);
   if (length == 0)
     ++trace.empty_samples;
   else

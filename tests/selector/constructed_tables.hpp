@@ -49,6 +49,7 @@ class TableSource final : public selector::CostSource {
     });
     return t;
   }
+  bool prices(const selector::CandidateKey&) const override { return true; }
   int requests = 0;
 
  private:

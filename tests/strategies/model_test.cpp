@@ -141,8 +141,8 @@ TEST_CASE("model: GQA and SwiGLU come from the config", "[strategies]") {
     TempConfig file("mha", edit(kLlamaConfig, "num_key_value_heads", R"("num_key_value_heads": null)"));
     CHECK(load_model(file.path()).kv_heads == 8);
   }
-  SECTION("hidden_act gelu in a non-Llama config: plain GELU MLP") {
-    TempConfig file("gelu", edit(edit(kLlamaConfig, "model_type", R"("model_type": "custom")"), "hidden_act",
+  SECTION("hidden_act gelu in a config without model_type: plain GELU MLP") {
+    TempConfig file("gelu", edit(edit(kLlamaConfig, "model_type", R"("model_type": null)"), "hidden_act",
                                  R"("hidden_act": "gelu_pytorch_tanh")"));
     const ModelSpec spec = load_model(file.path());
     CHECK(spec.mlp == MlpKind::gelu);
@@ -248,6 +248,26 @@ TEST_CASE("model: bad fields are InputErrors naming the field", "[strategies]") 
       {"GPT-2 resid_pdrop negative", R"({"n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 10,
                                          "activation_function": "gelu", "resid_pdrop": -0.1})",
        "resid_pdrop", "[0, 1]"},
+      {"another family", R"({"model_type": "gptj", "n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 10,
+                             "activation_function": "gelu_new"})",
+       "model_type", "expected a family paradyse models (gpt2, bert, llama"},
+      {"a key twice", edit(kLlamaConfig, "rope_theta", R"("hidden_size": 512)"), "hidden_size", "twice"},
+      {"n_embd 2^33: products past int64", R"({"n_embd": 8589934592, "n_head": 4, "n_layer": 2,
+                                              "vocab_size": 10, "activation_function": "gelu"})",
+       "n_embd", "at most 2^24"},
+      {"vocab_size 2^62", edit(kLlamaConfig, "vocab_size", R"("vocab_size": 4611686018427387904)"),
+       "vocab_size", "at most 2^24"},
+      {"layers of 3.4e15 parameters",
+       R"({"n_embd": 16777216, "n_head": 4, "n_layer": 1, "n_inner": 1, "vocab_size": 10,
+                                          "activation_function": "gelu"})",
+       "n_embd", "expected a model of at most 2^50 parameters"},
+      {"1.7e15 parameters in all",
+       edit(edit(kLlamaConfig, "num_hidden_layers", R"("num_hidden_layers": 65536)"), "intermediate_size",
+            R"("intermediate_size": 16777216)"),
+       "num_hidden_layers", "expected a model of at most 2^50 parameters"},
+      {"more layers than a plan holds",
+       edit(kLlamaConfig, "num_hidden_layers", R"("num_hidden_layers": 65537)"), "num_hidden_layers",
+       "at most 2^16"},
   };
   for (const Case& c : cases) {
     INFO(c.what);

@@ -58,6 +58,37 @@ TEST_CASE("plain reader: no final newline, CRLF line ends, no header (the file n
   REQUIRE(load_trace(write_file(dir, "bare.txt", "7\n")).description == "bare.txt");
 }
 
+TEST_CASE("every text format skips a UTF-8 byte-order mark alike", "[traces]") {
+  TempDir dir;
+  const std::string bom = "\xEF\xBB\xBF";
+  REQUIRE(load_trace(write_file(dir, "bom.txt", bom + "5\n6\n")).lengths == std::vector<int64_t>{5, 6});
+  REQUIRE(load_trace(write_file(dir, "bom.csv", bom + "length,id\n5,a\n")).lengths ==
+          std::vector<int64_t>{5});
+  REQUIRE(load_trace(write_file(dir, "bom.jsonl", bom + "{\"length\": 5}\n")).lengths ==
+          std::vector<int64_t>{5});
+}
+
+TEST_CASE("lengths up to 2^30 tokens load; one above is refused in every format", "[traces]") {
+  TempDir dir;
+  REQUIRE(load_trace(write_file(dir, "limit.txt", "1073741824\n")).lengths == std::vector<int64_t>{1 << 30});
+  const std::string above = "1073741825";
+  for (const auto& [name, text, line, field] :
+       {std::tuple{"above.txt", "5\n" + above + "\n", 2, ""},
+        std::tuple{"above.csv", "length\n" + above + "\n", 2, "length"},
+        std::tuple{"above.jsonl", "{\"length\": " + above + "}\n", 1, "length"},
+        std::tuple{"max.txt", std::string("9223372036854775807\n"), 1, ""}}) {
+    INFO(name);
+    try {
+      load_trace(write_file(dir, name, text));
+      FAIL("accepted a length above the limit");
+    } catch (const InputError& e) {
+      REQUIRE(e.line() == line);
+      REQUIRE(e.field() == field);
+      REQUIRE_THAT(e.what(), Catch::Contains("at most 2^30 = 1073741824 tokens"));
+    }
+  }
+}
+
 TEST_CASE("CSV reader: the named column among others", "[traces]") {
   ReadOptions options;
   options.column = "tokens";
@@ -150,6 +181,9 @@ TEST_CASE("bad trace files: an InputError naming the file and the line", "[trace
       {"fields.csv", "id,length\n1,5,6\n", 2, "", "expected 2 comma-separated fields"},
       {"no-header.csv", "", 1, "", "expected a header row"},
       {"header-only.csv", "id,length\n", 0, "", "got none"},
+      {"twice.csv", "length,id,length\n5,a,6\n", 1, "length", "got columns 1 and 3"},
+      {"twice.jsonl", "{\"length\": 5}\n{\"length\": 5, \"length\": 6}\n", 2, "length",
+       "expected each key once in an object, got it twice"},
       {"no-field.jsonl", "{\"length\": 5}\n{\"size\": 3, \"id\": 2}\n", 2, "length",
        "expected the field in every object, got the fields 'id', 'size'"},
       {"negative.jsonl", "{\"length\": -5}\n", 1, "length", "got '-5'"},
