@@ -73,6 +73,11 @@ Json parse(std::string_view text, const std::string& source, int line) {
   }
 }
 
+std::string valid_utf8(std::string_view text) {
+  const std::string quoted = Json(std::string(text)).dump(-1, ' ', false, Json::error_handler_t::replace);
+  return Json::parse(quoted).get<std::string>();
+}
+
 Json load_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError(path, 0, "", "cannot open the file for reading");

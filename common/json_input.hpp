@@ -20,6 +20,10 @@ Json parse(std::string_view text, const std::string& source, int line = 0);
 // Reads and parses a file; a missing or unreadable file is an InputError.
 Json load_file(const std::string& path);
 
+// `text` with every byte that is not valid UTF-8 replaced by U+FFFD: text read from a user's file that
+// goes into JSON output (which must be UTF-8) as it is.
+std::string valid_utf8(std::string_view text);
+
 // A JSON object together with where it came from, so that every accessor can name file and field.
 class Object {
  public:

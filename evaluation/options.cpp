@@ -24,8 +24,9 @@ int64_t parse_length(const std::string& text, const std::string& flag) {
   const char* last = text.data() + text.size();
   auto [rest, error] = std::from_chars(text.data(), last, value);
   int64_t scale = 1;
-  if (error == std::errc() && rest + 1 == last && (*rest == 'K' || *rest == 'k')) scale = 1024, ++rest;
-  if (error == std::errc() && rest + 1 == last && (*rest == 'M' || *rest == 'm')) scale = 1024 * 1024, ++rest;
+  const bool digits = error == std::errc() || error == std::errc::result_out_of_range;
+  if (digits && rest + 1 == last && (*rest == 'K' || *rest == 'k')) scale = 1024, ++rest;
+  if (digits && rest + 1 == last && (*rest == 'M' || *rest == 'm')) scale = 1024 * 1024, ++rest;
   const bool whole = !text.empty() && rest == last && text.front() != '-';
   if (whole && (error == std::errc::result_out_of_range ||
                 (error == std::errc() && value > kMaxSequenceTokens / scale)))

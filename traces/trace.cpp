@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "common/errors.hpp"
+#include "common/json_input.hpp"
 #include "common/limits.hpp"
 #include "traces/readers.hpp"
 
@@ -89,6 +90,9 @@ Trace load_trace(const std::string& name_or_path, const ReadOptions& options) {
                                         : detail::read_plain(text, name_or_path);
   if (trace.name.empty()) trace.name = name_or_path;
   if (trace.description.empty()) trace.description = path.filename().string();
+  // Reports and JSON outputs carry both: a header in Latin-1 must not fail them.
+  trace.name = json_input::valid_utf8(trace.name);
+  trace.description = json_input::valid_utf8(trace.description);
   detail::require_samples(trace, name_or_path);
   return trace;
 }

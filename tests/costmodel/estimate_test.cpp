@@ -105,6 +105,23 @@ TEST_CASE("Estimator: bad requests are input errors", "[costmodel]") {
                       Catch::Contains("positive batch"));
   REQUIRE_THROWS_WITH(estimator.estimate(Plan{{&megatron_ts()}}, {.tokens = 4096}),
                       Catch::Contains("one strategy per layer"));
+  REQUIRE_THROWS_WITH(estimator.estimate(megatron_ts(), {.tokens = (int64_t{1} << 30) + 16}),
+                      Catch::Contains("at most 2^30 = 1073741824 tokens"));
+  REQUIRE_THROWS_WITH(estimator.estimate(megatron_ts(), {.tokens = int64_t{1} << 20, .batch = 1025}),
+                      Catch::Contains("in a micro-batch (batch × seq)"));
+}
+
+TEST_CASE("Estimator: at 2^30 tokens a strategy whose tensor no int64 counts is out of the table",
+          "[costmodel]") {
+  // colossal_z materialises [b, a, s/p, s] scores: 16 heads × 2^60 pairs at degree 1 is 2^64 elements.
+  const int64_t tokens = int64_t{1} << 30;
+  costmodel::Estimator estimator(four_layers(true), hw::load_cluster("dgx-a100"));
+  REQUIRE_THROWS_AS(estimator.estimate(colossal_z(), {.tokens = tokens, .degree = 1}), TensorTooLarge);
+  const costmodel::CostTable table = estimator.cost_table(
+      {{&megatron_ts(), Recompute::none}, {&colossal_z(), Recompute::none}}, {.tokens = tokens, .degree = 1});
+  REQUIRE(table.candidates.size() == 1);
+  CHECK(table.candidates[0].strategy == &megatron_ts());
+  CHECK_FALSE(table.fits(costmodel::CostTable::Choice(4, 0)));  // priced, and out of memory
 }
 
 TEST_CASE("Estimator: lengths are padded to the layout's multiple, and padding is not model FLOPs",

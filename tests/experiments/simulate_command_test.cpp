@@ -123,7 +123,7 @@ TEST_CASE("simulate: bad inputs fail with a clear message and no output", "[expe
       {"simulate --plan megatron_ts --seq 0", "expected a positive token count"},
       {"simulate --plan megatron_ts --seq 4K --degree 5", "must divide the 96 attention heads"},
       {"simulate --plan megatron_ts --seq 4K --oversubscription 0.5", "oversubscription of at least 1"},
-      {"simulate --plan megatron_ts --seq 4K --timeline " + dir.string(), "expected a file path"},
+      {"simulate --plan megatron_ts --seq 4K --timeline " + dir.string(), "it is a folder"},
   };
   for (const Case& c : cases) {
     INFO(c.args);

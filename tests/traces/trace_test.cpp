@@ -68,6 +68,12 @@ TEST_CASE("every text format skips a UTF-8 byte-order mark alike", "[traces]") {
           std::vector<int64_t>{5});
 }
 
+TEST_CASE("a header that is not UTF-8 is read with U+FFFD in place of its bad bytes", "[traces]") {
+  TempDir dir;
+  const Trace trace = load_trace(write_file(dir, "latin1.txt", "# trace: caf\xE9 lengths\n5\n"));
+  REQUIRE(trace.description == "caf\xEF\xBF\xBD lengths");
+}
+
 TEST_CASE("lengths up to 2^30 tokens load; one above is refused in every format", "[traces]") {
   TempDir dir;
   REQUIRE(load_trace(write_file(dir, "limit.txt", "1073741824\n")).lengths == std::vector<int64_t>{1 << 30});

@@ -1,0 +1,69 @@
+// The text forms users give (lengths, policies, exclusions, sweep specs): each value is read the same
+// way wherever it is given, and each mistake is refused by name instead of run.
+#include "evaluation/options.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "common/errors.hpp"
+#include "evaluation/sweep_spec.hpp"
+#include "tests/temp_dir.hpp"
+
+using namespace paradyse;
+using namespace paradyse::evaluation;
+
+TEST_CASE("parse_length: K and M suffixes, and the 2^30-token limit", "[evaluation]") {
+  CHECK(parse_length("4096", "--seq") == 4096);
+  CHECK(parse_length("16K", "--seq") == 16384);
+  CHECK(parse_length("1024M", "--max-len") == int64_t{1} << 30);
+  CHECK(parse_lengths("1K,2k,1m", "--seq") == std::vector<int64_t>{1024, 2048, 1048576});
+  CHECK_THROWS_WITH(parse_length("1025M", "--max-len"),
+                    Catch::Contains("--max-len") && Catch::Contains("at most 2^30 = 1073741824 tokens"));
+  CHECK_THROWS_WITH(parse_length("1099511627776", "--seq"), Catch::Contains("at most 2^30"));
+  CHECK_THROWS_WITH(parse_length("99999999999999999999K", "--seq"), Catch::Contains("at most 2^30"));
+  for (const char* bad : {"", "0", "-4", "4G", "1.5K", "K", "16 K"})
+    CHECK_THROWS_WITH(parse_length(bad, "--seq"), Catch::Contains("expected a positive token count"));
+}
+
+TEST_CASE("PolicyOptions: a policy given twice and an --exclude of every strategy are refused",
+          "[evaluation]") {
+  MachineOptions machine;
+  PolicyOptions twice;
+  twice.policies = "paradyse,static:megatron_ts,paradyse";
+  CHECK_THROWS_WITH(twice.build(machine), Catch::Contains("--policy") && Catch::Contains("'paradyse' twice"));
+  PolicyOptions all_out;
+  all_out.exclude = "megatron_ts,megatron_cz,ulysses_z,colossal_z,metp";
+  CHECK_THROWS_WITH(all_out.build(machine), Catch::Contains("--exclude"));
+  PolicyOptions one_left;
+  one_left.exclude = "megatron_ts,megatron_cz,ulysses_z,colossal_z";
+  CHECK(one_left.build(machine).policies.size() > 1);
+}
+
+TEST_CASE("sweep spec: duplicate axis values and degree 0 are refused; plan lengths take suffixes",
+          "[evaluation]") {
+  testing::TempDir dir;
+  const auto error = [&](const std::string& text) -> std::string {
+    try {
+      load_sweep_spec(dir.write("spec.toml", text));
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK_THAT(error("[axes]\ndegree = [2, 4, 2]\n"),
+             Catch::Contains("axes.degree[2]") && Catch::Contains("expected each value once"));
+  CHECK_THAT(error("[axes]\nmodel = [\"gpt-8l\", \"gpt-8l\"]\n"), Catch::Contains("axes.model[1]"));
+  CHECK_THAT(error("[axes]\ndegree = [0, 8]\n"), Catch::Contains("axes.degree[0]"));
+  CHECK_THAT(error("[base]\nmode = \"plan\"\nplan_lengths = [\"16K\", \"2G\"]\n[axes]\ndegree = [8]\n"),
+             Catch::Contains("base.plan_lengths[1]"));
+  const SweepSpec spec = load_sweep_spec(dir.write("plan.toml",
+                                                   "[base]\nmode = \"plan\"\nplan_lengths = [\"16K\", 4096]\n"
+                                                   "[axes]\ndegree = [8]\n"));
+  CHECK(spec.job(spec.points.at(0)).lengths == std::vector<int64_t>{16384, 4096});
+}
+
+TEST_CASE("sweep spec: a JSON spec with a key twice is refused", "[evaluation]") {
+  testing::TempDir dir;
+  CHECK_THROWS_WITH(
+      load_sweep_spec(dir.write("spec.json", R"({"axes": {"degree": [8]}, "axes": {"degree": [4]}})")),
+      Catch::Contains("'axes'") && Catch::Contains("twice"));
+}

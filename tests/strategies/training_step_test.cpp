@@ -1,0 +1,39 @@
+// What a training step's program is made of, whatever the strategy: its size depends on the layers and
+// the degree, not on the length.
+#include "strategies/training_step.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "strategies/library.hpp"
+#include "tests/strategies/trace_helpers.hpp"
+
+using namespace paradyse;
+using namespace paradyse::testing;
+
+TEST_CASE("training step: the fused head's chunks stop multiplying, so the program stops growing",
+          "[strategies]") {
+  const ModelSpec model = small_model(true);
+  StepSpec defaults;
+  const int p = 2;
+  // Up to max_loss_chunks chunks of loss_chunk_tokens local tokens, the chunks multiply with the length;
+  // past that they grow instead.
+  const int64_t cap_tokens = p * defaults.loss_chunk_tokens * defaults.max_loss_chunks;
+  for (const Strategy* strategy : {&megatron_ts(), &ulysses_z(), &megatron_cz()}) {
+    INFO(strategy->name());
+    const std::size_t below = trace_step(*strategy, model, p, cap_tokens / 4).ops.size();
+    const std::size_t at = trace_step(*strategy, model, p, cap_tokens).ops.size();
+    CHECK(below < at);
+    CHECK(trace_step(*strategy, model, p, cap_tokens * 4).ops.size() == at);
+    CHECK(trace_step(*strategy, model, p, int64_t{1} << 30).ops.size() == at);
+  }
+}
+
+TEST_CASE("training step: a tensor too large to count in bytes is TensorTooLarge, naming its shape",
+          "[strategies]") {
+  // colossal_z's scores at degree 1: [1, 16, 2^30, 2^30] bf16 elements, 2^65 bytes.
+  const ModelSpec model = small_model(true);
+  REQUIRE_THROWS_AS(trace_step(colossal_z(), model, 1, int64_t{1} << 30), TensorTooLarge);
+  REQUIRE_THROWS_WITH(trace_step(colossal_z(), model, 1, int64_t{1} << 30),
+                      Catch::Contains("[1, 16, 1073741824, 1073741824]"));
+  REQUIRE_NOTHROW(trace_step(megatron_ts(), model, 1, int64_t{1} << 30));
+}
