@@ -93,19 +93,20 @@ void check_sizes(const Object& config, const ModelSpec& spec, const ShapeKeys& k
   if (spec.num_layers > kMaxLayers)
     config.fail(keys.layers, "expected at most 2^16 = " + std::to_string(kMaxLayers) + " layers, got " +
                                  std::to_string(spec.num_layers));
+  // Parameters in doubles, which do not wrap; the MLP counted as SwiGLU's three matrices, the larger case.
   const auto h = static_cast<double>(spec.hidden), h_kv = static_cast<double>(spec.kv_hidden());
-  const double layer =
-      (h + 2 * h_kv) * h + h * h + 3.0 * static_cast<double>(spec.ffn_hidden) * h;  // SwiGLU's
+  const double attention = (h + 2 * h_kv) * h + h * h;
+  const double mlp = 3.0 * static_cast<double>(spec.ffn_hidden) * h;
+  const double layer = attention + mlp;
   const double tables = 2.0 * static_cast<double>(spec.vocab) * h;
+  const double all = static_cast<double>(spec.num_layers) * layer + tables;
   const auto too_many = [&](std::string_view key, double parameters) {
     config.fail(key, "expected a model of at most 2^50 parameters, got one of " +
                          std::to_string(parameters / 1e15) + "·10^15");
   };
-  const double mlp = 3.0 * static_cast<double>(spec.ffn_hidden) * h;  // the larger term is named
-  if (layer > kMaxParameters) too_many(layer - mlp >= mlp ? keys.hidden : keys.ffn, layer);
+  if (layer > kMaxParameters) too_many(attention >= mlp ? keys.hidden : keys.ffn, layer);  // the larger part
   if (tables > kMaxParameters) too_many(keys.vocab, tables);
-  if (static_cast<double>(spec.num_layers) * layer + tables > kMaxParameters)
-    too_many(keys.layers, static_cast<double>(spec.num_layers) * layer + tables);
+  if (all > kMaxParameters) too_many(keys.layers, all);
 }
 
 // Checks that heads divide hidden and kv_heads divide heads (GQA groups whole heads).
