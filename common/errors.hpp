@@ -15,11 +15,13 @@ class InputError : public std::runtime_error {
       : std::runtime_error(format(file, line, field, expected_but_got)),
         file_(std::move(file)),
         line_(line),
-        field_(std::move(field)) {}
+        field_(std::move(field)),
+        message_(expected_but_got) {}
 
   const std::string& file() const { return file_; }
   int line() const { return line_; }
   const std::string& field() const { return field_; }
+  const std::string& message() const { return message_; }  // what was expected, without the place
 
  private:
   // "models/x.json: field 'hidden_size': expected a positive integer, got -3"
@@ -35,6 +37,7 @@ class InputError : public std::runtime_error {
   std::string file_;
   int line_;
   std::string field_;
+  std::string message_;
 };
 
 class InternalError : public std::logic_error {

@@ -125,7 +125,11 @@ SweepSpec load_sweep_spec(const std::string& path, bool plan_only) {
         const std::string field = fmt::format("base.plan_lengths[{}]", i);
         if (!value[i].is_string() && !value[i].is_number_integer())
           throw InputError(path, 0, field, "expected a length (4096 or \"16K\"), got " + value[i].dump());
-        lengths.push_back(parse_length(id_value(value[i]), path + ": field '" + field + "'"));
+        try {
+          lengths.push_back(parse_length(id_value(value[i]), field));
+        } catch (const InputError& e) {
+          throw InputError(path, 0, field, e.message());
+        }
       }
       spec.base["plan_lengths"] = lengths;
       continue;

@@ -71,7 +71,8 @@ void print_table(const std::vector<EstimateRow>& rows) {
              "backward_ms", "total_ms", "peak_GiB", "fits", "MFU_%", "comm_GB");
   for (const EstimateRow& row : rows) {
     if (!row.estimate) {
-      fmt::print("{:<12} {:>8} unsupported: {}\n", row.strategy->name(), row.tokens, row.reason);
+      fmt::print("{:<12} {:>8} {}\n", row.strategy->name(), row.tokens,
+                 row.reason.starts_with("out of memory") ? row.reason : "unsupported: " + row.reason);
       continue;
     }
     const costmodel::Estimate& e = *row.estimate;
@@ -113,7 +114,7 @@ void run(const EstimateOptions& options) {
              ""});
       } catch (const TensorTooLarge& e) {
         if (single) throw;
-        rows.push_back({strategy, tokens, std::nullopt, e.what()});
+        rows.push_back({strategy, tokens, std::nullopt, e.message()});
       }
     }
   }

@@ -10,10 +10,9 @@ Tensor::Tensor(Shape shape, DType dtype, std::shared_ptr<TensorImpl> impl)
   for (int64_t d : shape_) {
     PARADYSE_CHECK(d >= 0, "a negative dimension in " + paradyse::to_string(shape_));
     if (__builtin_mul_overflow(bytes, d, &bytes))
-      throw TensorTooLarge(
-          "", 0, "seq",
-          "expected a sequence this model can hold at this degree, got one whose tensor of shape " +
-              paradyse::to_string(shape_) + " would hold more than 2^63 bytes");
+      throw TensorTooLarge("", 0, "seq",
+                           "out of memory: a tensor of shape " + paradyse::to_string(shape_) +
+                               " would hold more than 2^63 bytes (no GPU holds this length at this degree)");
   }
 }
 
