@@ -1,6 +1,7 @@
 #include "experiments/simulate_command.hpp"
 
 #include <fmt/core.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "common/units.hpp"
 #include "experiments/command_table.hpp"
 #include "experiments/inputs.hpp"
+#include "experiments/progress_bar.hpp"
 #include "sim/result_json.hpp"
 #include "sim/simulator.hpp"
 #include "sim/timeline_json.hpp"
@@ -78,12 +80,25 @@ void run(const SimulateOptions& options) {
   const Plan plan =
       evaluation::parse_plan(options.plan, model, evaluation::parse_recompute_flag(options.recompute));
   if (!options.timeline.empty()) check_output_path(options.timeline, OutputKind::file, "--timeline");
+  // A large job takes minutes to trace and simulate: a progress bar on a terminal's stderr after two
+  // seconds (never on stdout, so --json and the table stay clean).
+  ProgressBar bar(isatty(STDERR_FILENO) != 0);
   sim::SimulationOptions sim_options;
   sim_options.fat_tree_oversubscription = options.oversubscription;
   sim_options.record_timeline = !options.timeline.empty();
+  sim_options.progress = [&bar](std::string_view phase, uint64_t done, uint64_t total) {
+    bar.update(static_cast<int64_t>(done), static_cast<int64_t>(total), std::string(phase));
+  };
   sim::Simulator simulator(model, options.machine.load_cluster(), sim_options);
-  const sim::SimulationResult result =
-      simulator.simulate(plan, {.tokens = lengths.front(), .degree = options.degree, .batch = options.batch});
+  sim::SimulationResult result;
+  try {
+    result = simulator.simulate(
+        plan, {.tokens = lengths.front(), .degree = options.degree, .batch = options.batch});
+  } catch (...) {
+    bar.finish();  // the error goes on a line of its own
+    throw;
+  }
+  bar.finish();
   if (!options.timeline.empty()) write_timeline_file(result, options.timeline);
   if (options.json) {
     nlohmann::json j = result;

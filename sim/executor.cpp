@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <queue>
@@ -32,6 +33,7 @@ struct RankState {
   const Program* program = nullptr;
   std::array<std::vector<OpId>, 2> queue;  // per stream, in issue order
   std::array<std::size_t, 2> head{};
+  std::array<std::size_t, 2> deps_met{};  // leading deps of the head op known to be done
   std::array<bool, 2> busy{};
   std::vector<double> start, end;  // absolute simulated seconds
   std::size_t collectives_reached = 0;
@@ -43,7 +45,8 @@ struct Collective {
   OpKind kind = OpKind::wait;
   std::vector<OpId> ops;
   int reached = 0;
-  std::size_t flows_left = 0;
+  std::vector<sg4::ActivityPtr> flows;  // in flight, in launch order
+  std::size_t first_unfinished = 0;     // flows before it are done
   double tail_s = 0;
 };
 
@@ -85,22 +88,27 @@ class Run {
         rank.queue[static_cast<std::size_t>(programs[r].ops[id].stream)].push_back(id);
       ops_left_ += n;
     }
+    ops_total_ = ops_left_;
+    dirty_.assign((programs.size() + 63) / 64, ~uint64_t{0});  // every rank may start its first ops
+    if (programs.size() % 64 != 0) dirty_.back() = (uint64_t{1} << (programs.size() % 64)) - 1;
   }
 
   Execution execute() {
     origin_ = now_ = sg4::Engine::get_clock();
-    while (true) {
+    for (uint64_t step = 0;; ++step) {
       start_ready_ops();
       if (ops_left_ == 0) break;
+      if (options_.progress && step % 16 == 0)
+        options_.progress("simulating", ops_total_ - ops_left_, ops_total_);
       const double next_timer =
           timers_.empty() ? std::numeric_limits<double>::infinity() : timers_.top().time;
-      if (comms_.empty()) {
+      if (awaited_.empty()) {
         PARADYSE_CHECK(!timers_.empty(), "the simulated programs wait on each other: " + stuck_ranks());
         if (next_timer > now_) sg4::this_actor::sleep_until(next_timer);
         now_ = next_timer;
       } else {
         const double timeout = std::isinf(next_timer) ? -1 : std::max(0.0, next_timer - now_);
-        const ssize_t done = sg4::Activity::wait_any_for(comms_, timeout);
+        const ssize_t done = sg4::Activity::wait_any_for(awaited_, timeout);
         if (done >= 0) {
           now_ = sg4::Engine::get_clock();
           flow_done(static_cast<std::size_t>(done));
@@ -123,13 +131,29 @@ class Run {
  private:
   const Op& op(int rank, OpId id) const { return ranks_[static_cast<std::size_t>(rank)].program->ops[id]; }
 
+  // Starts every op that can start now, passing over the ranks in order until none can: a rank's
+  // ops can start only after one of its ops ended, so each pass visits only the ranks marked since
+  // (visiting all p ranks after every event made the executor O(p) per event). The ops start in the
+  // order a pass over every rank would start them.
   void start_ready_ops() {
-    for (bool progress = true; progress;) {
-      progress = false;
-      for (int r = 0; r < p_; ++r)
-        for (Stream stream : {Stream::compute, Stream::communication})
-          while (try_start(r, stream)) progress = true;
+    for (int r = next_dirty(0); r >= 0; r = next_dirty(r + 1 < p_ ? r + 1 : 0)) {
+      dirty_[static_cast<std::size_t>(r) / 64] &= ~(uint64_t{1} << (r % 64));
+      for (Stream stream : {Stream::compute, Stream::communication})
+        while (try_start(r, stream)) {
+        }
     }
+  }
+
+  // The first marked rank from `from` on, or else the first marked rank; −1 when none is marked.
+  int next_dirty(int from) const {
+    const std::size_t words = dirty_.size();
+    for (std::size_t i = 0; i <= words; ++i) {
+      const std::size_t w = (static_cast<std::size_t>(from) / 64 + i) % words;
+      uint64_t bits = dirty_[w];
+      if (i == 0) bits &= ~uint64_t{0} << (from % 64);  // the ranks before `from` in its word come last
+      if (bits != 0) return static_cast<int>(w * 64 + static_cast<std::size_t>(std::countr_zero(bits)));
+    }
+    return -1;
   }
 
   bool try_start(int r, Stream stream) {
@@ -138,8 +162,12 @@ class Run {
     if (rank.busy[s] || rank.head[s] == rank.queue[s].size()) return false;
     const OpId id = rank.queue[s][rank.head[s]];
     const Op& o = rank.program->ops[id];
-    for (OpId dep : o.deps)
-      if (rank.end[dep] == kNotDone) return false;
+    // Deps only ever become done, so the scan resumes where it last stopped: a blocked op is not
+    // rescanned from its first dep at every visit of its rank.
+    std::size_t& met = rank.deps_met[s];
+    while (met < o.deps.size() && rank.end[o.deps[met]] != kNotDone) ++met;
+    if (met < o.deps.size()) return false;
+    met = 0;
     ++rank.head[s];
     rank.busy[s] = true;
     rank.start[id] = now_;
@@ -161,6 +189,7 @@ class Run {
     const Op& o = rank.program->ops[id];
     rank.end[id] = time;
     rank.busy[static_cast<std::size_t>(o.stream)] = false;
+    dirty_[static_cast<std::size_t>(r) / 64] |= uint64_t{1} << (r % 64);
     --ops_left_;
     if (is_communication(o.kind))
       rank.communication_spans.emplace_back(rank.start[id], time);
@@ -196,14 +225,18 @@ class Run {
     const CollectiveFlows plan = collective_flows(ops, cluster_);
     const double efficiency = size_efficiency(o);
     c.tail_s = std::max(0, plan.latency_hops - 1) * fabric_.hop_latency_s();
-    c.flows_left = plan.flows.size();
+    c.flows.reserve(plan.flows.size());
     for (const Flow& flow : plan.flows) {
       const auto bytes = static_cast<uint64_t>(std::max(1.0, std::round(flow.bytes / efficiency)));
-      comms_.push_back(sg4::Comm::sendto_async(platform_.gpu(flow.from), platform_.gpu(flow.to), bytes));
-      comm_collective_.push_back(k);
+      c.flows.push_back(sg4::Comm::sendto_async(platform_.gpu(flow.from), platform_.gpu(flow.to), bytes));
     }
     flows_ += plan.flows.size();
-    if (plan.flows.empty()) finish_collective(k, now_);
+    if (plan.flows.empty()) {
+      finish_collective(k, now_);
+      return;
+    }
+    awaited_.push_back(c.flows.front());
+    awaited_collective_.push_back(k);
   }
 
   double size_efficiency(const Op& o) const {
@@ -213,14 +246,23 @@ class Run {
     return efficiency;
   }
 
+  // awaited_[i], the first unfinished flow of its collective, has arrived. The collective ends when
+  // its last flow arrives: await its next unfinished flow, skipping those that arrived meanwhile
+  // (each flow is tested once as finished, so a collective of n flows costs O(n) tests in all).
   void flow_done(std::size_t i) {
-    const std::size_t k = comm_collective_[i];
-    comms_[i] = comms_.back();
-    comms_.pop_back();
-    comm_collective_[i] = comm_collective_.back();
-    comm_collective_.pop_back();
+    const std::size_t k = awaited_collective_[i];
     Collective& c = collectives_[k];
-    if (--c.flows_left > 0) return;
+    ++c.first_unfinished;
+    while (c.first_unfinished < c.flows.size() && c.flows[c.first_unfinished]->test()) ++c.first_unfinished;
+    if (c.first_unfinished < c.flows.size()) {
+      awaited_[i] = c.flows[c.first_unfinished];
+      return;
+    }
+    awaited_[i] = awaited_.back();
+    awaited_.pop_back();
+    awaited_collective_[i] = awaited_collective_.back();
+    awaited_collective_.pop_back();
+    c.flows = {};
     if (c.tail_s > 0)
       set_timer(now_ + c.tail_s, -1, k);
     else
@@ -279,10 +321,14 @@ class Run {
   std::vector<RankState> ranks_;
   std::vector<Collective> collectives_;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
-  std::vector<sg4::ActivityPtr> comms_;  // the flows in flight
-  std::vector<std::size_t> comm_collective_;
+  // One flow per collective in flight, the first not known to have arrived, and its collective:
+  // waiting on every flow in flight instead costs SimGrid O(flows in flight) per arrival, which grew
+  // with the square of the degree.
+  std::vector<sg4::ActivityPtr> awaited_;
+  std::vector<std::size_t> awaited_collective_;
   double origin_ = 0, now_ = 0;
-  std::size_t ops_left_ = 0;
+  std::size_t ops_left_ = 0, ops_total_ = 0;
+  std::vector<uint64_t> dirty_;  // bit r: rank r had an op end since it was last visited
   uint64_t sequence_ = 0, kernels_ = 0, flows_ = 0, analytic_collectives_ = 0;
 };
 

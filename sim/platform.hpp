@@ -2,8 +2,15 @@
 // into a non-blocking NVSwitch; between nodes every GPU has its own NIC (rail), and a two-level fat
 // tree joins them: one leaf switch per rail (non-blocking), the spine aggregated into one
 // split-duplex uplink per leaf whose bandwidth is the leaf's NIC bandwidth over the oversubscription.
-// Routes are explicit: same node over NVLink, same rail NIC to NIC through the leaf, other rails up
-// through the spine.
+// Routes: same node over NVLink, same rail NIC to NIC through the leaf, other rails up through the
+// spine.
+//
+// Only the nodes a job uses are built: the first ceil(num_gpus / gpus_per_node) nodes, whose GPUs
+// are ranks 0..num_gpus−1. The nodes left out carry no traffic of the job, so they change nothing,
+// except through the spine: a leaf's uplink carries the NIC bandwidth of the cluster's real node
+// count (cluster.num_nodes) over the oversubscription, whatever the number of nodes built. Routes
+// are not stored per pair (that grew with the square of the GPU count): the zone computes each one
+// when SimGrid asks for it, from the two GPUs' node and rail. Memory is thus linear in the GPUs built.
 //
 // Link bandwidths are the fabrics' calibrated effective figures (NVLink: the NCCL ring's peak bus
 // bandwidth; NIC: the effective per-NIC rate), not datasheet rates; each route's latency is one ring
@@ -24,12 +31,16 @@ namespace paradyse::sim {
 
 class Platform {
  public:
-  // Creates SimGrid's engine (one per process at a time) and the platform of `cluster`.
-  Platform(const hw::ClusterSpec& cluster, double oversubscription);
+  // Creates SimGrid's engine (one per process at a time) and the platform of the nodes of `cluster`
+  // that hold GPUs 0..num_gpus−1 (1 ≤ num_gpus ≤ cluster.num_gpus()).
+  Platform(const hw::ClusterSpec& cluster, double oversubscription, int num_gpus);
   ~Platform();
+  Platform(const Platform&) = delete;
+  Platform& operator=(const Platform&) = delete;
 
   simgrid::s4u::Engine& engine() { return *engine_; }
   simgrid::s4u::Host* gpu(int rank) const { return gpus_[static_cast<std::size_t>(rank)]; }
+  // GPUs built: whole nodes, so num_gpus rounded up to a multiple of gpus_per_node.
   int num_gpus() const { return static_cast<int>(gpus_.size()); }
 
  private:

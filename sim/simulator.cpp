@@ -1,5 +1,6 @@
 #include "sim/simulator.hpp"
 
+#include <algorithm>
 #include <exception>
 
 #include "common/errors.hpp"
@@ -13,7 +14,8 @@ namespace paradyse::sim {
 namespace sg4 = simgrid::s4u;
 
 struct Simulator::Engine {
-  Engine(const hw::ClusterSpec& cluster, double oversubscription) : platform(cluster, oversubscription) {}
+  Engine(const hw::ClusterSpec& cluster, double oversubscription, int num_gpus)
+      : platform(cluster, oversubscription, num_gpus) {}
   Platform platform;
 
   // Runs `body` inside an actor of the engine; exceptions thrown there come out here.
@@ -32,6 +34,10 @@ struct Simulator::Engine {
   }
 };
 
+namespace {
+bool simulator_alive = false;  // SimGrid has one engine per process, so one Simulator at a time
+}  // namespace
+
 std::string collective_algorithm_description(const SimulationOptions& options) {
   return "NCCL ring (pipelined; one ring per NIC across nodes, rail-aligned) for all-gather, "
          "reduce-scatter and all-reduce; pipelined chain on the ring for broadcast and reduce; pairwise "
@@ -47,12 +53,29 @@ Simulator::Simulator(ModelSpec model, hw::ClusterSpec cluster, SimulationOptions
     throw InputError("", 0, "oversubscription",
                      "expected a fat-tree oversubscription of at least 1, got " +
                          std::to_string(options_.fat_tree_oversubscription));
-  if (sg4::Engine::has_instance())
+  if (simulator_alive || sg4::Engine::has_instance())
     throw InternalError("a second Simulator while another is alive: SimGrid has one engine per process");
-  engine_ = std::make_unique<Engine>(cluster_, options_.fat_tree_oversubscription);
+  simulator_alive = true;
 }
 
-Simulator::~Simulator() = default;
+Simulator::~Simulator() {
+  engine_.reset();
+  simulator_alive = false;
+}
+
+int Simulator::built_gpus() const {
+  return engine_ ? engine_->platform.num_gpus() : 0;
+}
+
+Simulator::Engine& Simulator::engine_for(int num_gpus) {
+  PARADYSE_CHECK(num_gpus >= 1 && num_gpus <= cluster_.num_gpus(),
+                 "a platform of " + std::to_string(num_gpus) + " GPUs on " + cluster_.name);
+  if (!engine_ || engine_->platform.num_gpus() < num_gpus) {
+    engine_.reset();  // SimGrid's engine goes before the next one is made
+    engine_ = std::make_unique<Engine>(cluster_, options_.fat_tree_oversubscription, num_gpus);
+  }
+  return *engine_;
+}
 
 SimulationResult Simulator::simulate(const Plan& plan, const costmodel::EstimateRequest& request_in) {
   const costmodel::EstimateRequest request = costmodel::checked_request(model_, cluster_, plan, request_in);
@@ -64,7 +87,11 @@ SimulationResult Simulator::simulate(const Plan& plan, const costmodel::Estimate
   spec.plan = plan;
   std::vector<Program> programs;
   programs.reserve(static_cast<std::size_t>(p));
-  for (int rank = 0; rank < p; ++rank) programs.push_back(trace_training_step(spec, rank, p));
+  for (int rank = 0; rank < p; ++rank) {
+    if (options_.progress)
+      options_.progress("tracing", static_cast<uint64_t>(rank), static_cast<uint64_t>(p));
+    programs.push_back(trace_training_step(spec, rank, p));
+  }
 
   costmodel::MemoryBreakdown static_terms;
   costmodel::static_memory(model_, p, static_terms);
@@ -83,8 +110,9 @@ SimulationResult Simulator::run(std::vector<Program> programs, double static_byt
     throw InputError("", 0, "degree",
                      "expected between 1 and the " + std::to_string(cluster_.num_gpus()) + " GPUs of " +
                          cluster_.name + " ranks, got " + std::to_string(programs.size()));
+  Engine& engine = engine_for(static_cast<int>(programs.size()));
   Execution execution;
-  engine_->run([&] { execution = execute(engine_->platform, cluster_, programs, options_); });
+  engine.run([&] { execution = execute(engine.platform, cluster_, programs, options_); });
 
   SimulationResult result;
   result.degree = static_cast<int>(programs.size());
@@ -119,16 +147,20 @@ SimulationResult Simulator::run(std::vector<Program> programs, double static_byt
 
 std::vector<double> Simulator::transfer_s(const std::vector<Transfer>& transfers) {
   std::vector<double> seconds(transfers.size());
-  engine_->run([&] {
+  int num_gpus = 1;
+  for (const Transfer& t : transfers) {
+    PARADYSE_CHECK(t.from != t.to && t.from >= 0 && t.to >= 0 && t.from < cluster_.num_gpus() &&
+                       t.to < cluster_.num_gpus(),
+                   "a transfer between two distinct GPUs of the cluster");
+    num_gpus = std::max({num_gpus, t.from + 1, t.to + 1});
+  }
+  Engine& engine = engine_for(num_gpus);
+  engine.run([&] {
     const double origin = sg4::Engine::get_clock();
     std::vector<sg4::CommPtr> comms;
-    for (const Transfer& t : transfers) {
-      PARADYSE_CHECK(t.from != t.to && t.from >= 0 && t.to >= 0 && t.from < cluster_.num_gpus() &&
-                         t.to < cluster_.num_gpus(),
-                     "a transfer between two distinct GPUs of the cluster");
-      comms.push_back(sg4::Comm::sendto_async(engine_->platform.gpu(t.from), engine_->platform.gpu(t.to),
+    for (const Transfer& t : transfers)
+      comms.push_back(sg4::Comm::sendto_async(engine.platform.gpu(t.from), engine.platform.gpu(t.to),
                                               static_cast<uint64_t>(t.bytes)));
-    }
     for (std::size_t i = 0; i < comms.size(); ++i) {
       comms[i]->wait();
       seconds[i] = sg4::Engine::get_clock() - origin;

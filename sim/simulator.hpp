@@ -10,13 +10,17 @@
 //   sim::SimulationResult r = simulator.simulate(plan, {.tokens = 131072});
 //
 // SimGrid keeps one engine per process, so one Simulator exists at a time; it can run any number of
-// simulations. Results depend on the inputs only: the same inputs give the same numbers.
+// simulations. Results depend on the inputs only: the same inputs give the same numbers. The SimGrid
+// platform is built at the first simulation, with only the nodes the job uses, and rebuilt larger
+// when a later job needs more: memory follows the degree, not the cluster's size.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "costmodel/estimate.hpp"
@@ -33,6 +37,10 @@ struct SimulationOptions {
   // instead (no contention), so that groups of thousands of GPUs stay cheap to simulate.
   int max_flows_per_collective = 4096;
   bool record_timeline = false;  // keep every op's start and end for write_timeline
+  // Called now and then with what the simulation is doing ("tracing" the programs, "simulating" them)
+  // and how far it is (`done` of `total` ranks traced or ops run), for a progress bar; a simulation of
+  // a large job can take minutes. Unset: nothing is reported.
+  std::function<void(std::string_view phase, uint64_t done, uint64_t total)> progress;
 };
 
 struct RankResult {
@@ -106,9 +114,14 @@ class Simulator {
 
   const ModelSpec& model() const { return model_; }
   const hw::ClusterSpec& cluster() const { return cluster_; }
+  // GPUs of the SimGrid platform built so far: the whole nodes of the largest job run (platform.hpp);
+  // 0 before the first.
+  int built_gpus() const;
 
  private:
   struct Engine;  // SimGrid's engine and platform
+  // The engine, its platform holding GPUs 0..num_gpus−1: rebuilt larger when a job needs more.
+  Engine& engine_for(int num_gpus);
   ModelSpec model_;
   hw::ClusterSpec cluster_;
   SimulationOptions options_;
