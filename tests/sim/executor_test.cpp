@@ -2,7 +2,6 @@
 // (issue 13, item 10).
 #include <catch2/catch.hpp>
 
-#include <chrono>
 #include <string>
 #include <vector>
 
@@ -57,15 +56,13 @@ TEST_CASE("simulator: progress goes through tracing then simulating, and changes
   CHECK(last_done > 0);
 }
 
-TEST_CASE("simulator: an all-to-all of 64 ranks (4032 flows) takes a fraction of a second", "[sim]") {
-  // Waiting on every flow in flight cost SimGrid O(flows in flight) per arrival: 4032² steps per
-  // all-to-all, about 2 s each. The executor now waits on one flow per collective.
+TEST_CASE("simulator: an all-to-all of 64 ranks simulates each of its 4032 flows", "[sim]") {
+  // Below max_flows_per_collective every flow is simulated, none by the bus-bandwidth formula. (Its
+  // speed, once 2 s for such an all-to-all when the executor waited on every flow in flight, is
+  // measured by the README's large-simulation commands, not here.)
   sim::Simulator simulator(ModelSpec{}, hw::load_cluster("dgx-a100", 8));
-  const auto start = std::chrono::steady_clock::now();
   const sim::SimulationResult r = simulator.run(testing::lone_collective(OpKind::all_to_all, 64, 256 * kMiB));
-  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CHECK(r.flows == 64 * 63);
   CHECK(r.analytic_collectives == 0);
   CHECK(r.iteration_time_s > 0);
-  CHECK(wall_s < 1.0);
 }
