@@ -21,19 +21,24 @@ using namespace paradyse::testing;
 
 namespace {
 
+// In a forked child: runs `arguments` (the program first) with stdout into `out_path`.
+[[noreturn]] void exec_with_stdout(const std::vector<std::string>& arguments, const std::string& out_path) {
+  const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (out < 0 || dup2(out, STDOUT_FILENO) < 0) _exit(126);
+  std::vector<char*> argv;
+  for (const std::string& argument : arguments) argv.push_back(const_cast<char*>(argument.c_str()));
+  argv.push_back(nullptr);
+  execv(argv[0], argv.data());
+  _exit(127);
+}
+
 // Runs `arguments` (the program first) with stdout into `out_path`; returns its exit code and sets
 // `max_rss_bytes` to its peak resident memory (paradyse execs paradyse-sim in the same process).
 int run_measured(const std::vector<std::string>& arguments, const std::string& out_path,
                  double& max_rss_bytes) {
   const pid_t pid = fork();
   if (pid == 0) {
-    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out < 0 || dup2(out, STDOUT_FILENO) < 0) _exit(126);
-    std::vector<char*> argv;
-    for (const std::string& argument : arguments) argv.push_back(const_cast<char*>(argument.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
+    exec_with_stdout(arguments, out_path);
   }
   if (pid < 0) return -1;
   int status = 0;
@@ -57,13 +62,7 @@ std::string run_on_terminal(const std::vector<std::string>& arguments, const std
   int terminal = -1;
   const pid_t pid = forkpty(&terminal, nullptr, nullptr, nullptr);
   if (pid == 0) {
-    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out < 0 || dup2(out, STDOUT_FILENO) < 0) _exit(126);
-    std::vector<char*> argv;
-    for (const std::string& argument : arguments) argv.push_back(const_cast<char*>(argument.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
+    exec_with_stdout(arguments, out_path);
   }
   std::string shown;
   if (pid < 0) return shown;
