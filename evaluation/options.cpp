@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <set>
 
 #include "common/errors.hpp"
 #include "common/limits.hpp"
@@ -142,10 +143,10 @@ PolicySet PolicyOptions::build(const MachineOptions& machine, const hw::ClusterS
       start = end + 1;
     }
   }
-  for (std::size_t i = 0; i < names.size(); ++i)
-    if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), names[i]) !=
-        names.begin() + static_cast<std::ptrdiff_t>(i))
-      throw InputError("--policy", 0, "", "expected each policy once, got '" + names[i] + "' twice");
+  std::set<std::string> seen;
+  for (const std::string& name : names)
+    if (!seen.insert(name).second)
+      throw InputError("--policy", 0, "", "expected each policy once, got '" + name + "' twice");
   for (const std::string& name : names) {
     set.policies.push_back(selector::make_policy(name, *set.source, paradyse, optimal));
     const Strategy* strategy = name.starts_with("static:") ? find_strategy(name.substr(7)) : nullptr;

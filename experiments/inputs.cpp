@@ -5,9 +5,7 @@
 #include <charconv>
 
 namespace paradyse::cli {
-namespace {
 
-// CLI11's PositiveNumber names the whole double range in its message; this one says what was expected.
 CLI::Validator positive_whole_number() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
@@ -18,8 +16,6 @@ CLI::Validator positive_whole_number() {
       },
       "POSITIVE");
 }
-
-}  // namespace
 
 void add_machine_options(CLI::App& command, evaluation::MachineOptions& options) {
   command

@@ -10,6 +10,9 @@ namespace paradyse::cli {
 
 // --model, --attention, --cluster, --nodes.
 void add_machine_options(CLI::App& command, evaluation::MachineOptions& options);
+// A count flag's check: CLI11's PositiveNumber names the whole double range in its message; this one
+// says what was expected.
+CLI::Validator positive_whole_number();
 // --degree (unset: every GPU of the cluster) and --batch, both positive.
 void add_degree_and_batch_options(CLI::App& command, int& degree, int64_t& batch);
 // --policy, --costmodel, --degree, --batch, --gamma, --exclude and the ablation switches.

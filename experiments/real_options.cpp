@@ -11,6 +11,7 @@ namespace paradyse::cli {
 void RealRunOptions::add_to(CLI::App& command) {
   command
       .add_option("--ranks", ranks, "processes to run (started here, or by mpirun/srun: their world size)")
+      ->check(positive_whole_number())
       ->capture_default_str();
   command
       .add_option("--model", model,
@@ -26,8 +27,11 @@ void RealRunOptions::add_to(CLI::App& command) {
       ->capture_default_str();
   command.add_option("--seq", seq, "tokens per sequence, comma-separated (16K = 16384)")
       ->capture_default_str();
-  command.add_option("--batch", batch, "sequences per step")->capture_default_str();
+  command.add_option("--batch", batch, "sequences per step")
+      ->check(positive_whole_number())
+      ->capture_default_str();
   command.add_option("--steps", steps, "measured steps per length (the median is reported)")
+      ->check(positive_whole_number())
       ->capture_default_str();
   command.add_option("--warmup", warmup, "unmeasured steps first, per length")->capture_default_str();
   command.add_option("--device", device, "cpu (Gloo) or cuda (NCCL; needs a CUDA LibTorch)")
@@ -40,6 +44,7 @@ void RealRunOptions::add_to(CLI::App& command) {
       ->check(CLI::IsMember({"bf16", "fp32"}))
       ->capture_default_str();
   command.add_option("--timeout", timeout_s, "seconds a rank waits for a peer before failing")
+      ->check(positive_whole_number())
       ->capture_default_str();
 }
 
@@ -54,13 +59,6 @@ ModelSpec RealRunOptions::load_model() const {
 }
 
 real::RunRequest RealRunOptions::request(const ModelSpec& spec) const {
-  auto positive = [](int64_t value, const char* flag) {
-    if (value < 1) throw InputError(flag, 0, "", "expected a positive number, got " + std::to_string(value));
-  };
-  positive(ranks, "--ranks");
-  positive(batch, "--batch");
-  positive(steps, "--steps");
-  positive(timeout_s, "--timeout");
   if (warmup < 0) throw InputError("--warmup", 0, "", "expected 0 or more, got " + std::to_string(warmup));
   real::RunRequest r;
   r.model = &spec;

@@ -27,8 +27,6 @@ struct CalibrateOptions {
 };
 
 void calibrate(const CalibrateOptions& options) {
-  if (options.ranks < 1)
-    throw InputError("--ranks", 0, "", "expected a positive number, got " + std::to_string(options.ranks));
   check_output_path(options.out, OutputKind::file, "--out");
   const ModelSpec model = load_model(options.model);
   on_every_rank(options.ranks, options.timeout_s, [&](const real::RankEnvironment& env) {
@@ -109,6 +107,7 @@ void add_calibrate_command(CLI::App& app) {
   auto options = std::make_shared<CalibrateOptions>();
   CLI::App* command = app.add_subcommand("calibrate", command_description("calibrate"));
   command->add_option("--ranks", options->ranks, "processes to measure with (as validate will run)")
+      ->check(positive_whole_number())
       ->capture_default_str();
   command->add_option("--model", options->model, "model whose head size attention is timed at")
       ->capture_default_str();
@@ -117,6 +116,7 @@ void add_calibrate_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--out", options->out, "cluster file to write")->capture_default_str();
   command->add_option("--timeout", options->timeout_s, "seconds a rank waits for a peer")
+      ->check(positive_whole_number())
       ->capture_default_str();
   command->callback([options] { calibrate(*options); });
 }

@@ -68,8 +68,6 @@ int Simulator::built_gpus() const {
 }
 
 Simulator::Engine& Simulator::engine_for(int num_gpus) {
-  PARADYSE_CHECK(num_gpus >= 1 && num_gpus <= cluster_.num_gpus(),
-                 "a platform of " + std::to_string(num_gpus) + " GPUs on " + cluster_.name);
   if (!engine_ || engine_->platform.num_gpus() < num_gpus) {
     engine_.reset();  // SimGrid's engine goes before the next one is made
     engine_ = std::make_unique<Engine>(cluster_, options_.fat_tree_oversubscription, num_gpus);
