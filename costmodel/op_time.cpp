@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/errors.hpp"
+
 namespace paradyse::costmodel {
 
 int latency_hops(OpKind kind, int p) {
@@ -24,7 +26,15 @@ int latency_hops(OpKind kind, int p) {
 OpTimer::OpTimer(const hw::ClusterSpec& cluster, int degree)
     : cluster_(cluster),
       fabric_(degree > cluster.gpus_per_node ? cluster.inter_node : cluster.intra_node),
-      degree_(degree) {}
+      degree_(degree) {
+  for (const auto& [name, rate] : cluster.gpu.kernel_rates) {
+    const std::optional<Kernel> kernel = kernel_named(name);
+    if (!kernel || *kernel == Kernel::communication || *kernel == Kernel::wait)
+      throw InputError(cluster.source, 0, "gpu.kernels." + name,
+                       "expected the name of a compute call of the backend (softmax, norm_forward, ...)");
+    measured_[static_cast<std::size_t>(*kernel)] = &rate;
+  }
+}
 
 double OpTimer::seconds(const Op& op) const {
   if (op.kind == OpKind::wait) return 0;
@@ -32,6 +42,9 @@ double OpTimer::seconds(const Op& op) const {
 }
 
 double OpTimer::compute_s(const Op& op) const {
+  // A measured call's time includes its launch and every pass it makes.
+  if (const hw::KernelRate* rate = measured_[static_cast<std::size_t>(op.kernel)])
+    return rate->seconds(rate->by_flops ? op.flops : op.memory_bytes);
   const hw::GpuSpec& gpu = cluster_.gpu;
   const double memory = op.memory_bytes / gpu.hbm_bytes_per_second;
   double arithmetic = 0;

@@ -1,8 +1,11 @@
-// Seconds of one traced op on a cluster: GEMMs and attention at size-dependent efficiency, memory-bound
-// kernels at HBM copy bandwidth, collectives and transfers by the α–β model over NCCL's measured bus
+// Seconds of one traced op on a cluster: a backend call the cluster measured (its `kernels`) at its
+// measured rate; otherwise GEMMs and attention at size-dependent efficiency, memory-bound kernels at
+// HBM copy bandwidth, collectives and transfers by the α–β model over NCCL's measured bus
 // bandwidth by message size (REFERENCE.md §3): a collective takes its ring's hops times the fabric's hop
 // latency plus its bus bytes at the fabric's streaming bandwidth for its size.
 #pragma once
+
+#include <array>
 
 #include "hw_models/cluster.hpp"
 #include "strategies/program.hpp"
@@ -16,7 +19,8 @@ int latency_hops(OpKind kind, int p);
 
 class OpTimer {
  public:
-  // `degree` ranks form the group; a group wider than one node goes over the NICs.
+  // `degree` ranks form the group; a group wider than one node goes over the NICs. Throws InputError
+  // when the cluster measures a kernel that is no backend call.
   OpTimer(const hw::ClusterSpec& cluster, int degree);
 
   double seconds(const Op& op) const;
@@ -27,6 +31,7 @@ class OpTimer {
   const hw::ClusterSpec& cluster_;
   const hw::FabricSpec& fabric_;
   int degree_;
+  std::array<const hw::KernelRate*, kKernelCount> measured_{};  // by Kernel; null: the roofline
 };
 
 }  // namespace paradyse::costmodel

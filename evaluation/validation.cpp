@@ -1,7 +1,12 @@
 #include "evaluation/validation.hpp"
 
+#include <algorithm>
+#include <map>
+
 #include "common/errors.hpp"
+#include "costmodel/op_time.hpp"
 #include "sim/simulator.hpp"
+#include "strategies/training_step.hpp"
 
 namespace paradyse::evaluation {
 
@@ -25,6 +30,44 @@ std::vector<ValidationRow> simulate_measurements(const std::vector<real::RunRequ
       row.measured_peak_bytes = static_cast<double>(m.peak_bytes);
       row.simulated_peak_bytes = s.peak_memory_bytes;
       row.memory_error = (row.simulated_peak_bytes - row.measured_peak_bytes) / row.measured_peak_bytes;
+    }
+  return rows;
+}
+
+std::vector<KernelTimeRow> kernel_times(const std::vector<real::RunRequest>& requests,
+                                        const std::vector<real::RunReport>& reports, const ModelSpec& model,
+                                        const hw::ClusterSpec& cluster, int ranks) {
+  PARADYSE_CHECK(requests.size() == reports.size(), "a report per request");
+  const costmodel::OpTimer timer(cluster, ranks);
+  std::vector<KernelTimeRow> rows;
+  for (std::size_t i = 0; i < requests.size(); ++i)
+    for (const real::LengthMeasurement& m : reports[i].lengths) {
+      std::map<std::string, KernelTimeRow> by_kernel;
+      auto row = [&](const std::string& kernel) -> KernelTimeRow& {
+        KernelTimeRow& r = by_kernel[kernel];
+        r.plan = plan_name(requests[i].plan);
+        r.seq = m.seq;
+        r.kernel = kernel;
+        return r;
+      };
+      for (const real::TimedOp& op : reports[i].ops)
+        if (op.seq == m.seq) {
+          KernelTimeRow& r = row(op.op);
+          r.measured_s += op.seconds;
+          ++r.calls;
+        }
+      StepSpec spec;
+      spec.model = &model;
+      spec.tokens = m.seq;
+      spec.batch = requests[i].batch;
+      spec.plan = requests[i].plan;
+      for (const Op& op : trace_training_step(spec, 0, ranks).ops)
+        row(std::string(op.kernel == Kernel::communication ? to_string(op.kind) : to_string(op.kernel)))
+            .modelled_s += timer.seconds(op);
+      const std::size_t first = rows.size();
+      for (auto& [kernel, r] : by_kernel) rows.push_back(std::move(r));
+      std::sort(rows.begin() + static_cast<std::ptrdiff_t>(first), rows.end(),
+                [](const KernelTimeRow& a, const KernelTimeRow& b) { return a.measured_s > b.measured_s; });
     }
   return rows;
 }

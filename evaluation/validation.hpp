@@ -25,6 +25,24 @@ struct ValidationRow {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ValidationRow, plan, seq, measured_s, simulated_s, time_error,
                                    measured_peak_bytes, simulated_peak_bytes, memory_error)
 
+// Where rank 0's step time goes, by backend call (Kernel's name; collectives by their kind): measured
+// in the last measured step, and priced by the cost model op by op. Op by op, not scheduled: a
+// measured wait is time the rank spent on its peers or the network, which the model prices as 0.
+struct KernelTimeRow {
+  std::string plan;
+  int64_t seq = 0;
+  std::string kernel;
+  int calls = 0;
+  double measured_s = 0, modelled_s = 0;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(KernelTimeRow, plan, seq, kernel, calls, measured_s, modelled_s)
+
+// reports[i] measured requests[i] (with profile_ops) on `ranks` ranks; rows by plan, length and
+// kernel, most measured time first.
+std::vector<KernelTimeRow> kernel_times(const std::vector<real::RunRequest>& requests,
+                                        const std::vector<real::RunReport>& reports, const ModelSpec& model,
+                                        const hw::ClusterSpec& cluster, int ranks);
+
 // reports[i] measured requests[i] on `ranks` ranks; every length of every report is simulated.
 std::vector<ValidationRow> simulate_measurements(const std::vector<real::RunRequest>& requests,
                                                  const std::vector<real::RunReport>& reports,

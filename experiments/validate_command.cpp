@@ -10,6 +10,7 @@
 #include "common/errors.hpp"
 #include "common/statistics.hpp"
 #include "common/units.hpp"
+#include "evaluation/options.hpp"
 #include "evaluation/validation.hpp"
 #include "experiments/command_table.hpp"
 #include "experiments/inputs.hpp"
@@ -23,15 +24,17 @@ struct CalibrateOptions {
   std::string model = "tiny-gpt";
   std::string dtype = "bf16";
   std::string out = "local-cpu.json";
+  std::string max_seq = "2048";
   int timeout_s = 120;
 };
 
 void calibrate(const CalibrateOptions& options) {
   check_output_path(options.out, OutputKind::file, "--out");
   const ModelSpec model = load_model(options.model);
+  const int64_t max_seq = evaluation::parse_length(options.max_seq, "--max-seq");
   on_every_rank(options.ranks, options.timeout_s, [&](const real::RankEnvironment& env) {
-    const auto json =
-        real::calibrate_on_rank(env, model, options.dtype == "bf16", std::chrono::seconds(options.timeout_s));
+    const auto json = real::calibrate_on_rank(env, model, options.dtype == "bf16", max_seq,
+                                              std::chrono::seconds(options.timeout_s));
     if (!json) return;
     write_file_atomically(options.out, [&](std::ostream& out) { out << *json << "\n"; });
     const hw::ClusterSpec cluster = hw::load_cluster(options.out);  // what validate will read
@@ -45,6 +48,7 @@ struct ValidateOptions {
   RealRunOptions real;
   std::string cluster = "local-cpu.json";
   bool json = false;
+  bool ops = false;
 };
 
 void print_rows(const std::vector<evaluation::ValidationRow>& rows, const ValidateOptions& options,
@@ -63,6 +67,18 @@ void print_rows(const std::vector<evaluation::ValidationRow>& rows, const Valida
   }
   fmt::print("mean |error|: time {:.1f}%, memory {:.1f}%\n", time_errors.mean_pct(),
              memory_errors.mean_pct());
+}
+
+void print_kernel_times(const std::vector<evaluation::KernelTimeRow>& rows) {
+  fmt::print("\nrank 0's last step by backend call: measured against the model's price of each op\n");
+  fmt::print("{:<12} {:>7}  {:<24} {:>6} {:>11} {:>11} {:>8}\n", "plan", "seq", "call", "calls", "measured",
+             "modelled", "error");
+  for (const evaluation::KernelTimeRow& r : rows) {
+    const std::string error =
+        r.measured_s > 0 ? fmt::format("{:+.1f}%", 100 * (r.modelled_s - r.measured_s) / r.measured_s) : "";
+    fmt::print("{:<12} {:>7}  {:<24} {:>6} {:>9.2f}ms {:>9.2f}ms {:>8}\n", r.plan, r.seq, r.kernel, r.calls,
+               1e3 * r.measured_s, 1e3 * r.modelled_s, error);
+  }
 }
 
 void validate(const ValidateOptions& options) {
@@ -86,6 +102,7 @@ void validate(const ValidateOptions& options) {
       one.plan = std::string(strategy->name());
       requests.push_back(one.request(model));
     }
+  for (real::RunRequest& request : requests) request.profile_ops = options.ops;
   if (requests.empty())
     throw InputError(
         "--plan", 0, "",
@@ -96,8 +113,17 @@ void validate(const ValidateOptions& options) {
     if (reports.empty()) return;
     const std::vector<evaluation::ValidationRow> rows =
         evaluation::simulate_measurements(requests, reports, model, cluster, options.real.ranks);
-    if (!options.json) return print_rows(rows, options, model.name);
-    std::cout << nlohmann::json(rows).dump(2) << "\n";
+    std::vector<evaluation::KernelTimeRow> kernels;
+    if (options.ops)
+      kernels = evaluation::kernel_times(requests, reports, model, cluster, options.real.ranks);
+    if (options.json) {
+      nlohmann::json out = rows;
+      if (options.ops) out = {{"steps", rows}, {"calls", kernels}};
+      std::cout << out.dump(2) << "\n";
+      return;
+    }
+    print_rows(rows, options, model.name);
+    if (options.ops) print_kernel_times(kernels);
   });
 }
 
@@ -115,6 +141,11 @@ void add_calibrate_command(CLI::App& app) {
       ->check(CLI::IsMember({"bf16", "fp32"}))
       ->capture_default_str();
   command->add_option("--out", options->out, "cluster file to write")->capture_default_str();
+  command
+      ->add_option("--max-seq", options->max_seq,
+                   "longest sequence attention is timed at (128, 256, ... up to it): the longest "
+                   "you will validate, since longer ones are priced at its rate")
+      ->capture_default_str();
   command->add_option("--timeout", options->timeout_s, "seconds a rank waits for a peer")
       ->check(positive_whole_number())
       ->capture_default_str();
@@ -128,6 +159,9 @@ void add_validate_command(CLI::App& app) {
   command->add_option("--cluster", options->cluster, "the calibrated cluster file of this machine")
       ->capture_default_str();
   command->add_flag("--json", options->json, "print JSON instead of a table");
+  command->add_flag("--ops", options->ops,
+                    "also time every op of rank 0's last step and show, by backend call, the measured "
+                    "time against the model's (JSON: {\"steps\": [...], \"calls\": [...]})");
   command->callback([options] { validate(*options); });
 }
 

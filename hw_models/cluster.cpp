@@ -44,6 +44,11 @@ double Curve::at(double x) const {
   return y0 + (y1 - y0) * std::log(x / x0) / std::log(x1 / x0);
 }
 
+double KernelRate::seconds(double size) const {
+  const auto& [smallest, smallest_rate] = rate.points().front();
+  return std::max(size, smallest) / rate.at(size);
+}
+
 double FabricSpec::peak_bus_bandwidth() const {
   double peak = 0;
   for (const auto& [bytes, bandwidth] : bus_bandwidth_by_bytes.points()) peak = std::max(peak, bandwidth);
@@ -125,11 +130,28 @@ Curve efficiency_curve(const Object& block, std::string_view key) {
   return curve;
 }
 
+// "kernels": {"softmax": {"bytes_per_second_by_bytes": [[x, y], ...], "source": {...}}, ...}
+std::map<std::string, KernelRate> read_kernel_rates(const Object& kernels) {
+  std::map<std::string, KernelRate> rates;
+  for (const auto& [name, value] : kernels.json().items()) {
+    const Object kernel = kernels.object(name);
+    kernel.require_keys({"source"}, {"bytes_per_second_by_bytes", "flops_per_second_by_flops"});
+    const bool by_flops = kernel.has("flops_per_second_by_flops");
+    if (by_flops == kernel.has("bytes_per_second_by_bytes"))
+      kernels.fail(name, "expected exactly one of bytes_per_second_by_bytes and flops_per_second_by_flops");
+    const std::string_view curve = by_flops ? "flops_per_second_by_flops" : "bytes_per_second_by_bytes";
+    require_sources(kernel, {curve});
+    rates[name] = KernelRate{by_flops, positive_curve(kernel, curve)};
+  }
+  return rates;
+}
+
 GpuSpec read_gpu(const Object& gpu) {
-  gpu.require_keys({"name", "bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second",
-                    "gemm_efficiency_by_flops", "attention_efficiency_by_seq",
-                    "causal_attention_efficiency_by_seq", "kernel_launch_seconds", "reserved_bytes",
-                    "allocator_fragmentation", "source"});
+  gpu.require_keys(
+      {"name", "bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second", "gemm_efficiency_by_flops",
+       "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq", "kernel_launch_seconds",
+       "reserved_bytes", "allocator_fragmentation", "source"},
+      {"kernels"});
   require_sources(
       gpu, {"bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second", "gemm_efficiency_by_flops",
             "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq", "kernel_launch_seconds",
@@ -150,6 +172,7 @@ GpuSpec read_gpu(const Object& gpu) {
   spec.allocator_fragmentation = gpu.fraction("allocator_fragmentation");
   if (spec.allocator_fragmentation >= 1)
     gpu.fail("allocator_fragmentation", "expected a fraction below 1" + got(gpu, "allocator_fragmentation"));
+  if (gpu.has("kernels")) spec.kernel_rates = read_kernel_rates(gpu.object("kernels"));
   return spec;
 }
 

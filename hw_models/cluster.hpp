@@ -3,6 +3,7 @@
 // header is what the rest of paradyse sees of them. Knows nothing of strategies.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -22,6 +23,16 @@ class Curve {
   std::vector<std::pair<double, double>> points_;
 };
 
+// A measured rate of one backend call (a kernel on a GPU, several passes on a CPU), by its size in
+// the unit the rate counts: FLOPs for GEMM-like calls, bytes read and written for the others, as
+// the tracer counts them. A call takes size / rate(size), and never less than the smallest measured
+// call took (its fixed costs do not shrink below the sizes measured).
+struct KernelRate {
+  bool by_flops = false;  // flops_per_second_by_flops; else bytes_per_second_by_bytes
+  Curve rate;
+  double seconds(double size) const;
+};
+
 struct GpuSpec {
   std::string name;
   double bf16_flops_per_second = 0;  // dense tensor-core peak
@@ -33,6 +44,9 @@ struct GpuSpec {
   double kernel_launch_s = 0;                // fixed cost of every kernel
   double reserved_bytes = 0;                 // CUDA context and NCCL buffers: never available to tensors
   double allocator_fragmentation = 0;        // fraction the caching allocator holds beyond live tensors
+  // Optional ("kernels"): measured rates of backend calls by their name (Backend's method), which
+  // replace the roofline for those calls; paradyse calibrate measures them on a CPU.
+  std::map<std::string, KernelRate> kernel_rates;
 };
 
 // One level of the fabric: NVLink through NVSwitch inside a node, or the NICs between nodes.

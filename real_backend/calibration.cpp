@@ -2,6 +2,8 @@
 
 #include "common/statistics.hpp"
 #include "common/units.hpp"
+#include "real_backend/kernel_probes.hpp"
+#include "strategies/tracing_backend.hpp"
 
 #include <unistd.h>
 
@@ -11,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <utility>
@@ -22,10 +25,10 @@ namespace {
 using Json = nlohmann::ordered_json;
 using Points = std::vector<std::pair<double, double>>;  // a curve's [x, y], x increasing
 
-// Points grow until the next one would take longer than this for a single run (GEMM time grows 8×
-// per doubling of n, attention 4× per doubling of s), so the whole calibration takes seconds.
+// GEMM points grow until the next one would take longer than this for a single run (GEMM time grows
+// 8× per doubling of n), so they take seconds; attention is timed at every length it will be priced
+// at, since its curve is clamped beyond its last point.
 constexpr double kGemmPointSeconds = 0.3;
-constexpr double kAttentionPointSeconds = 1.0;
 // Buffer sizes, in bytes as integers.
 constexpr auto kMiBytes = static_cast<int64_t>(kMiB);
 
@@ -44,12 +47,14 @@ class Timer {
  public:
   Timer(Communicator& communicator, int repeats) : communicator_(communicator), repeats_(repeats) {}
 
+  // `untimed` runs before each repetition (and before the barrier).
   template <class Run>
-  double median_s(Run&& run, int batch = 1) const {
+  double median_s(Run&& run, int batch = 1, const std::function<void()>& untimed = {}) const {
     communicator_.barrier();
     run();
     std::vector<double> seconds;
     for (int i = 0; i < repeats_; ++i) {
+      if (untimed) untimed();
       communicator_.barrier();
       const auto start = std::chrono::steady_clock::now();
       for (int j = 0; j < batch; ++j) run();
@@ -82,9 +87,9 @@ Points gemm_flops_per_second(const Timer& timer, at::ScalarType type) {
 // tokens, by s. FLOPs as the tracer counts them (strategies/tracing_backend.cpp): forward 4·heads·d
 // per computed pair, backward 2.5× forward.
 Points attention_flops_per_second(const Timer& timer, TorchBackend& backend, int64_t heads, int64_t kv_heads,
-                                  int64_t head_dim, bool causal) {
+                                  int64_t head_dim, bool causal, int64_t max_tokens) {
   Points points;
-  for (int64_t s = 128; s <= 2048; s *= 2) {
+  for (int64_t s = std::min<int64_t>(128, max_tokens);; s = std::min(2 * s, max_tokens)) {
     const Positions sequence{TokenRange{0, s}};
     const AttentionMask mask{causal, sequence, sequence};
     const Tensor q = backend.wrap(at::randn({1, s, heads, head_dim}), DType::bf16);
@@ -97,9 +102,56 @@ Points attention_flops_per_second(const Timer& timer, TorchBackend& backend, int
     });
     const double flops = 3.5 * 4.0 * static_cast<double>(heads * head_dim) * mask.computed_pairs();
     points.emplace_back(static_cast<double>(s), flops / seconds);
-    if (4 * seconds > kAttentionPointSeconds) break;
+    if (s == max_tokens) break;
   }
   return points;
+}
+
+struct KernelPoints {
+  Kernel kernel;
+  bool by_flops;
+  Points rate_by_size;  // size as the tracer counts it (FLOPs or bytes), and size per second
+};
+
+// Each probed backend call timed at each of its sizes on the real backend, its size read off the
+// same call on the tracer. A short call repeats back to back so that one repetition lasts about a
+// millisecond (the Timer's reasons; ranks agree on the count), from the caches as in a step where
+// its inputs were just made; a cold one runs once per repetition after the caches are flushed.
+std::vector<KernelPoints> kernel_rates(Communicator& communicator, const Timer& timer, TorchBackend& backend,
+                                       const ModelSpec& model, int64_t max_tokens) {
+  const int degree = communicator.size();
+  // Written before each repetition of a cold call: larger than any CPU's last-level cache.
+  at::Tensor cache_flush = at::empty({256 * kMiBytes / 4});
+  std::vector<KernelPoints> rates;
+  for (const KernelProbe& probe : kernel_probes(model, degree, max_tokens)) {
+    KernelPoints& kernel = rates.emplace_back(KernelPoints{probe.kernel, probe.by_flops, {}});
+    for (int point = 0;; ++point) {
+      TracingBackend tracer(0, degree);
+      const KernelCall traced = probe.prepare(tracer, point);
+      if (!traced) break;
+      const std::size_t first = tracer.program().ops.size();
+      traced();
+      double size = 0;
+      for (std::size_t i = first; i < tracer.program().ops.size(); ++i) {
+        const Op& op = tracer.program().ops[i];
+        if (op.kernel == probe.kernel) size += probe.by_flops ? op.flops : op.memory_bytes;
+      }
+      const KernelCall call = probe.prepare(backend, point);
+      double seconds = 0;
+      if (probe.cold) {
+        seconds = timer.median_s(call, 1, [&] { cache_flush.fill_(1.0F); });
+      } else {
+        const auto start = std::chrono::steady_clock::now();
+        call();
+        const std::chrono::duration<double> once = std::chrono::steady_clock::now() - start;
+        const double typical_s = median_over_ranks(communicator, once.count());
+        const int batch = static_cast<int>(std::clamp(1e-3 / std::max(typical_s, 1e-9), 1.0, 100.0));
+        seconds = timer.median_s(call, batch);
+      }
+      kernel.rate_by_size.emplace_back(size, size / seconds);
+    }
+  }
+  return rates;
 }
 
 // Bytes read and written per second by a 64 MiB copy: the rate memory-bound ops stream at.
@@ -215,9 +267,12 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   const Points gemm = gemm_flops_per_second(timer, backend.storage_type(DType::bf16));
   const int64_t heads = std::max<int64_t>(1, model.heads / ranks);
   const int64_t kv_heads = std::gcd(heads, std::max<int64_t>(1, model.kv_heads / ranks));  // divides heads
+  const int64_t longest = options.max_attention_tokens;
   const Points attention =
-      attention_flops_per_second(timer, backend, heads, kv_heads, model.head_dim(), false);
-  const Points causal = attention_flops_per_second(timer, backend, heads, kv_heads, model.head_dim(), true);
+      attention_flops_per_second(timer, backend, heads, kv_heads, model.head_dim(), false, longest);
+  const Points causal =
+      attention_flops_per_second(timer, backend, heads, kv_heads, model.head_dim(), true, longest);
+  const std::vector<KernelPoints> kernels = kernel_rates(communicator, timer, backend, model, longest);
   const double copy = copy_bytes_per_second(timer);
   const double launch = op_overhead_s(timer);
   const Fabric fabric = measure_fabric(communicator, timer);
@@ -249,6 +304,18 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   gpu["kernel_launch_seconds"] = rounded(launch);
   gpu["reserved_bytes"] = 0;
   gpu["allocator_fragmentation"] = 0;
+  Json& measured_kernels = gpu["kernels"] = Json::object();
+  for (const KernelPoints& kernel : kernels) {
+    const std::string key = kernel.by_flops ? "flops_per_second_by_flops" : "bytes_per_second_by_bytes";
+    const std::string name(to_string(kernel.kernel));
+    Json& entry = measured_kernels[name];
+    entry[key] = curve(kernel.rate_by_size, rounded);
+    entry["source"] = {
+        {key, measured("TorchBackend::" + name + " on inputs shaped as a step of " + model.name + " on " +
+                       std::to_string(ranks) + " ranks shapes them (real_backend/kernel_probes.cpp), " +
+                       (kernel.by_flops ? "FLOPs" : "bytes") +
+                       " as the tracer counts them over the call's time, by that size")}};
+  }
   gpu["source"] = {
       {"bf16_flops_per_second", measured("the highest FLOP/s of at::mm on square n x n matrices, n = 64 to " +
                                          std::to_string(largest_n) + " doubling")},

@@ -16,6 +16,7 @@ namespace paradyse::real {
 struct CalibrationOptions {
   Precision precision = Precision::mixed;  // the element type GEMMs and attention are timed in
   int repeats = 5;                         // timed repetitions per point; the median is kept
+  int64_t max_attention_tokens = 2048;     // attention is timed at 128, 256, ... up to this length
   std::string description;                 // the JSON's "description"; empty: one naming the host
 };
 

@@ -74,9 +74,10 @@ using CommunicatorDecorator = std::function<std::unique_ptr<Communicator>(std::u
 std::vector<RunReport> run_training(const RankEnvironment& env, const std::vector<RunRequest>& requests,
                                     const CommunicatorDecorator& decorate = {});
 
-// `paradyse calibrate` on this rank: measures this machine (calibration.hpp) with every rank;
-// rank 0 gets the cluster JSON text, the others nullopt.
+// `paradyse calibrate` on this rank: measures this machine (calibration.hpp) with every rank,
+// attention up to `max_attention_tokens`; rank 0 gets the cluster JSON text, the others nullopt.
 std::optional<std::string> calibrate_on_rank(const RankEnvironment& env, const ModelSpec& model,
-                                             bool mixed_precision, std::chrono::seconds timeout);
+                                             bool mixed_precision, int64_t max_attention_tokens,
+                                             std::chrono::seconds timeout);
 
 }  // namespace paradyse::real

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,12 +42,52 @@ struct CommunicationBytes {
 };
 CommunicationBytes communication_bytes(OpKind kind, double input_bytes, int degree);
 
+// The backend call an op came from (Backend's method of that name): what a machine's per-kernel
+// figures are keyed by, since one call is one kernel on a GPU but several passes on a CPU.
+// `communication` is every collective and transfer (OpKind says which), `wait` a stream wait.
+enum class Kernel : uint8_t {
+  zeros,
+  cast,
+  concat,
+  linear,
+  matmul,
+  weight_grad,
+  attention_forward,
+  attention_backward,
+  merge_attention,
+  scores,
+  scores_times,
+  scores_transposed_times,
+  softmax,
+  softmax_backward,
+  norm_forward,
+  norm_backward,
+  gelu,
+  gelu_backward,
+  swiglu,
+  swiglu_backward,
+  dropout,
+  dropout_backward,
+  add,
+  add_,
+  embedding,
+  embedding_backward,
+  cross_entropy,
+  adam_step,
+  communication,
+  wait,
+};
+constexpr std::size_t kKernelCount = static_cast<std::size_t>(Kernel::wait) + 1;
+std::string_view to_string(Kernel kernel);  // the Backend method's name
+std::optional<Kernel> kernel_named(std::string_view name);
+
 enum class Stream : uint8_t { compute, communication };
 
 using OpId = uint32_t;
 
 struct Op {
   OpKind kind = OpKind::memory_bound;
+  Kernel kernel = Kernel::zeros;
   Stream stream = Stream::compute;
   Phase phase = Phase::layer_forward;
   int16_t layer = -1;

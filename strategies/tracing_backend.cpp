@@ -1,6 +1,7 @@
 #include "strategies/tracing_backend.hpp"
 
 #include <algorithm>
+#include <array>
 #include <unordered_map>
 
 namespace paradyse {
@@ -88,9 +89,10 @@ Tensor TracingBackend::allocate(const Shape& shape, DType dtype) {
   return t;
 }
 
-Op& TracingBackend::record(OpKind kind, std::initializer_list<const Tensor*> inputs) {
+Op& TracingBackend::record(OpKind kind, Kernel kernel, std::initializer_list<const Tensor*> inputs) {
   Op op;
   op.kind = kind;
+  op.kernel = kernel;
   op.stream = is_communication(kind) ? Stream::communication : Stream::compute;
   op.phase = recorder_->phase;
   op.layer = recorder_->layer;
@@ -123,7 +125,7 @@ Tensor TracingBackend::gradient_buffer(const Shape& shape) {
 
 Tensor TracingBackend::zeros(const Shape& shape, DType dtype) {
   Tensor t = allocate(shape, dtype);
-  Op& op = record(OpKind::memory_bound, {});
+  Op& op = record(OpKind::memory_bound, Kernel::zeros, {});
   op.memory_bytes = static_cast<double>(t.bytes());
   produced_by(t, recorder_->next_op() - 1);
   return t;
@@ -151,7 +153,7 @@ Tensor TracingBackend::concat(const std::vector<Tensor>& parts, int dim) {
   shape[static_cast<std::size_t>(dim)] = 0;
   for (const Tensor& part : parts) shape[static_cast<std::size_t>(dim)] += part.size(dim);
   Tensor out = allocate(shape, parts[0].dtype());
-  Op& op = record(OpKind::memory_bound, {});
+  Op& op = record(OpKind::memory_bound, Kernel::concat, {});
   for (const Tensor& part : parts) depend_on(op, part);
   op.memory_bytes = 2.0 * static_cast<double>(out.bytes());
   produced_by(out, recorder_->next_op() - 1);
@@ -160,7 +162,7 @@ Tensor TracingBackend::concat(const std::vector<Tensor>& parts, int dim) {
 
 Tensor TracingBackend::cast(const Tensor& x, DType dtype) {
   Tensor y = allocate(x.shape(), dtype);
-  Op& op = record(OpKind::memory_bound, {&x});
+  Op& op = record(OpKind::memory_bound, Kernel::cast, {&x});
   op.memory_bytes = static_cast<double>(x.bytes() + y.bytes());
   produced_by(y, recorder_->next_op() - 1);
   return y;
@@ -179,7 +181,7 @@ Tensor TracingBackend::linear(const Tensor& x, const Tensor& w) {
   shape.back() = w.size(0);
   Tensor y = allocate(shape, DType::bf16);
   const int64_t m = leading(x), n = w.size(0), k = w.size(1);
-  Op& op = record(OpKind::gemm, {&x, &w});
+  Op& op = record(OpKind::gemm, Kernel::linear, {&x, &w});
   op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   op.memory_bytes = gemm_bytes(m, n, k);
   op.dims = {m, n, k, 0};
@@ -194,7 +196,7 @@ Tensor TracingBackend::matmul(const Tensor& x, const Tensor& w) {
   shape.back() = w.size(1);
   Tensor y = allocate(shape, DType::bf16);
   const int64_t m = leading(x), n = w.size(1), k = w.size(0);
-  Op& op = record(OpKind::gemm, {&x, &w});
+  Op& op = record(OpKind::gemm, Kernel::matmul, {&x, &w});
   op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   op.memory_bytes = gemm_bytes(m, n, k);
   op.dims = {m, n, k, 0};
@@ -207,7 +209,7 @@ Tensor TracingBackend::weight_grad(const Tensor& a, const Tensor& b) {
                  "weight_grad " + to_string(a.shape()) + "ᵀ · " + to_string(b.shape()));
   const int64_t m = a.size(-1), n = b.size(-1), k = leading(a);
   Tensor y = allocate({m, n}, DType::bf16);
-  Op& op = record(OpKind::gemm, {&a, &b});
+  Op& op = record(OpKind::gemm, Kernel::weight_grad, {&a, &b});
   op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   op.memory_bytes = gemm_bytes(m, n, k);
   op.dims = {m, n, k, 0};
@@ -236,7 +238,7 @@ AttentionOutput TracingBackend::attention_forward(const Tensor& q, const Tensor&
   check_attention_shapes(q, k, v, mask);
   AttentionOutput result{allocate(q.shape(), DType::bf16),
                          allocate({q.size(0), q.size(2), q.size(1)}, DType::fp32)};
-  Op& op = record(OpKind::attention_forward, {&q, &k, &v});
+  Op& op = record(OpKind::attention_forward, Kernel::attention_forward, {&q, &k, &v});
   op.flops = attention_forward_flops(q, mask);
   op.memory_bytes =
       static_cast<double>(q.bytes() + k.bytes() + v.bytes() + result.out.bytes() + result.lse.bytes());
@@ -253,7 +255,7 @@ AttentionGrads TracingBackend::attention_backward(const Tensor& d_out, const Ten
   check_attention_shapes(q, k, v, mask);
   AttentionGrads grads{allocate(q.shape(), DType::bf16), allocate(k.shape(), DType::bf16),
                        allocate(v.shape(), DType::bf16)};
-  Op& op = record(OpKind::attention_backward, {&d_out, &q, &k, &v, &out, &lse});
+  Op& op = record(OpKind::attention_backward, Kernel::attention_backward, {&d_out, &q, &k, &v, &out, &lse});
   // FlashAttention-2's backward recomputes the scores: 2.5× the forward's FLOPs, the convention of
   // its benchmark (flash-attention benchmarks/benchmark_flash_attention.py), whose TFLOP/s we use.
   op.flops = 2.5 * attention_forward_flops(q, mask);
@@ -272,7 +274,7 @@ AttentionGrads TracingBackend::attention_backward(const Tensor& d_out, const Ten
 void TracingBackend::merge_attention(Tensor& out, Tensor& lse, const AttentionOutput& block) {
   PARADYSE_CHECK(out.shape() == block.out.shape() && lse.shape() == block.lse.shape(),
                  "merge of unequal blocks");
-  Op& op = record(OpKind::memory_bound, {&out, &lse, &block.out, &block.lse});
+  Op& op = record(OpKind::memory_bound, Kernel::merge_attention, {&out, &lse, &block.out, &block.lse});
   op.memory_bytes = static_cast<double>(3 * out.bytes() + 3 * lse.bytes());
   produced_by(out, recorder_->next_op() - 1);
   produced_by(lse, recorder_->next_op() - 1);
@@ -290,7 +292,7 @@ Tensor TracingBackend::scores(const Tensor& q, const Tensor& k) {
   PARADYSE_CHECK(q.size(2) == k.size(2) && q.size(3) == k.size(3), "scores needs equal heads and head dim");
   const int64_t batch_heads = q.size(0) * q.size(2), m = q.size(1), n = k.size(1), d = q.size(3);
   Tensor s = allocate({q.size(0), q.size(2), m, n}, DType::bf16);
-  Op& op = record(OpKind::scores_gemm, {&q, &k});
+  Op& op = record(OpKind::scores_gemm, Kernel::scores, {&q, &k});
   op.flops = 2.0 * static_cast<double>(batch_heads * m) * static_cast<double>(n * d);
   op.memory_bytes = static_cast<double>(q.bytes() + k.bytes() + s.bytes());
   op.dims = {batch_heads, m, n, d};
@@ -303,7 +305,7 @@ Tensor TracingBackend::scores_times(const Tensor& p, const Tensor& v) {
   PARADYSE_CHECK(p.size(1) == v.size(2) && p.size(3) == v.size(1), "scores_times shapes");
   const int64_t batch_heads = p.size(0) * p.size(1), m = p.size(2), n = v.size(3), k = p.size(3);
   Tensor y = allocate({p.size(0), m, p.size(1), n}, DType::bf16);
-  Op& op = record(OpKind::scores_gemm, {&p, &v});
+  Op& op = record(OpKind::scores_gemm, Kernel::scores_times, {&p, &v});
   op.flops = 2.0 * static_cast<double>(batch_heads * m) * static_cast<double>(n * k);
   op.memory_bytes = static_cast<double>(p.bytes() + v.bytes() + y.bytes());
   op.dims = {batch_heads, m, n, k};
@@ -316,7 +318,7 @@ Tensor TracingBackend::scores_transposed_times(const Tensor& p, const Tensor& x)
   PARADYSE_CHECK(p.size(1) == x.size(2) && p.size(2) == x.size(1), "scores_transposed_times shapes");
   const int64_t batch_heads = p.size(0) * p.size(1), m = p.size(3), n = x.size(3), k = p.size(2);
   Tensor y = allocate({p.size(0), m, p.size(1), n}, DType::bf16);
-  Op& op = record(OpKind::scores_gemm, {&p, &x});
+  Op& op = record(OpKind::scores_gemm, Kernel::scores_transposed_times, {&p, &x});
   op.flops = 2.0 * static_cast<double>(batch_heads * m) * static_cast<double>(n * k);
   op.memory_bytes = static_cast<double>(p.bytes() + x.bytes() + y.bytes());
   op.dims = {batch_heads, m, n, k};
@@ -329,7 +331,7 @@ Tensor TracingBackend::softmax(const Tensor& scores, double, const AttentionMask
       scores.rank() == 4 && mask.query_count() == scores.size(2) && mask.key_count() == scores.size(3),
       "softmax mask positions do not match scores " + to_string(scores.shape()));
   Tensor p = allocate(scores.shape(), DType::bf16);
-  Op& op = record(OpKind::memory_bound, {&scores});
+  Op& op = record(OpKind::memory_bound, Kernel::softmax, {&scores});
   op.memory_bytes = static_cast<double>(scores.bytes() + p.bytes());
   produced_by(p, recorder_->next_op() - 1);
   return p;
@@ -337,7 +339,7 @@ Tensor TracingBackend::softmax(const Tensor& scores, double, const AttentionMask
 
 Tensor TracingBackend::softmax_backward(const Tensor& d_probs, const Tensor& probs, double) {
   Tensor d = allocate(probs.shape(), DType::bf16);
-  Op& op = record(OpKind::memory_bound, {&d_probs, &probs});
+  Op& op = record(OpKind::memory_bound, Kernel::softmax_backward, {&d_probs, &probs});
   op.memory_bytes = static_cast<double>(d_probs.bytes() + probs.bytes() + d.bytes());
   produced_by(d, recorder_->next_op() - 1);
   return d;
@@ -347,7 +349,7 @@ NormOutput TracingBackend::norm_forward(const Tensor& x, const Tensor& gamma, co
   PARADYSE_CHECK(gamma.numel() == x.size(-1), "norm weight does not match " + to_string(x.shape()));
   NormOutput result{allocate(x.shape(), DType::bf16),
                     allocate({leading(x), kind == NormKind::layer_norm ? 2 : 1}, DType::fp32)};
-  Op& op = record(OpKind::memory_bound, {&x});
+  Op& op = record(OpKind::memory_bound, Kernel::norm_forward, {&x});
   op.memory_bytes = static_cast<double>(x.bytes() + result.y.bytes() + result.stats.bytes());
   produced_by(result.y, recorder_->next_op() - 1);
   produced_by(result.stats, recorder_->next_op() - 1);
@@ -358,7 +360,7 @@ NormGrads TracingBackend::norm_backward(const Tensor& d_y, const Tensor& x, cons
                                         const NormOutput& saved, NormKind kind) {
   NormGrads grads{allocate(x.shape(), DType::bf16), allocate(gamma.shape(), DType::fp32),
                   kind == NormKind::layer_norm ? allocate(gamma.shape(), DType::fp32) : Tensor()};
-  Op& op = record(OpKind::memory_bound, {&d_y, &x, &saved.stats});
+  Op& op = record(OpKind::memory_bound, Kernel::norm_backward, {&d_y, &x, &saved.stats});
   op.memory_bytes = static_cast<double>(d_y.bytes() + x.bytes() + saved.stats.bytes() + grads.d_x.bytes());
   const OpId id = recorder_->next_op() - 1;
   produced_by(grads.d_x, id);
@@ -376,7 +378,7 @@ Shape with_last(Shape shape, int64_t last) {
 
 Tensor TracingBackend::gelu(const Tensor& x) {
   Tensor y = allocate(x.shape(), DType::bf16);
-  Op& op = record(OpKind::memory_bound, {&x});
+  Op& op = record(OpKind::memory_bound, Kernel::gelu, {&x});
   op.memory_bytes = static_cast<double>(x.bytes() + y.bytes());
   produced_by(y, recorder_->next_op() - 1);
   return y;
@@ -384,7 +386,7 @@ Tensor TracingBackend::gelu(const Tensor& x) {
 
 Tensor TracingBackend::gelu_backward(const Tensor& d_y, const Tensor& x) {
   Tensor d_x = allocate(x.shape(), DType::bf16);
-  Op& op = record(OpKind::memory_bound, {&d_y, &x});
+  Op& op = record(OpKind::memory_bound, Kernel::gelu_backward, {&d_y, &x});
   op.memory_bytes = static_cast<double>(d_y.bytes() + x.bytes() + d_x.bytes());
   produced_by(d_x, recorder_->next_op() - 1);
   return d_x;
@@ -393,7 +395,7 @@ Tensor TracingBackend::gelu_backward(const Tensor& d_y, const Tensor& x) {
 Tensor TracingBackend::swiglu(const Tensor& x) {
   PARADYSE_CHECK(x.size(-1) % 2 == 0, "swiglu needs an even last dim, got " + to_string(x.shape()));
   Tensor y = allocate(with_last(x.shape(), x.size(-1) / 2), DType::bf16);
-  Op& op = record(OpKind::memory_bound, {&x});
+  Op& op = record(OpKind::memory_bound, Kernel::swiglu, {&x});
   op.memory_bytes = static_cast<double>(x.bytes() + y.bytes());
   produced_by(y, recorder_->next_op() - 1);
   return y;
@@ -401,7 +403,7 @@ Tensor TracingBackend::swiglu(const Tensor& x) {
 
 Tensor TracingBackend::swiglu_backward(const Tensor& d_y, const Tensor& x) {
   Tensor d_x = allocate(x.shape(), DType::bf16);
-  Op& op = record(OpKind::memory_bound, {&d_y, &x});
+  Op& op = record(OpKind::memory_bound, Kernel::swiglu_backward, {&d_y, &x});
   op.memory_bytes = static_cast<double>(d_y.bytes() + x.bytes() + d_x.bytes());
   produced_by(d_x, recorder_->next_op() - 1);
   return d_x;
@@ -409,7 +411,7 @@ Tensor TracingBackend::swiglu_backward(const Tensor& d_y, const Tensor& x) {
 
 DropoutOutput TracingBackend::dropout(const Tensor& x, double) {
   DropoutOutput result{allocate(x.shape(), DType::bf16), allocate(x.shape(), DType::u8)};
-  Op& op = record(OpKind::memory_bound, {&x});
+  Op& op = record(OpKind::memory_bound, Kernel::dropout, {&x});
   op.memory_bytes = static_cast<double>(x.bytes() + result.y.bytes() + result.mask.bytes());
   produced_by(result.y, recorder_->next_op() - 1);
   produced_by(result.mask, recorder_->next_op() - 1);
@@ -418,7 +420,7 @@ DropoutOutput TracingBackend::dropout(const Tensor& x, double) {
 
 Tensor TracingBackend::dropout_backward(const Tensor& d_y, const Tensor& mask, double) {
   Tensor d_x = allocate(d_y.shape(), DType::bf16);
-  Op& op = record(OpKind::memory_bound, {&d_y, &mask});
+  Op& op = record(OpKind::memory_bound, Kernel::dropout_backward, {&d_y, &mask});
   op.memory_bytes = static_cast<double>(d_y.bytes() + mask.bytes() + d_x.bytes());
   produced_by(d_x, recorder_->next_op() - 1);
   return d_x;
@@ -427,7 +429,7 @@ Tensor TracingBackend::dropout_backward(const Tensor& d_y, const Tensor& mask, d
 Tensor TracingBackend::add(const Tensor& a, const Tensor& b) {
   PARADYSE_CHECK(a.shape() == b.shape(), "add " + to_string(a.shape()) + " + " + to_string(b.shape()));
   Tensor y = allocate(a.shape(), a.dtype());
-  Op& op = record(OpKind::memory_bound, {&a, &b});
+  Op& op = record(OpKind::memory_bound, Kernel::add, {&a, &b});
   op.memory_bytes = static_cast<double>(a.bytes() + b.bytes() + y.bytes());
   produced_by(y, recorder_->next_op() - 1);
   return y;
@@ -436,7 +438,7 @@ Tensor TracingBackend::add(const Tensor& a, const Tensor& b) {
 void TracingBackend::add_(Tensor& accumulator, const Tensor& x) {
   PARADYSE_CHECK(accumulator.numel() == x.numel(),
                  "add_ " + to_string(accumulator.shape()) + " += " + to_string(x.shape()));
-  Op& op = record(OpKind::memory_bound, {&accumulator, &x});
+  Op& op = record(OpKind::memory_bound, Kernel::add_, {&accumulator, &x});
   op.memory_bytes = static_cast<double>(2 * accumulator.bytes() + x.bytes());
   produced_by(accumulator, recorder_->next_op() - 1);
 }
@@ -445,7 +447,7 @@ Tensor TracingBackend::embedding(const Tensor& tokens, const Tensor& table) {
   Shape shape = tokens.shape();
   shape.push_back(table.size(1));
   Tensor y = allocate(shape, DType::bf16);
-  Op& op = record(OpKind::memory_bound, {&tokens, &table});
+  Op& op = record(OpKind::memory_bound, Kernel::embedding, {&tokens, &table});
   op.memory_bytes = static_cast<double>(tokens.bytes() + 2 * y.bytes());
   produced_by(y, recorder_->next_op() - 1);
   return y;
@@ -453,7 +455,7 @@ Tensor TracingBackend::embedding(const Tensor& tokens, const Tensor& table) {
 
 Tensor TracingBackend::embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t vocab) {
   Tensor d_table = allocate({vocab, d_y.size(-1)}, DType::bf16);
-  Op& op = record(OpKind::memory_bound, {&d_y, &tokens});
+  Op& op = record(OpKind::memory_bound, Kernel::embedding_backward, {&d_y, &tokens});
   op.memory_bytes = static_cast<double>(d_table.bytes() + tokens.bytes() + 2 * d_y.bytes());
   produced_by(d_table, recorder_->next_op() - 1);
   return d_table;
@@ -461,7 +463,7 @@ Tensor TracingBackend::embedding_backward(const Tensor& d_y, const Tensor& token
 
 LossOutput TracingBackend::cross_entropy(const Tensor& logits, const Tensor& targets) {
   LossOutput result{allocate({1}, DType::fp32), allocate(logits.shape(), DType::bf16)};
-  Op& op = record(OpKind::memory_bound, {&logits, &targets});
+  Op& op = record(OpKind::memory_bound, Kernel::cross_entropy, {&logits, &targets});
   op.memory_bytes = static_cast<double>(2 * logits.bytes() + targets.bytes() + result.d_logits.bytes());
   produced_by(result.loss, recorder_->next_op() - 1);
   produced_by(result.d_logits, recorder_->next_op() - 1);
@@ -469,7 +471,7 @@ LossOutput TracingBackend::cross_entropy(const Tensor& logits, const Tensor& tar
 }
 
 void TracingBackend::adam_step(Tensor& weight, const Tensor& grad) {
-  Op& op = record(OpKind::memory_bound, {&weight, &grad});
+  Op& op = record(OpKind::memory_bound, Kernel::adam_step, {&weight, &grad});
   // Reads the bf16 gradient, reads and writes fp32 master weight, first and second moment, writes the
   // bf16 weight: 2 + 3·(4 + 4) + 2 bytes per parameter.
   op.memory_bytes = 28.0 * static_cast<double>(weight.numel());
@@ -497,7 +499,7 @@ CommunicationBytes communication_bytes(OpKind kind, double input_bytes, int degr
 }
 
 Pending TracingBackend::communicate(OpKind kind, const Tensor& input, Tensor result) {
-  Op& op = record(kind, {&input});
+  Op& op = record(kind, Kernel::communication, {&input});
   const CommunicationBytes bytes = communication_bytes(kind, static_cast<double>(input.bytes()), degree_);
   op.size_bytes = bytes.size_bytes;
   op.bus_bytes = bytes.bus_bytes;
@@ -509,7 +511,7 @@ Pending TracingBackend::communicate(OpKind kind, const Tensor& input, Tensor res
 
 Tensor TracingBackend::wait(int64_t token, Tensor result) {
   if (token < 0) return result;  // nothing was communicated (a group of one)
-  Op& op = record(OpKind::wait, {});
+  Op& op = record(OpKind::wait, Kernel::wait, {});
   op.deps.push_back(static_cast<OpId>(token));
   return result;
 }
@@ -571,6 +573,50 @@ Pending TracingBackend::send_recv_async(const Tensor& x, int to, int from) {
   op.send_to = static_cast<int16_t>(to);
   op.recv_from = static_cast<int16_t>(from);
   return pending;
+}
+
+namespace {
+// In Kernel's order.
+constexpr std::array<std::string_view, kKernelCount> kKernelNames{"zeros",
+                                                                  "cast",
+                                                                  "concat",
+                                                                  "linear",
+                                                                  "matmul",
+                                                                  "weight_grad",
+                                                                  "attention_forward",
+                                                                  "attention_backward",
+                                                                  "merge_attention",
+                                                                  "scores",
+                                                                  "scores_times",
+                                                                  "scores_transposed_times",
+                                                                  "softmax",
+                                                                  "softmax_backward",
+                                                                  "norm_forward",
+                                                                  "norm_backward",
+                                                                  "gelu",
+                                                                  "gelu_backward",
+                                                                  "swiglu",
+                                                                  "swiglu_backward",
+                                                                  "dropout",
+                                                                  "dropout_backward",
+                                                                  "add",
+                                                                  "add_",
+                                                                  "embedding",
+                                                                  "embedding_backward",
+                                                                  "cross_entropy",
+                                                                  "adam_step",
+                                                                  "communication",
+                                                                  "wait"};
+}  // namespace
+
+std::string_view to_string(Kernel kernel) {
+  return kKernelNames[static_cast<std::size_t>(kernel)];
+}
+
+std::optional<Kernel> kernel_named(std::string_view name) {
+  for (std::size_t i = 0; i < kKernelCount; ++i)
+    if (kKernelNames[i] == name) return static_cast<Kernel>(i);
+  return std::nullopt;
 }
 
 std::string_view to_string(OpKind kind) {

@@ -79,7 +79,7 @@ class TracingBackend final : public Backend {
 
  private:
   Tensor allocate(const Shape& shape, DType dtype);
-  Op& record(OpKind kind, std::initializer_list<const Tensor*> inputs);
+  Op& record(OpKind kind, Kernel kernel, std::initializer_list<const Tensor*> inputs);
   static void depend_on(Op& op, const Tensor& input);
   void produced_by(const Tensor& t, OpId op);
   Pending communicate(OpKind kind, const Tensor& input, Tensor result);

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/errors.hpp"
+
 using namespace paradyse;
 
 TEST_CASE("OpTimer: a GEMM runs at the preset's efficiency for its size", "[costmodel]") {
@@ -74,5 +76,49 @@ TEST_CASE("OpTimer: a collective takes bus bytes over NCCL's bus bandwidth at it
     REQUIRE(inter.seconds(op) == Approx(30 * two.inter_node.hop_latency_s() +
                                         op.bus_bytes / two.inter_node.streaming_bandwidth(op.size_bytes))
                                      .epsilon(1e-12));
+  }
+}
+
+namespace {
+hw::ClusterSpec with_measured(const std::string& kernel, bool by_flops) {
+  hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  cluster.gpu.kernel_rates[kernel] = hw::KernelRate{by_flops, hw::Curve({{1e6, 1e9}, {1e8, 4e9}})};
+  return cluster;
+}
+}  // namespace
+
+TEST_CASE("OpTimer: a call the cluster measured runs at its measured rate, launch included", "[costmodel]") {
+  Op softmax;
+  softmax.kind = OpKind::memory_bound;
+  softmax.kernel = Kernel::softmax;
+  softmax.memory_bytes = 1e8;
+  Op gelu = softmax;
+  gelu.kernel = Kernel::gelu;
+  const hw::ClusterSpec cluster = with_measured("softmax", false);
+  const costmodel::OpTimer timer(cluster, 8);
+  CHECK(timer.seconds(softmax) == Approx(1e8 / 4e9));
+  // Other calls keep the roofline.
+  CHECK(timer.seconds(gelu) == Approx(1e8 / cluster.gpu.hbm_bytes_per_second + cluster.gpu.kernel_launch_s));
+
+  Op scores;
+  scores.kind = OpKind::scores_gemm;
+  scores.kernel = Kernel::scores;
+  scores.flops = 1e7;
+  scores.memory_bytes = 1e12;  // a by-FLOPs rate ignores the bytes
+  const hw::ClusterSpec measured_scores = with_measured("scores", true);
+  CHECK(costmodel::OpTimer(measured_scores, 8).seconds(scores) == Approx(1e7 / 2.5e9));
+}
+
+TEST_CASE("OpTimer: a measured kernel that is no backend call is an InputError", "[costmodel]") {
+  for (const char* name : {"softmaxx", "communication", "wait"}) {
+    INFO(name);
+    const hw::ClusterSpec cluster = with_measured(name, false);
+    try {
+      costmodel::OpTimer timer(cluster, 8);
+      FAIL("no error");
+    } catch (const InputError& e) {
+      CHECK(e.field() == std::string("gpu.kernels.") + name);
+      CHECK(e.file() == cluster.source);
+    }
   }
 }

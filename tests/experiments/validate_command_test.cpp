@@ -10,6 +10,7 @@
 #include <string>
 
 #include "hw_models/cluster.hpp"
+#include "strategies/model.hpp"
 #include "tests/experiments/run_paradyse.hpp"
 #include "tests/temp_dir.hpp"
 
@@ -18,12 +19,17 @@ namespace paradyse::testing {
 TEST_CASE("validate: each row is what simulate and run give for its configuration", "[real][cli]") {
   TempDir dir;
   const std::string cluster = dir.file("local-cpu.json");
-  const RunResult calibrated = run_paradyse("calibrate --ranks 2 --out " + cluster);
+  const RunResult calibrated = run_paradyse("calibrate --ranks 2 --max-seq 256 --out " + cluster);
   INFO(calibrated.err);
   REQUIRE(calibrated.exit_code == 0);
   const hw::ClusterSpec spec = hw::load_cluster(cluster);
   CHECK(spec.gpus_per_node == 2);
   CHECK(spec.gpu.bf16_flops_per_second > 0);
+  // Attention at 128 and 256 tokens; every probed call measured at 64, 128 and 256 (Adam by weight).
+  CHECK(spec.gpu.attention_efficiency_by_seq.points().back().first == 256);
+  CHECK(spec.gpu.kernel_rates.at("softmax").rate.points().size() == 3);
+  CHECK(spec.gpu.kernel_rates.at("scores").by_flops);
+  CHECK_FALSE(spec.gpu.kernel_rates.at("norm_backward").by_flops);
 
   // The median of 7 measured steps, so that reporting their sum instead would show below.
   const std::string configuration = "--ranks 2 --model tiny-llama --seq 64 --steps 7 --json";
@@ -77,6 +83,32 @@ TEST_CASE("validate: each row is what simulate and run give for its configuratio
     CHECK(ratio > 1.0 / 5);
     CHECK(ratio < 5);
   }
+}
+
+TEST_CASE("validate --ops: rank 0's step by backend call, measured and modelled", "[real][cli]") {
+  TempDir dir;
+  const std::string cluster = dir.file("local-cpu.json");
+  REQUIRE(run_paradyse("calibrate --ranks 2 --max-seq 128 --out " + cluster).exit_code == 0);
+  const RunResult r = run_paradyse(
+      "validate --ranks 2 --model tiny-llama --seq 64,128 --plan megatron_ts --ops "
+      "--json --cluster " +
+      cluster);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto out = nlohmann::json::parse(r.out);
+  REQUIRE(out["steps"].size() == 2);
+  const int64_t layers = load_model("tiny-llama").num_layers;
+  std::map<int64_t, int> attention_rows;
+  for (const auto& call : out["calls"]) {
+    INFO(call.dump());
+    CHECK(call["plan"] == "megatron_ts");
+    if (call["kernel"] != "attention_forward") continue;
+    ++attention_rows[call["seq"].get<int64_t>()];
+    CHECK(call["calls"] == layers);  // one fused attention per layer
+    CHECK(call["measured_s"].get<double>() > 0);
+    CHECK(call["modelled_s"].get<double>() > 0);
+  }
+  CHECK(attention_rows == std::map<int64_t, int>{{64, 1}, {128, 1}});
 }
 
 TEST_CASE("validate: asks for a calibration when the cluster file is missing", "[real][cli]") {

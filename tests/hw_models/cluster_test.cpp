@@ -307,3 +307,51 @@ TEST_CASE("load_cluster: bad input is an InputError naming the file and field", 
     CHECK(e.file() == path);
   }
 }
+
+TEST_CASE("load_cluster: measured kernel rates are read, each with one curve and its source", "[hw_models]") {
+  TempDir dir;
+  auto with_kernels = [&](const std::string& name, const paradyse::json_input::Json& kernels) {
+    return write_edited_a100(dir, name, [&](auto& json) { json["gpu"]["kernels"] = kernels; });
+  };
+  const std::string good =
+      with_kernels("good.json", {{"softmax",
+                                  {{"bytes_per_second_by_bytes", {{1e6, 1e9}, {4e6, 2e9}}},
+                                   {"source", {{"bytes_per_second_by_bytes", "measured"}}}}},
+                                 {"scores",
+                                  {{"flops_per_second_by_flops", {{1e9, 1e11}}},
+                                   {"source", {{"flops_per_second_by_flops", "measured"}}}}}});
+  const ClusterSpec cluster = load_cluster(good);
+  REQUIRE(cluster.gpu.kernel_rates.size() == 2);
+  const paradyse::hw::KernelRate& softmax = cluster.gpu.kernel_rates.at("softmax");
+  CHECK_FALSE(softmax.by_flops);
+  CHECK(cluster.gpu.kernel_rates.at("scores").by_flops);
+  // size / rate(size) between and beyond the points; below the smallest size, the smallest's time.
+  CHECK(softmax.seconds(4e6) == Approx(4e6 / 2e9));
+  CHECK(softmax.seconds(2e6) == Approx(2e6 / 1.5e9));
+  CHECK(softmax.seconds(8e6) == Approx(8e6 / 2e9));
+  CHECK(softmax.seconds(1e3) == Approx(1e6 / 1e9));
+  CHECK(load_cluster("dgx-a100").gpu.kernel_rates.empty());  // GPUs: the roofline
+
+  SECTION("both curves") {
+    const std::string path =
+        with_kernels("both.json", {{"softmax",
+                                    {{"bytes_per_second_by_bytes", {{1e6, 1e9}}},
+                                     {"flops_per_second_by_flops", {{1e6, 1e9}}},
+                                     {"source", {{"bytes_per_second_by_bytes", "measured"}}}}}});
+    CHECK_THAT(load_error(path).what(), Contains("gpu.kernels.softmax") && Contains("exactly one"));
+  }
+  SECTION("a curve without its source") {
+    const std::string path = with_kernels(
+        "unsourced.json",
+        {{"softmax",
+          {{"bytes_per_second_by_bytes", {{1e6, 1e9}}}, {"source", paradyse::json_input::Json::object()}}}});
+    CHECK_THAT(load_error(path).what(), Contains("gpu.kernels.softmax.source.bytes_per_second_by_bytes"));
+  }
+  SECTION("a rate that is not positive") {
+    const std::string path =
+        with_kernels("zero.json", {{"gelu",
+                                    {{"bytes_per_second_by_bytes", {{1e6, 0}}},
+                                     {"source", {{"bytes_per_second_by_bytes", "measured"}}}}}});
+    CHECK_THAT(load_error(path).what(), Contains("gpu.kernels.gelu.bytes_per_second_by_bytes"));
+  }
+}

@@ -1,0 +1,167 @@
+#include "real_backend/kernel_probes.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "strategies/training_step.hpp"
+
+namespace paradyse::real {
+namespace {
+
+// Sequence length of point `point`: 64, 128, ... doubling, then max_tokens itself; none beyond.
+std::optional<int64_t> tokens_at(int point, int64_t max_tokens) {
+  int64_t s = 64;
+  for (int i = 0; i < point && s < max_tokens; ++i) s *= 2;
+  s = std::min(s, max_tokens);
+  if (point > 0 && s == std::min<int64_t>(64, max_tokens)) return std::nullopt;
+  const int64_t previous = point == 0 ? 0 : *tokens_at(point - 1, max_tokens);
+  if (s <= previous) return std::nullopt;
+  return s;
+}
+
+struct Shapes {
+  int64_t h, f, heads, head_dim, vocab;
+  NormKind norm;
+};
+
+// A probe over sequence lengths: `make(be, s)` returns the call at s tokens.
+KernelProbe by_tokens(Kernel kernel, bool by_flops, int64_t max_tokens,
+                      std::function<KernelCall(Backend&, int64_t)> make) {
+  return {kernel, by_flops, false,
+          [max_tokens, make = std::move(make)](Backend& be, int point) -> KernelCall {
+            const std::optional<int64_t> s = tokens_at(point, max_tokens);
+            return s ? make(be, *s) : KernelCall();
+          }};
+}
+
+AttentionMask causal_mask(int64_t s) {
+  const Positions all{TokenRange{0, s}};
+  return {true, all, all};
+}
+
+}  // namespace
+
+std::vector<KernelProbe> kernel_probes(const ModelSpec& model, int degree, int64_t max_tokens) {
+  // Local shapes as a rank of `degree` sees them: its heads, its slice of the MLP, the whole
+  // (padded) vocabulary for the loss and the embedding's gradient.
+  const Shapes x{model.hidden,
+                 std::max<int64_t>(1, model.ffn_hidden / degree),
+                 std::max<int64_t>(1, model.heads / degree),
+                 model.head_dim(),
+                 padded_vocab(model, degree),
+                 model.norm};
+  const DType bf16 = DType::bf16;
+  std::vector<KernelProbe> probes;
+  auto add = [&](Kernel kernel, bool by_flops, std::function<KernelCall(Backend&, int64_t)> make) {
+    probes.push_back(by_tokens(kernel, by_flops, max_tokens, std::move(make)));
+  };
+  auto hidden = [x, bf16](Backend& be, int64_t s) { return be.zeros({1, s, x.h}, bf16); };
+  auto heads = [x, bf16](Backend& be, int64_t s) { return be.zeros({1, s, x.heads, x.head_dim}, bf16); };
+  auto scores = [x, bf16](Backend& be, int64_t s) { return be.zeros({1, x.heads, s, s}, bf16); };
+
+  add(Kernel::zeros, false, [x, bf16](Backend& be, int64_t s) -> KernelCall {
+    return [&be, x, s, bf16] { be.zeros({1, s, x.h}, bf16); };
+  });
+  add(Kernel::cast, false, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, t = hidden(be, s)] { be.cast(t, DType::fp32); };
+  });
+  add(Kernel::concat, false, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, parts = std::vector<Tensor>{hidden(be, s), hidden(be, s)}] { be.concat(parts, 1); };
+  });
+  add(Kernel::merge_attention, false, [=](Backend& be, int64_t s) -> KernelCall {
+    auto lse = [&] { return be.zeros({1, x.heads, s}, DType::fp32); };
+    return [&be, out = heads(be, s), l = lse(), block = AttentionOutput{heads(be, s), lse()}]() mutable {
+      be.merge_attention(out, l, block);
+    };
+  });
+  add(Kernel::scores, true, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, q = heads(be, s), k = heads(be, s)] { be.scores(q, k); };
+  });
+  add(Kernel::scores_times, true, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, p = scores(be, s), v = heads(be, s)] { be.scores_times(p, v); };
+  });
+  add(Kernel::scores_transposed_times, true, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, p = scores(be, s), d = heads(be, s)] { be.scores_transposed_times(p, d); };
+  });
+  add(Kernel::softmax, false, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, t = scores(be, s), mask = causal_mask(s), x] {
+      be.softmax(t, 1.0 / static_cast<double>(x.head_dim), mask);
+    };
+  });
+  add(Kernel::softmax_backward, false, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, d = scores(be, s), p = scores(be, s)] { be.softmax_backward(d, p, 1.0); };
+  });
+  auto norm_weights = [x, bf16](Backend& be) {
+    return std::pair{be.zeros({x.h}, bf16),
+                     x.norm == NormKind::layer_norm ? be.zeros({x.h}, bf16) : Tensor()};
+  };
+  add(Kernel::norm_forward, false, [=](Backend& be, int64_t s) -> KernelCall {
+    return
+        [&be, t = hidden(be, s), w = norm_weights(be), x] { be.norm_forward(t, w.first, w.second, x.norm); };
+  });
+  add(Kernel::norm_backward, false, [=](Backend& be, int64_t s) -> KernelCall {
+    const Tensor t = hidden(be, s);
+    const auto w = norm_weights(be);
+    return [&be, t, w, d = hidden(be, s), saved = be.norm_forward(t, w.first, w.second, x.norm), x] {
+      be.norm_backward(d, t, w.first, saved, x.norm);
+    };
+  });
+  auto mlp = [x, bf16](Backend& be, int64_t s, int64_t width) { return be.zeros({1, s, width * x.f}, bf16); };
+  add(Kernel::gelu, false,
+      [=](Backend& be, int64_t s) -> KernelCall { return [&be, t = mlp(be, s, 1)] { be.gelu(t); }; });
+  add(Kernel::gelu_backward, false, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, d = mlp(be, s, 1), t = mlp(be, s, 1)] { be.gelu_backward(d, t); };
+  });
+  add(Kernel::swiglu, false,
+      [=](Backend& be, int64_t s) -> KernelCall { return [&be, t = mlp(be, s, 2)] { be.swiglu(t); }; });
+  add(Kernel::swiglu_backward, false, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, d = mlp(be, s, 1), t = mlp(be, s, 2)] { be.swiglu_backward(d, t); };
+  });
+  add(Kernel::dropout, false,
+      [=](Backend& be, int64_t s) -> KernelCall { return [&be, t = hidden(be, s)] { be.dropout(t, 0.1); }; });
+  add(Kernel::dropout_backward, false, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, d = hidden(be, s), mask = be.dropout(hidden(be, s), 0.1).mask] {
+      be.dropout_backward(d, mask, 0.1);
+    };
+  });
+  add(Kernel::add, false, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, a = hidden(be, s), b = hidden(be, s)] { be.add(a, b); };
+  });
+  add(Kernel::add_, false, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, a = hidden(be, s), b = hidden(be, s)]() mutable { be.add_(a, b); };
+  });
+  auto tokens = [](Backend& be, int64_t s) { return be.zeros({1, s}, DType::int64); };
+  add(Kernel::embedding, false, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, t = tokens(be, s), table = be.zeros({x.vocab, x.h}, bf16)] { be.embedding(t, table); };
+  });
+  add(Kernel::embedding_backward, false, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, d = hidden(be, s), t = tokens(be, s), x] { be.embedding_backward(d, t, x.vocab); };
+  });
+  add(Kernel::cross_entropy, false, [=](Backend& be, int64_t s) -> KernelCall {
+    return
+        [&be, logits = be.zeros({1, s, x.vocab}, bf16), t = tokens(be, s)] { be.cross_entropy(logits, t); };
+  });
+
+  // Adam on the shard of each weight one layer and the embedding have, smallest first.
+  probes.push_back(
+      {Kernel::adam_step, false, true, [model](Backend& be, int point) -> KernelCall {
+         auto shards = std::make_shared<ModelShards>(be, model, 1);
+         const LayerWeights& layer = shards->layers[0];
+         std::vector<std::pair<int64_t, Tensor>> weights;
+         for (const Tensor& w :
+              {layer.norm1_gamma, layer.proj, layer.qkv, layer.mlp_out, layer.mlp_in, shards->embedding})
+           weights.emplace_back(w.numel(), w);
+         std::sort(weights.begin(), weights.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+         weights.erase(std::unique(weights.begin(), weights.end(),
+                                   [](const auto& a, const auto& b) { return a.first == b.first; }),
+                       weights.end());
+         if (point >= static_cast<int>(weights.size())) return {};
+         Tensor w = weights[static_cast<std::size_t>(point)].second;
+         return
+             [&be, shards, w, grad = be.zeros(w.shape(), DType::bf16)]() mutable { be.adam_step(w, grad); };
+       }});
+  return probes;
+}
+
+}  // namespace paradyse::real

@@ -1,0 +1,33 @@
+// The backend calls `paradyse calibrate` times one by one, each at growing sizes with inputs shaped
+// as a training step of the model shapes them on `degree` ranks. A probe is written once against
+// the Backend interface, so the same call runs on the real backend (to time it) and on the tracer
+// (to read its size exactly as the cost model will count it).
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "strategies/backend.hpp"
+#include "strategies/program.hpp"
+
+namespace paradyse::real {
+
+using KernelCall = std::function<void()>;
+
+struct KernelProbe {
+  Kernel kernel;
+  bool by_flops = false;  // sized by FLOPs (GEMM-like); else by bytes read and written
+  // Its operands were last touched a step ago (the optimizer's weights, moments and gradients), so
+  // it is timed with the CPU's caches flushed; the others read what the op before them wrote.
+  bool cold = false;
+  // Makes the call's inputs on `be` for point `point` (0, 1, ... while it returns a call) and
+  // returns the call; an empty call when there is no such point.
+  std::function<KernelCall(Backend& be, int point)> prepare;
+};
+
+// Every compute call the cost model does not price by its own curves (GEMMs and fused attention
+// are): memory-bound calls and the unfused attention's GEMMs. Sequence lengths double from 64 up to
+// `max_tokens`; the optimizer is probed on the shard of every weight of one layer and the vocabulary.
+std::vector<KernelProbe> kernel_probes(const ModelSpec& model, int degree, int64_t max_tokens);
+
+}  // namespace paradyse::real
