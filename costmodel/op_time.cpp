@@ -41,6 +41,11 @@ double OpTimer::seconds(const Op& op) const {
   return is_communication(op.kind) ? communication_s(op) : compute_s(op);
 }
 
+double OpTimer::dispatch_s(const Op& op) const {
+  if (op.kind == OpKind::wait) return 0;
+  return is_communication(op.kind) ? cluster_.host.communication_dispatch_s : cluster_.host.kernel_dispatch_s;
+}
+
 double OpTimer::compute_s(const Op& op) const {
   // A measured call's time includes its launch and every pass it makes.
   if (const hw::KernelRate* rate = measured_[static_cast<std::size_t>(op.kernel)])

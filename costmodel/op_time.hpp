@@ -24,6 +24,9 @@ class OpTimer {
   OpTimer(const hw::ClusterSpec& cluster, int degree);
 
   double seconds(const Op& op) const;
+  // Host time to issue `op` (cluster.host): none for a stream wait.
+  double dispatch_s(const Op& op) const;
+  bool synchronous_host() const { return cluster_.host.synchronous; }
   double compute_s(const Op& op) const;
   double communication_s(const Op& op) const;
 

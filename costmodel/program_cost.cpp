@@ -22,20 +22,23 @@ SegmentCost cost_segment(const Program& program, OpId first_op, OpId end_op, uin
   SegmentCost cost;
   finish.assign(end_op - first_op, 0.0);
   double stream_free[2] = {0, 0};
+  double host = 0;  // when the host has issued the ops so far
   for (OpId id = first_op; id < end_op; ++id) {
     const Op& op = program.ops[id];
     const auto stream = static_cast<std::size_t>(op.stream);
-    double start = stream_free[stream];
+    host += timer.dispatch_s(op);
+    double start = std::max(stream_free[stream], host);
     for (OpId dep : op.deps)
       if (dep >= first_op) start = std::max(start, finish[dep - first_op]);
     const double duration = timer.seconds(op);
     finish[id - first_op] = start + duration;
     stream_free[stream] = start + duration;
+    if (timer.synchronous_host() && op.stream == Stream::compute) host = start + duration;
     (op.stream == Stream::compute ? cost.compute_s : cost.communication_s) += duration;
     cost.flops += op.flops;
     cost.bus_bytes += op.bus_bytes;
   }
-  cost.seconds = std::max(stream_free[0], stream_free[1]);
+  cost.seconds = std::max({stream_free[0], stream_free[1], host});
   double live = 0;
   for (uint32_t e = first_event; e < end_event; ++e) {
     live += static_cast<double>(program.memory[e].bytes);

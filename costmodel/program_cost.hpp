@@ -1,6 +1,8 @@
 // The analytic price of a traced program: ops list-scheduled on a compute and a communication stream
-// (an op starts when its stream is free and its dependencies are done, so communication hides behind
-// compute exactly where the program allows it), and the live-bytes timeline of its allocations.
+// (an op starts when its stream is free, its dependencies are done and the host has issued it, so
+// communication hides behind compute exactly where the program allows it, and short kernels run at
+// the host's pace), and the live-bytes timeline of its allocations. The host issues in program
+// order, each op at OpTimer::dispatch_s; a synchronous host also waits for each compute-stream op.
 #pragma once
 
 #include <vector>

@@ -1,7 +1,8 @@
 // Cluster presets and files: the strict schema of hw_models/presets/*.json, read into ClusterSpec.
 //
-// {"name", "description", "gpus_per_node", "nics_per_node", "gpu": {...}, "intra_node": {...},
-//  "inter_node": {...}, "source": {...}}. Keys carry units and values are SI (bytes, seconds, FLOP/s,
+// {"name", "description", "gpus_per_node", "nics_per_node", "gpu": {...}, "host": {...} (optional),
+//  "intra_node": {...}, "inter_node": {...}, "source": {...}}. Keys carry units and values are SI (bytes,
+//  seconds, FLOP/s,
 // bytes/s). Every block has a `source` object with exactly one text per figure of that block, so a
 // number cannot be added without saying where it came from; unknown and missing keys are errors.
 #include "hw_models/cluster.hpp"
@@ -176,6 +177,13 @@ GpuSpec read_gpu(const Object& gpu) {
   return spec;
 }
 
+HostSpec read_host(const Object& host) {
+  host.require_keys({"kernel_dispatch_seconds", "communication_dispatch_seconds", "synchronous", "source"});
+  require_sources(host, {"kernel_dispatch_seconds", "communication_dispatch_seconds", "synchronous"});
+  return {non_negative_number(host, "kernel_dispatch_seconds"),
+          non_negative_number(host, "communication_dispatch_seconds"), host.boolean("synchronous")};
+}
+
 FabricSpec read_fabric(const Object& fabric) {
   fabric.require_keys(
       {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds", "source"});
@@ -198,7 +206,8 @@ ClusterSpec read_cluster(const json_input::Json& json, const std::string& source
                      "expected a JSON object describing a cluster, got " + std::string(json.type_name()));
   Object top(json, source);
   top.require_keys(
-      {"name", "description", "gpus_per_node", "nics_per_node", "gpu", "intra_node", "inter_node", "source"});
+      {"name", "description", "gpus_per_node", "nics_per_node", "gpu", "intra_node", "inter_node", "source"},
+      {"host"});
   require_sources(top, {"gpus_per_node", "nics_per_node"});
   ClusterSpec spec;
   spec.name = non_empty_string(top, "name");
@@ -207,6 +216,7 @@ ClusterSpec read_cluster(const json_input::Json& json, const std::string& source
   spec.gpus_per_node = count(top, "gpus_per_node");
   spec.nics_per_node = count(top, "nics_per_node");
   spec.gpu = read_gpu(top.object("gpu"));
+  if (top.has("host")) spec.host = read_host(top.object("host"));
   spec.intra_node = read_fabric(top.object("intra_node"));
   spec.inter_node = read_fabric(top.object("inter_node"));
   spec.intra_node.measured_ranks = spec.gpus_per_node;

@@ -66,6 +66,16 @@ struct FabricSpec {
   double streaming_bandwidth(double size_bytes) const;
 };
 
+// The host thread of each rank, which issues its kernels and collectives in program order: a device
+// op starts no earlier than its issue, so a chain of short kernels runs at the host's pace (eager
+// PyTorch). `synchronous`: the host waits for each kernel to end before it issues the next, and
+// for a communication when the program waits for it (a CPU, where host and device are one thread).
+struct HostSpec {
+  double kernel_dispatch_s = 0;         // per compute op: framework dispatch and kernel launch
+  double communication_dispatch_s = 0;  // per collective or transfer call
+  bool synchronous = false;
+};
+
 struct ClusterSpec {
   std::string name;         // "dgx-a100", or "dgx-a100 x4" for four nodes
   std::string description;  // one line on the node, from the preset
@@ -73,6 +83,7 @@ struct ClusterSpec {
   int num_nodes = 1;
   int gpus_per_node = 0;
   GpuSpec gpu;
+  HostSpec host;  // optional "host" block; without it ops issue at no cost
   FabricSpec intra_node;
   FabricSpec inter_node;
   int nics_per_node = 0;

@@ -3,7 +3,6 @@
 #include "common/statistics.hpp"
 #include "common/units.hpp"
 #include "real_backend/kernel_probes.hpp"
-#include "strategies/tracing_backend.hpp"
 
 #include <unistd.h>
 
@@ -118,7 +117,7 @@ struct KernelPoints {
 // millisecond (the Timer's reasons; ranks agree on the count), from the caches as in a step where
 // its inputs were just made; a cold one runs once per repetition after the caches are flushed.
 std::vector<KernelPoints> kernel_rates(Communicator& communicator, const Timer& timer, TorchBackend& backend,
-                                       const ModelSpec& model, int64_t max_tokens) {
+                                       const ModelSpec& model, int64_t max_tokens, double dispatch_s) {
   const int degree = communicator.size();
   // Written before each repetition of a cold call: larger than any CPU's last-level cache.
   at::Tensor cache_flush = at::empty({256 * kMiBytes / 4});
@@ -126,16 +125,8 @@ std::vector<KernelPoints> kernel_rates(Communicator& communicator, const Timer& 
   for (const KernelProbe& probe : kernel_probes(model, degree, max_tokens)) {
     KernelPoints& kernel = rates.emplace_back(KernelPoints{probe.kernel, probe.by_flops, {}});
     for (int point = 0;; ++point) {
-      TracingBackend tracer(0, degree);
-      const KernelCall traced = probe.prepare(tracer, point);
-      if (!traced) break;
-      const std::size_t first = tracer.program().ops.size();
-      traced();
-      double size = 0;
-      for (std::size_t i = first; i < tracer.program().ops.size(); ++i) {
-        const Op& op = tracer.program().ops[i];
-        if (op.kernel == probe.kernel) size += probe.by_flops ? op.flops : op.memory_bytes;
-      }
+      const std::optional<double> size = traced_size(probe, point, degree);
+      if (!size) break;
       const KernelCall call = probe.prepare(backend, point);
       double seconds = 0;
       if (probe.cold) {
@@ -148,7 +139,8 @@ std::vector<KernelPoints> kernel_rates(Communicator& communicator, const Timer& 
         const int batch = static_cast<int>(std::clamp(1e-3 / std::max(typical_s, 1e-9), 1.0, 100.0));
         seconds = timer.median_s(call, batch);
       }
-      kernel.rate_by_size.emplace_back(size, size / seconds);
+      // The host's dispatch is priced apart (the cluster's host block): the rate is of the rest.
+      kernel.rate_by_size.emplace_back(*size, *size / std::max(seconds - dispatch_s, 1e-9));
     }
   }
   return rates;
@@ -162,7 +154,7 @@ double copy_bytes_per_second(const Timer& timer) {
   return 2.0 * static_cast<double>(source.nbytes()) / seconds;
 }
 
-// The fixed cost of one op (the cost model's kernel launch): an add of two 1-element tensors.
+// The fixed cost of one op (the host's dispatch): an add of two 1-element tensors.
 double op_overhead_s(const Timer& timer) {
   const at::Tensor a = at::ones({1}), b = at::ones({1});
   return timer.median_s([&] { at::add(a, b); }, 100);
@@ -272,9 +264,10 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
       attention_flops_per_second(timer, backend, heads, kv_heads, model.head_dim(), false, longest);
   const Points causal =
       attention_flops_per_second(timer, backend, heads, kv_heads, model.head_dim(), true, longest);
-  const std::vector<KernelPoints> kernels = kernel_rates(communicator, timer, backend, model, longest);
+  const double dispatch_s = op_overhead_s(timer);
+  const std::vector<KernelPoints> kernels =
+      kernel_rates(communicator, timer, backend, model, longest, dispatch_s);
   const double copy = copy_bytes_per_second(timer);
-  const double launch = op_overhead_s(timer);
   const Fabric fabric = measure_fabric(communicator, timer);
   communicator.barrier();
   if (communicator.rank() != 0) return "";
@@ -301,7 +294,7 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   gpu["gemm_efficiency_by_flops"] = curve(gemm, of_peak);
   gpu["attention_efficiency_by_seq"] = curve(attention, of_peak);
   gpu["causal_attention_efficiency_by_seq"] = curve(causal, of_peak);
-  gpu["kernel_launch_seconds"] = rounded(launch);
+  gpu["kernel_launch_seconds"] = 0;
   gpu["reserved_bytes"] = 0;
   gpu["allocator_fragmentation"] = 0;
   Json& measured_kernels = gpu["kernels"] = Json::object();
@@ -325,7 +318,7 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
       {"gemm_efficiency_by_flops", measured("at::mm of n x n matrices (2 n^3 FLOPs), FLOP/s over the peak")},
       {"attention_efficiency_by_seq", measured(attention_what + ", non-causal, by s")},
       {"causal_attention_efficiency_by_seq", measured(attention_what + ", causal (s(s+1)/2 pairs), by s")},
-      {"kernel_launch_seconds", measured("at::add of two 1-element tensors, the mean of 100 back to back")},
+      {"kernel_launch_seconds", "none: on a CPU the host's dispatch (the host block) is an op's fixed cost"},
       {"reserved_bytes", "none: CPU tensors have no device context"},
       {"allocator_fragmentation", "none: CPU tensors are freed to the system allocator"}};
 
@@ -361,6 +354,18 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
                                              " ranks of the calibration, each standing for a GPU"},
                        {"nics_per_node", "assumed: one machine, no NIC between its ranks; 1 for the schema"}};
   cluster["gpu"] = std::move(gpu);
+  const std::string dispatch_what = "at::add of two 1-element tensors, the mean of 100 back to back";
+  cluster["host"] = {
+      {"kernel_dispatch_seconds", rounded(dispatch_s)},
+      {"communication_dispatch_seconds", rounded(dispatch_s)},
+      {"synchronous", true},
+      {"source",
+       {{"kernel_dispatch_seconds", measured(dispatch_what)},
+        {"communication_dispatch_seconds", "assumed: an op's dispatch, " + measured(dispatch_what) +
+                                               "; the collective's own cost is its fabric's"},
+        {"synchronous",
+         "the CPU backend runs each op on the calling thread, and waits on a collective's "
+         "work (Gloo) when the program waits for it"}}}};
   cluster["intra_node"] = std::move(intra);
   cluster["inter_node"] = std::move(inter);
   return cluster.dump(2);

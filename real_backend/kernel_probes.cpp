@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "strategies/tracing_backend.hpp"
 #include "strategies/training_step.hpp"
 
 namespace paradyse::real {
@@ -162,6 +163,20 @@ std::vector<KernelProbe> kernel_probes(const ModelSpec& model, int degree, int64
              [&be, shards, w, grad = be.zeros(w.shape(), DType::bf16)]() mutable { be.adam_step(w, grad); };
        }});
   return probes;
+}
+
+std::optional<double> traced_size(const KernelProbe& probe, int point, int degree) {
+  TracingBackend tracer(0, degree);
+  const KernelCall call = probe.prepare(tracer, point);
+  if (!call) return std::nullopt;
+  const std::size_t first = tracer.program().ops.size();
+  call();
+  double size = 0;
+  for (std::size_t i = first; i < tracer.program().ops.size(); ++i) {
+    const Op& op = tracer.program().ops[i];
+    if (op.kernel == probe.kernel) size += probe.by_flops ? op.flops : op.memory_bytes;
+  }
+  return size;
 }
 
 }  // namespace paradyse::real

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "strategies/backend.hpp"
@@ -29,5 +30,9 @@ struct KernelProbe {
 // are): memory-bound calls and the unfused attention's GEMMs. Sequence lengths double from 64 up to
 // `max_tokens`; the optimizer is probed on the shard of every weight of one layer and the vocabulary.
 std::vector<KernelProbe> kernel_probes(const ModelSpec& model, int degree, int64_t max_tokens);
+
+// The size of `probe`'s call at `point` as the cost model counts it: the FLOPs or bytes of the ops
+// of probe.kernel that the call records on the tracer (rank 0 of `degree`); none past the last point.
+std::optional<double> traced_size(const KernelProbe& probe, int point, int degree);
 
 }  // namespace paradyse::real

@@ -18,12 +18,13 @@ namespace {
 
 constexpr double kNotDone = -1;
 constexpr OpId kNoOp = std::numeric_limits<OpId>::max();
+constexpr std::size_t kWake = std::numeric_limits<std::size_t>::max();  // a Timer that wakes a rank
 
 struct Timer {
   double time;
   uint64_t sequence;  // ties go in the order the timers were set
-  int rank;           // an op of this rank ends, or (rank < 0) collective `index` ends
-  std::size_t index;
+  int rank;           // an op of this rank ends (or it wakes: index kWake), or (rank < 0) collective
+  std::size_t index;  // `index` ends
   bool operator>(const Timer& other) const {
     return time != other.time ? time > other.time : sequence > other.sequence;
   }
@@ -36,6 +37,13 @@ struct RankState {
   std::array<std::size_t, 2> deps_met{};  // leading deps of the head op known to be done
   std::array<bool, 2> busy{};
   std::vector<double> start, end;  // absolute simulated seconds
+  // The host (only when the cluster's host costs anything): it has issued ops [0, host_next), op i
+  // at issue[i]; it is free again at host_time, or once op host_blocked_on ends.
+  std::vector<double> issue;
+  OpId host_next = 0;
+  double host_time = 0;
+  OpId host_blocked_on = kNoOp;
+  std::array<bool, 2> wake_set{};  // a wake-up is pending for the stream's head op
   std::size_t collectives_reached = 0;
   std::vector<std::pair<double, double>> compute_spans, communication_spans;
 };
@@ -76,7 +84,9 @@ class Run {
         options_(options),
         p_(static_cast<int>(programs.size())),
         timer_(cluster, p_),
-        fabric_(p_ > cluster.gpus_per_node ? cluster.inter_node : cluster.intra_node) {
+        fabric_(p_ > cluster.gpus_per_node ? cluster.inter_node : cluster.intra_node),
+        host_(cluster.host.synchronous || cluster.host.kernel_dispatch_s > 0 ||
+              cluster.host.communication_dispatch_s > 0) {
     ranks_.resize(programs.size());
     for (std::size_t r = 0; r < programs.size(); ++r) {
       RankState& rank = ranks_[r];
@@ -95,6 +105,13 @@ class Run {
 
   Execution execute() {
     origin_ = now_ = sg4::Engine::get_clock();
+    if (host_)
+      for (int r = 0; r < p_; ++r) {
+        RankState& rank = ranks_[static_cast<std::size_t>(r)];
+        rank.issue.assign(rank.start.size(), kNotDone);
+        rank.host_time = origin_;
+        advance_host(r);
+      }
     for (uint64_t step = 0;; ++step) {
       start_ready_ops();
       if (ops_left_ == 0) break;
@@ -119,7 +136,9 @@ class Run {
       while (!timers_.empty() && timers_.top().time <= now_) {
         const Timer timer = timers_.top();
         timers_.pop();
-        if (timer.rank >= 0)
+        if (timer.rank >= 0 && timer.index == kWake)
+          wake(timer.rank);
+        else if (timer.rank >= 0)
           finish(timer.rank, static_cast<OpId>(timer.index), timer.time);
         else
           finish_collective(timer.index, timer.time);
@@ -167,6 +186,7 @@ class Run {
     std::size_t& met = rank.deps_met[s];
     while (met < o.deps.size() && rank.end[o.deps[met]] != kNotDone) ++met;
     if (met < o.deps.size()) return false;
+    if (host_ && !issued(r, stream, id)) return false;
     met = 0;
     ++rank.head[s];
     rank.busy[s] = true;
@@ -184,11 +204,46 @@ class Run {
 
   void set_timer(double time, int rank, std::size_t index) { timers_.push({time, sequence_++, rank, index}); }
 
+  // Issues rank r's ops in program order, each at its dispatch cost after the previous, until the
+  // host must wait for an op to end (a synchronous host after a compute-stream op).
+  void advance_host(int r) {
+    RankState& rank = ranks_[static_cast<std::size_t>(r)];
+    const std::vector<Op>& ops = rank.program->ops;
+    while (rank.host_next < ops.size()) {
+      if (rank.host_blocked_on != kNoOp) {
+        if (rank.end[rank.host_blocked_on] == kNotDone) return;
+        rank.host_time = std::max(rank.host_time, rank.end[rank.host_blocked_on]);
+        rank.host_blocked_on = kNoOp;
+      }
+      const OpId id = rank.host_next++;
+      rank.host_time += timer_.dispatch_s(ops[id]);
+      rank.issue[id] = rank.host_time;
+      if (timer_.synchronous_host() && ops[id].stream == Stream::compute) rank.host_blocked_on = id;
+    }
+  }
+
+  // Whether the host has issued op `id` by now; if it will later, a wake-up is set for then.
+  bool issued(int r, Stream stream, OpId id) {
+    RankState& rank = ranks_[static_cast<std::size_t>(r)];
+    if (id >= rank.host_next) return false;  // the blocking op's end issues it
+    if (rank.issue[id] <= now_) return true;
+    bool& wake_set = rank.wake_set[static_cast<std::size_t>(stream)];
+    if (!wake_set) set_timer(rank.issue[id], r, kWake);
+    wake_set = true;
+    return false;
+  }
+
+  void wake(int r) {
+    ranks_[static_cast<std::size_t>(r)].wake_set = {};
+    dirty_[static_cast<std::size_t>(r) / 64] |= uint64_t{1} << (r % 64);
+  }
+
   void finish(int r, OpId id, double time) {
     RankState& rank = ranks_[static_cast<std::size_t>(r)];
     const Op& o = rank.program->ops[id];
     rank.end[id] = time;
     rank.busy[static_cast<std::size_t>(o.stream)] = false;
+    if (id == rank.host_blocked_on) advance_host(r);
     dirty_[static_cast<std::size_t>(r) / 64] |= uint64_t{1} << (r % 64);
     --ops_left_;
     if (is_communication(o.kind))
@@ -317,6 +372,7 @@ class Run {
   const int p_;
   const costmodel::OpTimer timer_;
   const hw::FabricSpec& fabric_;
+  const bool host_;  // the cluster's host costs time: ops wait for their issue
 
   std::vector<RankState> ranks_;
   std::vector<Collective> collectives_;

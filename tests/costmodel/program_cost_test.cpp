@@ -82,3 +82,69 @@ TEST_CASE("cost_phases: memory peak and delta follow tensor lifetimes", "[costmo
     REQUIRE(folded.memory_delta_bytes == Approx(2000));
   }
 }
+
+namespace {
+
+// A chain of n tiny dependent ops (30 bytes each: 30 ns at 1 byte/ns).
+Program tiny_chain(int n) {
+  TracingBackend be(0, 1);
+  be.begin_phase(Phase::layer_forward, 0);
+  Tensor x = be.zeros({10}, DType::u8);
+  for (int i = 1; i < n; ++i) x = be.add(x, x);
+  return be.take_program();
+}
+
+// Two GEMMs of 2·4096³ FLOPs, the second on the first's output.
+Program two_gemms() {
+  TracingBackend be(0, 1);
+  be.begin_phase(Phase::layer_forward, 0);
+  const Tensor w = be.parameter("w", {4096, 4096}, 0);
+  const Tensor x = be.parameter("x", {4096, 4096}, 0);
+  be.linear(be.linear(x, w), w);
+  return be.take_program();
+}
+
+double seconds(const Program& program, const hw::ClusterSpec& cluster) {
+  const costmodel::OpTimer timer(cluster, 1);
+  return costmodel::cost_phases(program, timer).at(0).cost.seconds;
+}
+
+}  // namespace
+
+TEST_CASE("cost_phases: the host issues ops at its dispatch cost; short kernels wait for it", "[costmodel]") {
+  hw::ClusterSpec cluster = flat_cluster();
+  const Program chain = tiny_chain(100);
+  const Program gemms = two_gemms();
+  const double device_chain_s = seconds(chain, cluster);
+  const double gemm_s = seconds(gemms, cluster) / 2;
+  REQUIRE(device_chain_s == Approx(10e-9 + 99 * 30e-9));  // no host costs: the kernels alone
+  REQUIRE(gemm_s > 100e-6);
+
+  cluster.host.kernel_dispatch_s = 10e-6;
+  // Launch-bound: each op waits for its issue; the last ends 30 ns after it.
+  CHECK(seconds(chain, cluster) == Approx(100 * 10e-6 + 30e-9));
+  // A long GEMM hides the host: only the first issue shows.
+  CHECK(seconds(gemms, cluster) == Approx(10e-6 + 2 * gemm_s));
+
+  // A synchronous host (a CPU) issues the next op only when the last one ended.
+  cluster.host.synchronous = true;
+  CHECK(seconds(chain, cluster) == Approx(100 * 10e-6 + device_chain_s));
+  CHECK(seconds(gemms, cluster) == Approx(2 * (10e-6 + gemm_s)));
+}
+
+TEST_CASE("cost_phases: a synchronous host waits for a waited communication, not for its launch",
+          "[costmodel]") {
+  hw::ClusterSpec cluster = flat_cluster();
+  cluster.host.synchronous = true;
+  cluster.host.kernel_dispatch_s = 1e-6;
+  cluster.host.communication_dispatch_s = 2e-6;
+  const costmodel::OpTimer timer(cluster, 2);
+  TracingBackend be(0, 2);
+  be.begin_phase(Phase::layer_forward, 0);
+  const Tensor a = be.zeros({1000}, DType::u8);  // issued at 1 µs, runs 1 µs: ends at 2
+  Pending gathered = be.all_gather_async(a, 0);  // issued at 4 µs, 1 µs on the wire: ends at 5
+  const Tensor b = be.zeros({1000}, DType::u8);  // issued at 5 µs (the host did not wait), ends at 6
+  const Tensor g = gathered.wait();              // the host blocks until 6 (the stream is busy)
+  be.zeros({1000}, DType::u8);                   // issued at 7, ends at 8
+  CHECK(costmodel::cost_phases(be.program(), timer).at(0).cost.seconds == Approx(8e-6));
+}

@@ -355,3 +355,32 @@ TEST_CASE("load_cluster: measured kernel rates are read, each with one curve and
     CHECK_THAT(load_error(path).what(), Contains("gpu.kernels.gelu.bytes_per_second_by_bytes"));
   }
 }
+
+TEST_CASE("load_cluster: the optional host block gives dispatch costs, each with its source", "[hw_models]") {
+  TempDir dir;
+  const paradyse::json_input::Json host = {
+      {"kernel_dispatch_seconds", 1e-5},
+      {"communication_dispatch_seconds", 2e-5},
+      {"synchronous", true},
+      {"source",
+       {{"kernel_dispatch_seconds", "a"}, {"communication_dispatch_seconds", "b"}, {"synchronous", "c"}}}};
+  const ClusterSpec cluster =
+      load_cluster(write_edited_a100(dir, "host.json", [&](auto& json) { json["host"] = host; }));
+  CHECK(cluster.host.kernel_dispatch_s == 1e-5);
+  CHECK(cluster.host.communication_dispatch_s == 2e-5);
+  CHECK(cluster.host.synchronous);
+  const ClusterSpec preset = load_cluster("dgx-a100");
+  CHECK(preset.host.kernel_dispatch_s == 0);  // without the block ops issue at no cost
+  CHECK_FALSE(preset.host.synchronous);
+
+  auto without_source = host;
+  without_source["source"].erase("synchronous");
+  const std::string unsourced =
+      write_edited_a100(dir, "unsourced-host.json", [&](auto& json) { json["host"] = without_source; });
+  CHECK_THAT(load_error(unsourced).what(), Contains("host.source.synchronous"));
+  auto negative = host;
+  negative["kernel_dispatch_seconds"] = -1;
+  const std::string bad =
+      write_edited_a100(dir, "negative-host.json", [&](auto& json) { json["host"] = negative; });
+  CHECK_THAT(load_error(bad).what(), Contains("host.kernel_dispatch_seconds"));
+}

@@ -6,9 +6,11 @@
 #include <vector>
 
 #include "common/units.hpp"
+#include "costmodel/program_cost.hpp"
 #include "sim/simulator.hpp"
 #include "strategies/library.hpp"
 #include "strategies/model.hpp"
+#include "strategies/tracing_backend.hpp"
 #include "tests/sim/sim_helpers.hpp"
 
 using namespace paradyse;
@@ -65,4 +67,34 @@ TEST_CASE("simulator: an all-to-all of 64 ranks simulates each of its 4032 flows
   CHECK(r.flows == 64 * 63);
   CHECK(r.analytic_collectives == 0);
   CHECK(r.iteration_time_s > 0);
+}
+
+TEST_CASE("simulator: the host issues ops as the analytic list schedule says", "[sim]") {
+  // Rank r's program: a chain of short adds, a waited all-gather, and a large GEMM.
+  auto program = [](int rank) {
+    TracingBackend be(rank, 2);
+    be.begin_phase(Phase::layer_forward, 0);
+    Tensor x = be.zeros({1024}, DType::bf16);
+    for (int i = 0; i < 20; ++i) x = be.add(x, x);
+    Pending gathered = be.all_gather_async(x, 0);
+    const Tensor w = be.parameter("w", {2048, 2048}, rank);
+    be.linear(be.linear(w, w), w);
+    gathered.wait();
+    be.add(x, x);
+    return be.take_program();
+  };
+  const ModelSpec model = load_model("tiny-gpt");
+  for (const auto& [dispatch_s, synchronous] :
+       std::vector<std::pair<double, bool>>{{0, false}, {20e-6, false}, {20e-6, true}}) {
+    INFO("dispatch " << dispatch_s << " s, synchronous " << synchronous);
+    hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+    cluster.host = {dispatch_s, 2 * dispatch_s, synchronous};
+    const Program rank0 = program(0);
+    const costmodel::OpTimer timer(cluster, 2);
+    const double listed_s = costmodel::cost_phases(rank0, timer).at(0).cost.seconds;
+    sim::Simulator simulator(model, cluster);
+    const double simulated_s = simulator.run({rank0, program(1)}).iteration_time_s;
+    CHECK(simulated_s == Approx(listed_s).epsilon(1e-9));
+    if (dispatch_s > 0) CHECK(listed_s > 21 * dispatch_s);  // the chain is launch-bound
+  }
 }
