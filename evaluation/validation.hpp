@@ -26,8 +26,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ValidationRow, plan, seq, measured_s, simulat
                                    measured_peak_bytes, simulated_peak_bytes, memory_error)
 
 // Where rank 0's step time goes, by backend call (Kernel's name; collectives by their kind): measured
-// in the last measured step, and priced by the cost model op by op. Op by op, not scheduled: a
-// measured wait is time the rank spent on its peers or the network, which the model prices as 0.
+// in the last measured step, and priced by the cost model op by op (dispatch and device time). Op by
+// op, not scheduled: a measured wait is time the rank spent on its peers or the network, which the
+// model prices as 0; a collective is measured to its launch and modelled to its end.
 struct KernelTimeRow {
   std::string plan;
   int64_t seq = 0;

@@ -11,12 +11,11 @@ namespace {
 
 // Sequence length of point `point`: 64, 128, ... doubling, then max_tokens itself; none beyond.
 std::optional<int64_t> tokens_at(int point, int64_t max_tokens) {
-  int64_t s = 64;
-  for (int i = 0; i < point && s < max_tokens; ++i) s *= 2;
-  s = std::min(s, max_tokens);
-  if (point > 0 && s == std::min<int64_t>(64, max_tokens)) return std::nullopt;
-  const int64_t previous = point == 0 ? 0 : *tokens_at(point - 1, max_tokens);
-  if (s <= previous) return std::nullopt;
+  int64_t s = std::min<int64_t>(64, max_tokens);
+  for (int i = 0; i < point; ++i) {
+    if (s == max_tokens) return std::nullopt;
+    s = std::min(2 * s, max_tokens);
+  }
   return s;
 }
 

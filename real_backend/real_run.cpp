@@ -126,7 +126,7 @@ RunReport run_request(const RankEnvironment& env, Communicator* communicator, co
         m.layer_backward_s = spans.backward;
         m.saved_bytes_per_layer = spans.saved_bytes_per_layer;
         for (const OpTiming& op : be.ops_timed())
-          report.ops.push_back({seq, op.phase, op.layer, op.label, op.op, op.seconds});
+          report.ops.push_back({seq, op.phase, op.layer, op.label, std::string(op.op), op.seconds});
       }
     }
     // Step times are already the slowest rank's (each step ends at a barrier); peaks and loss are not.

@@ -108,7 +108,10 @@ struct TorchBackend::AdamState {
 // Times one backend call when profiling; on CPU the op has finished when the call returns.
 class TorchBackend::OpTimer {
  public:
-  OpTimer(TorchBackend& be, const char* op) : be_(be), op_(op) {
+  // Named as the tracer names the op: its backend call, or for a collective its kind.
+  OpTimer(TorchBackend& be, Kernel kernel) : OpTimer(be, to_string(kernel)) {}
+  OpTimer(TorchBackend& be, OpKind kind) : OpTimer(be, to_string(kind)) {}
+  OpTimer(TorchBackend& be, std::string_view op) : be_(be), op_(op) {
     if (be_.options_.profile_ops) start_ = std::chrono::steady_clock::now();
   }
   ~OpTimer() {
@@ -120,7 +123,7 @@ class TorchBackend::OpTimer {
 
  private:
   TorchBackend& be_;
-  const char* op_;
+  std::string_view op_;
   std::chrono::steady_clock::time_point start_;
 };
 
@@ -218,7 +221,7 @@ Tensor TorchBackend::gradient_buffer(const Shape& shape) {
 }
 
 Tensor TorchBackend::zeros(const Shape& shape, DType dtype) {
-  OpTimer timer(*this, "zeros");
+  OpTimer timer(*this, Kernel::zeros);
   return make(at::zeros(sizes(shape), options(dtype)), dtype);
 }
 
@@ -232,7 +235,7 @@ Tensor TorchBackend::slice(const Tensor& x, int dim, int64_t start, int64_t leng
 }
 
 Tensor TorchBackend::concat(const std::vector<Tensor>& parts, int dim) {
-  OpTimer timer(*this, "concat");
+  OpTimer timer(*this, Kernel::concat);
   PARADYSE_CHECK(!parts.empty(), "concat of nothing");
   std::vector<at::Tensor> tensors;
   for (const Tensor& part : parts) tensors.push_back(unwrap(part));
@@ -240,7 +243,7 @@ Tensor TorchBackend::concat(const std::vector<Tensor>& parts, int dim) {
 }
 
 Tensor TorchBackend::cast(const Tensor& x, DType dtype) {
-  OpTimer timer(*this, "cast");
+  OpTimer timer(*this, Kernel::cast);
   return make(unwrap(x).to(storage_type(dtype), /*non_blocking=*/false, /*copy=*/true), dtype);
 }
 
@@ -253,19 +256,19 @@ at::Tensor like(const at::Tensor& t, const at::Tensor& reference) {
 }  // namespace
 
 Tensor TorchBackend::linear(const Tensor& x, const Tensor& w) {
-  OpTimer timer(*this, "linear");
+  OpTimer timer(*this, Kernel::linear);
   const at::Tensor& a = unwrap(x);
   return make(at::matmul(a, like(unwrap(w), a).t()), DType::bf16);
 }
 
 Tensor TorchBackend::matmul(const Tensor& x, const Tensor& w) {
-  OpTimer timer(*this, "matmul");
+  OpTimer timer(*this, Kernel::matmul);
   const at::Tensor& a = unwrap(x);
   return make(at::matmul(a, like(unwrap(w), a)), DType::bf16);
 }
 
 Tensor TorchBackend::weight_grad(const Tensor& a, const Tensor& b) {
-  OpTimer timer(*this, "weight_grad");
+  OpTimer timer(*this, Kernel::weight_grad);
   const at::Tensor& left = unwrap(a);
   const at::Tensor right = like(unwrap(b), left);
   return make(at::mm(left.reshape({-1, left.size(-1)}).t(), right.reshape({-1, right.size(-1)})),
@@ -274,7 +277,7 @@ Tensor TorchBackend::weight_grad(const Tensor& a, const Tensor& b) {
 
 AttentionOutput TorchBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                                 const AttentionMask& mask) {
-  OpTimer timer(*this, "attention_forward");
+  OpTimer timer(*this, Kernel::attention_forward);
   const at::Tensor& tq = unwrap(q);
   const int64_t b = q.size(0), sq = q.size(1), a = q.size(2), d = q.size(3), kv = k.size(2), g = a / kv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
@@ -301,7 +304,7 @@ AttentionOutput TorchBackend::attention_forward(const Tensor& q, const Tensor& k
 AttentionGrads TorchBackend::attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k,
                                                 const Tensor& v, const Tensor& out, const Tensor& lse,
                                                 const AttentionMask& mask) {
-  OpTimer timer(*this, "attention_backward");
+  OpTimer timer(*this, Kernel::attention_backward);
   const int64_t b = q.size(0), sq = q.size(1), a = q.size(2), d = q.size(3), kv = k.size(2), g = a / kv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const at::Tensor k_heads = heads_first(unwrap(k)), v_heads = heads_first(unwrap(v));
@@ -336,7 +339,7 @@ AttentionGrads TorchBackend::attention_backward(const Tensor& d_out, const Tenso
 }
 
 void TorchBackend::merge_attention(Tensor& out, Tensor& lse, const AttentionOutput& block) {
-  OpTimer timer(*this, "merge_attention");
+  OpTimer timer(*this, Kernel::merge_attention);
   at::Tensor o = unwrap(out), l = unwrap(lse);
   const at::Tensor bo = unwrap(block.out), bl = unwrap(block.lse);
   const at::Tensor merged = at::logaddexp(l, bl);
@@ -350,7 +353,7 @@ void TorchBackend::merge_attention(Tensor& out, Tensor& lse, const AttentionOutp
 }
 
 Tensor TorchBackend::scores(const Tensor& q, const Tensor& k) {
-  OpTimer timer(*this, "scores");
+  OpTimer timer(*this, Kernel::scores);
   return make(at::matmul(unwrap(q).permute({0, 2, 1, 3}), unwrap(k).permute({0, 2, 3, 1})), DType::bf16);
 }
 
@@ -359,7 +362,7 @@ Tensor TorchBackend::scores(const Tensor& q, const Tensor& k) {
 // contiguous ones (colossal_z at 2048 tokens: 20 ms against 2.5 ms per call), so they are made
 // contiguous first, as a GPU's strided-batched GEMM reads them without a copy.
 Tensor TorchBackend::scores_times(const Tensor& p, const Tensor& v) {
-  OpTimer timer(*this, "scores_times");
+  OpTimer timer(*this, Kernel::scores_times);
   const at::Tensor probs = unwrap(p).contiguous();
   return make(
       at::matmul(probs, like(unwrap(v), probs).permute({0, 2, 1, 3})).permute({0, 2, 1, 3}).contiguous(),
@@ -367,7 +370,7 @@ Tensor TorchBackend::scores_times(const Tensor& p, const Tensor& v) {
 }
 
 Tensor TorchBackend::scores_transposed_times(const Tensor& p, const Tensor& x) {
-  OpTimer timer(*this, "scores_transposed_times");
+  OpTimer timer(*this, Kernel::scores_transposed_times);
   const at::Tensor probs = unwrap(p).contiguous();  // as in scores_times
   return make(at::matmul(probs.transpose(-1, -2), like(unwrap(x), probs).permute({0, 2, 1, 3}))
                   .permute({0, 2, 1, 3})
@@ -376,7 +379,7 @@ Tensor TorchBackend::scores_transposed_times(const Tensor& p, const Tensor& x) {
 }
 
 Tensor TorchBackend::softmax(const Tensor& scores, double scale, const AttentionMask& mask) {
-  OpTimer timer(*this, "softmax");
+  OpTimer timer(*this, Kernel::softmax);
   const at::Tensor allowed = allowed_pairs(mask, options_.device);
   const at::Tensor s = (unwrap(scores).to(at::kFloat) * scale)
                            .masked_fill_(allowed.logical_not(), -std::numeric_limits<float>::infinity());
@@ -384,7 +387,7 @@ Tensor TorchBackend::softmax(const Tensor& scores, double scale, const Attention
 }
 
 Tensor TorchBackend::softmax_backward(const Tensor& d_probs, const Tensor& probs, double scale) {
-  OpTimer timer(*this, "softmax_backward");
+  OpTimer timer(*this, Kernel::softmax_backward);
   const at::Tensor p = unwrap(probs).to(at::kFloat), dp = unwrap(d_probs).to(at::kFloat);
   const at::Tensor d_s = p * (dp - (dp * p).sum(-1, true)) * scale;
   return make(d_s.to(storage_type(DType::bf16)), DType::bf16);
@@ -396,7 +399,7 @@ constexpr double kNormEpsilon = 1e-5;
 
 NormOutput TorchBackend::norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                       NormKind kind) {
-  OpTimer timer(*this, "norm_forward");
+  OpTimer timer(*this, Kernel::norm_forward);
   const at::Tensor xf = unwrap(x).to(at::kFloat);
   const at::Tensor g = unwrap(gamma).to(at::kFloat);
   const int64_t rows = x.numel() / x.size(-1);
@@ -416,7 +419,7 @@ NormOutput TorchBackend::norm_forward(const Tensor& x, const Tensor& gamma, cons
 
 NormGrads TorchBackend::norm_backward(const Tensor& d_y, const Tensor& x, const Tensor& gamma,
                                       const NormOutput& saved, NormKind kind) {
-  OpTimer timer(*this, "norm_backward");
+  OpTimer timer(*this, Kernel::norm_backward);
   const int64_t h = x.size(-1);
   const at::Tensor xf = unwrap(x).to(at::kFloat).reshape({-1, h});
   const at::Tensor dy = unwrap(d_y).to(at::kFloat).reshape({-1, h});
@@ -442,25 +445,25 @@ NormGrads TorchBackend::norm_backward(const Tensor& d_y, const Tensor& x, const 
 }
 
 Tensor TorchBackend::gelu(const Tensor& x) {
-  OpTimer timer(*this, "gelu");
+  OpTimer timer(*this, Kernel::gelu);
   return make(at::gelu(unwrap(x), "tanh"), DType::bf16);
 }
 
 Tensor TorchBackend::gelu_backward(const Tensor& d_y, const Tensor& x) {
-  OpTimer timer(*this, "gelu_backward");
+  OpTimer timer(*this, Kernel::gelu_backward);
   const at::Tensor& input = unwrap(x);
   return make(at::gelu_backward(like(unwrap(d_y), input), input, "tanh"), DType::bf16);
 }
 
 Tensor TorchBackend::swiglu(const Tensor& x) {
-  OpTimer timer(*this, "swiglu");
+  OpTimer timer(*this, Kernel::swiglu);
   const at::Tensor& t = unwrap(x);
   const int64_t f = x.size(-1) / 2;
   return make(at::silu(t.narrow(-1, 0, f)) * t.narrow(-1, f, f), DType::bf16);
 }
 
 Tensor TorchBackend::swiglu_backward(const Tensor& d_y, const Tensor& x) {
-  OpTimer timer(*this, "swiglu_backward");
+  OpTimer timer(*this, Kernel::swiglu_backward);
   const at::Tensor& t = unwrap(x);
   const int64_t f = x.size(-1) / 2;
   const at::Tensor gate = t.narrow(-1, 0, f).to(at::kFloat), up = t.narrow(-1, f, f).to(at::kFloat);
@@ -471,7 +474,7 @@ Tensor TorchBackend::swiglu_backward(const Tensor& d_y, const Tensor& x) {
 }
 
 DropoutOutput TorchBackend::dropout(const Tensor& x, double probability) {
-  OpTimer timer(*this, "dropout");
+  OpTimer timer(*this, Kernel::dropout);
   const at::Tensor& t = unwrap(x);
   const at::Tensor keep =
       at::bernoulli(at::full(t.sizes(), 1 - probability, at::kFloat), dropout_generator_).to(options_.device);
@@ -480,19 +483,19 @@ DropoutOutput TorchBackend::dropout(const Tensor& x, double probability) {
 }
 
 Tensor TorchBackend::dropout_backward(const Tensor& d_y, const Tensor& mask, double probability) {
-  OpTimer timer(*this, "dropout_backward");
+  OpTimer timer(*this, Kernel::dropout_backward);
   const at::Tensor& dy = unwrap(d_y);
   return make(dy * unwrap(mask).to(dy.scalar_type()) / (1 - probability), DType::bf16);
 }
 
 Tensor TorchBackend::add(const Tensor& a, const Tensor& b) {
-  OpTimer timer(*this, "add");
+  OpTimer timer(*this, Kernel::add);
   PARADYSE_CHECK(a.shape() == b.shape(), "add " + to_string(a.shape()) + " + " + to_string(b.shape()));
   return make(unwrap(a) + unwrap(b), a.dtype());
 }
 
 void TorchBackend::add_(Tensor& accumulator, const Tensor& x) {
-  OpTimer timer(*this, "add_");
+  OpTimer timer(*this, Kernel::add_);
   PARADYSE_CHECK(accumulator.numel() == x.numel(),
                  "add_ " + to_string(accumulator.shape()) + " += " + to_string(x.shape()));
   at::Tensor acc = unwrap(accumulator);
@@ -500,12 +503,12 @@ void TorchBackend::add_(Tensor& accumulator, const Tensor& x) {
 }
 
 Tensor TorchBackend::embedding(const Tensor& tokens, const Tensor& table) {
-  OpTimer timer(*this, "embedding");
+  OpTimer timer(*this, Kernel::embedding);
   return make(at::embedding(unwrap(table), unwrap(tokens)), DType::bf16);
 }
 
 Tensor TorchBackend::embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t vocab) {
-  OpTimer timer(*this, "embedding_backward");
+  OpTimer timer(*this, Kernel::embedding_backward);
   const int64_t h = d_y.size(-1);
   at::Tensor d_table = at::zeros({vocab, h}, options(DType::bf16));
   d_table.index_add_(0, unwrap(tokens).reshape({-1}), unwrap(d_y).reshape({-1, h}));
@@ -513,7 +516,7 @@ Tensor TorchBackend::embedding_backward(const Tensor& d_y, const Tensor& tokens,
 }
 
 LossOutput TorchBackend::cross_entropy(const Tensor& logits, const Tensor& targets) {
-  OpTimer timer(*this, "cross_entropy");
+  OpTimer timer(*this, Kernel::cross_entropy);
   const at::Tensor z = unwrap(logits).to(at::kFloat);
   const at::Tensor t = unwrap(targets);
   // Targets below zero are padding: no loss, no gradient.
@@ -527,7 +530,7 @@ LossOutput TorchBackend::cross_entropy(const Tensor& logits, const Tensor& targe
 }
 
 void TorchBackend::adam_step(Tensor& weight, const Tensor& grad) {
-  OpTimer timer(*this, "adam_step");
+  OpTimer timer(*this, Kernel::adam_step);
   auto it = adam_.find(weight.shared_impl().get());
   PARADYSE_CHECK(it != adam_.end(), "adam_step on a tensor that is not a parameter");
   AdamState& s = *it->second;
@@ -559,7 +562,7 @@ Pending TorchBackend::start(OpKind kind, const Tensor& input, InFlight flight, T
 
 Tensor TorchBackend::wait(int64_t token, Tensor result) {
   if (token < 0) return result;
-  OpTimer timer(*this, "wait");
+  OpTimer timer(*this, Kernel::wait);
   auto it = in_flight_.find(token);
   PARADYSE_CHECK(it != in_flight_.end(), "wait on an unknown communication");
   InFlight flight = std::move(it->second);
@@ -594,7 +597,7 @@ at::Tensor joined(const at::Tensor& buffer, const Shape& chunk, int dim, int p) 
 
 Pending TorchBackend::all_gather_async(const Tensor& x, int dim) {
   if (degree() == 1) return Pending(this, -1, x);
-  OpTimer timer(*this, "all_gather");
+  OpTimer timer(*this, OpKind::all_gather);
   dim = normalize_dim(x, dim);
   const int p = degree();
   at::Tensor input = unwrap(x).contiguous();
@@ -608,7 +611,7 @@ Pending TorchBackend::all_gather_async(const Tensor& x, int dim) {
 
 Pending TorchBackend::reduce_scatter_async(const Tensor& x, int dim) {
   if (degree() == 1) return Pending(this, -1, x);
-  OpTimer timer(*this, "reduce_scatter");
+  OpTimer timer(*this, OpKind::reduce_scatter);
   dim = normalize_dim(x, dim);
   const int p = degree();
   PARADYSE_CHECK(x.size(dim) % p == 0, "reduce_scatter of " + to_string(x.shape()) + " over " +
@@ -624,7 +627,7 @@ Pending TorchBackend::reduce_scatter_async(const Tensor& x, int dim) {
 
 Pending TorchBackend::all_reduce_async(const Tensor& x) {
   if (degree() == 1) return Pending(this, -1, x);
-  OpTimer timer(*this, "all_reduce");
+  OpTimer timer(*this, OpKind::all_reduce);
   at::Tensor buffer = unwrap(x).contiguous();  // x itself when it is contiguous: in place
   at::Tensor flat = buffer.view({-1});
   InFlight flight{communicator_.all_reduce(flat), {buffer}, {}, {}};
@@ -633,7 +636,7 @@ Pending TorchBackend::all_reduce_async(const Tensor& x) {
 
 Pending TorchBackend::all_to_all_async(const Tensor& x, int split_dim, int concat_dim) {
   if (degree() == 1) return Pending(this, -1, x);
-  OpTimer timer(*this, "all_to_all");
+  OpTimer timer(*this, OpKind::all_to_all);
   split_dim = normalize_dim(x, split_dim);
   concat_dim = normalize_dim(x, concat_dim);
   const int p = degree();
@@ -652,7 +655,7 @@ Pending TorchBackend::all_to_all_async(const Tensor& x, int split_dim, int conca
 
 Pending TorchBackend::broadcast_async(const Tensor& x, int root) {
   if (degree() == 1) return Pending(this, -1, x);
-  OpTimer timer(*this, "broadcast");
+  OpTimer timer(*this, OpKind::broadcast);
   at::Tensor buffer =
       rank() == root ? unwrap(x).contiguous() : at::empty(unwrap(x).sizes(), unwrap(x).options());
   at::Tensor flat = buffer.view({-1});
@@ -662,7 +665,7 @@ Pending TorchBackend::broadcast_async(const Tensor& x, int root) {
 
 Pending TorchBackend::reduce_async(const Tensor& x, int root) {
   if (degree() == 1) return Pending(this, -1, x);
-  OpTimer timer(*this, "reduce");
+  OpTimer timer(*this, OpKind::reduce);
   at::Tensor buffer = unwrap(x).contiguous();
   at::Tensor flat = buffer.view({-1});
   InFlight flight{communicator_.reduce(flat, root), {buffer}, {}, {}};
@@ -673,7 +676,7 @@ Pending TorchBackend::reduce_async(const Tensor& x, int root) {
 Pending TorchBackend::send_recv_async(const Tensor& x, int to, int from) {
   PARADYSE_CHECK(to >= 0 && to < degree() && from >= 0 && from < degree(),
                  "send_recv peer outside the group");
-  OpTimer timer(*this, "send_recv");
+  OpTimer timer(*this, OpKind::send_recv);
   const at::Tensor send = unwrap(x).contiguous();
   if (degree() == 1) return start(OpKind::send_recv, x, {}, make(send.clone(), x.dtype()), -1, to, from);
   at::Tensor recv = at::empty_like(send);

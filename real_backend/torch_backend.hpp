@@ -50,7 +50,7 @@ struct OpTiming {
   Phase phase;
   int layer;
   std::string label;
-  const char* op;
+  std::string_view op;  // Kernel's or OpKind's name (static)
   double seconds;
 };
 

@@ -23,8 +23,8 @@ constexpr std::size_t kWake = std::numeric_limits<std::size_t>::max();  // a Tim
 struct Timer {
   double time;
   uint64_t sequence;  // ties go in the order the timers were set
-  int rank;           // an op of this rank ends (or it wakes: index kWake), or (rank < 0) collective
-  std::size_t index;  // `index` ends
+  int rank;  // op `index` of this rank ends, or (index kWake) the rank wakes; < 0: collective `index` ends
+  std::size_t index;
   bool operator>(const Timer& other) const {
     return time != other.time ? time > other.time : sequence > other.sequence;
   }
