@@ -10,10 +10,19 @@
 
 namespace paradyse::evaluation {
 
+ModelOverrides model_overrides(const std::string& attention, const std::string& attention_kernel) {
+  ModelOverrides overrides;
+  if (!attention.empty()) overrides.causal = attention == "causal";
+  if (!attention_kernel.empty()) {
+    overrides.attention_kernel = attention_kernel_named(attention_kernel);
+    PARADYSE_CHECK(overrides.attention_kernel.has_value(),
+                   "unchecked --attention-kernel " + attention_kernel);
+  }
+  return overrides;
+}
+
 ModelSpec MachineOptions::load_model() const {
-  std::optional<bool> causal;
-  if (!attention.empty()) causal = attention == "causal";
-  return paradyse::load_model(model, causal);
+  return paradyse::load_model(model, model_overrides(attention, attention_kernel));
 }
 
 hw::ClusterSpec MachineOptions::load_cluster() const {

@@ -127,11 +127,12 @@ void run(const EstimateOptions& options) {
   const ModelSpec& model = estimator.model();
   const hw::ClusterSpec& cluster = estimator.cluster();
   fmt::print(
-      "{} (h {}, {} heads, {} KV heads, {} layers, {}) on {} ({} GPUs of {}), degree {}, batch {}, recompute "
-      "{}\n",
+      "{} (h {}, {} heads, {} KV heads, {} layers, {}, {} attention) on {} ({} GPUs of {}), degree {}, batch "
+      "{}, "
+      "recompute {}\n",
       model.name, model.hidden, model.heads, model.kv_heads, model.num_layers,
-      model.causal ? "causal" : "bidirectional", cluster.name, cluster.num_gpus(), cluster.gpu.name, degree,
-      options.batch, options.recompute);
+      model.causal ? "causal" : "bidirectional", to_string(model.attention_kernel), cluster.name,
+      cluster.num_gpus(), cluster.gpu.name, degree, options.batch, options.recompute);
   if (single && rows[0].estimate) {
     const costmodel::Estimate& e = *rows[0].estimate;
     fmt::print("{}, seq {}{}\n", e.plan, e.tokens,

@@ -17,16 +17,26 @@ CLI::Validator positive_whole_number() {
       "POSITIVE");
 }
 
+void add_model_overrides(CLI::App& command, std::string& attention, std::string& attention_kernel) {
+  command
+      .add_option("--attention", attention, "override the model's attention mask: causal or bidirectional")
+      ->check(CLI::IsMember({"causal", "bidirectional"}));
+  command
+      .add_option("--attention-kernel", attention_kernel,
+                  "override the model's attention kernel where a strategy may choose (megatron_ts, "
+                  "ulysses_z): flash (FlashAttention-2) or unfused (QKᵀ, softmax, dropout, ×V with the "
+                  "s×s scores in memory; the file's attn_implementation 'eager'). Ring strategies always "
+                  "run flash, colossal_z always unfused")
+      ->check(CLI::IsMember({"flash", "unfused"}));
+}
+
 void add_machine_options(CLI::App& command, evaluation::MachineOptions& options) {
   command
       .add_option("--model", options.model,
                   fmt::format("model preset ({}) or a Hugging Face config.json",
                               fmt::join(model_preset_names(), ", ")))
       ->capture_default_str();
-  command
-      .add_option("--attention", options.attention,
-                  "override the model's attention mask: causal or bidirectional")
-      ->check(CLI::IsMember({"causal", "bidirectional"}));
+  add_model_overrides(command, options.attention, options.attention_kernel);
   command
       .add_option("--cluster", options.cluster,
                   fmt::format("cluster preset ({}) or a cluster JSON file",

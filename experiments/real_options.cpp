@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "common/errors.hpp"
+#include "evaluation/options.hpp"
 #include "experiments/inputs.hpp"
 #include "strategies/training_step.hpp"
 
@@ -17,9 +18,7 @@ void RealRunOptions::add_to(CLI::App& command) {
       .add_option("--model", model,
                   "model preset (tiny-gpt and tiny-llama fit a CPU) or a Hugging Face config.json")
       ->capture_default_str();
-  command
-      .add_option("--attention", attention, "override the model's attention mask: causal or bidirectional")
-      ->check(CLI::IsMember({"causal", "bidirectional"}));
+  add_model_overrides(command, attention, attention_kernel);
   command.add_option("--plan", plan, "one strategy for every layer, or one per layer, comma-separated")
       ->capture_default_str();
   command.add_option("--layers", layers, "layers to run (default: the model's)");
@@ -49,8 +48,7 @@ void RealRunOptions::add_to(CLI::App& command) {
 }
 
 ModelSpec RealRunOptions::load_model() const {
-  ModelSpec spec = paradyse::load_model(
-      model, attention.empty() ? std::nullopt : std::optional<bool>(attention == "causal"));
+  ModelSpec spec = paradyse::load_model(model, evaluation::model_overrides(attention, attention_kernel));
   if (layers < 0)
     throw InputError("--layers", 0, "",
                      "expected a positive number of layers, got " + std::to_string(layers));

@@ -14,7 +14,8 @@ namespace paradyse::cli {
 struct RealRunOptions {
   int ranks = 2;
   std::string model = "tiny-gpt";
-  std::string attention;
+  std::string attention;         // "", "causal" or "bidirectional"
+  std::string attention_kernel;  // "", "flash" or "unfused"
   std::string plan = "megatron_ts";
   int layers = 0;  // 0: the model's
   std::string recompute = "none";

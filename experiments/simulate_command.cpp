@@ -44,9 +44,9 @@ void print(const sim::SimulationResult& r, const sim::Simulator& simulator,
            const sim::SimulationOptions& options) {
   const ModelSpec& model = simulator.model();
   const hw::ClusterSpec& cluster = simulator.cluster();
-  fmt::print("{} ({} layers, {}) on {} ({} GPUs of {}), degree {}, batch {}\n", model.name, model.num_layers,
-             model.causal ? "causal" : "bidirectional", cluster.name, cluster.num_gpus(), cluster.gpu.name,
-             r.degree, r.batch);
+  fmt::print("{} ({} layers, {}, {} attention) on {} ({} GPUs of {}), degree {}, batch {}\n", model.name,
+             model.num_layers, model.causal ? "causal" : "bidirectional", to_string(model.attention_kernel),
+             cluster.name, cluster.num_gpus(), cluster.gpu.name, r.degree, r.batch);
   fmt::print("plan {}, seq {}{}\n", r.plan, r.tokens,
              r.padded_tokens != r.tokens ? fmt::format(" (padded to {})", r.padded_tokens) : "");
   fmt::print("iteration time            {:12.2f} ms\n", r.iteration_time_s * 1e3);

@@ -21,10 +21,9 @@
 // exactly 4(p−1)/p·b·s·h_kv + 4(p−1)/p·b·s·h_kv = 8(p−1)/p·b·s·h_kv, i.e. 8(p−1)/p·bsh for MHA.
 // Selective recomputation rebuilds the probabilities in backward: one more K ring, +(p−1)/p·b·s·h_kv.
 // ZeRO-3 adds 3(N−1)/N·Φ_layer (independent of s). Saved activations: ≈ 34·sbh/p + 2·a·b·s²/p bytes
-// (the probabilities P in bf16; Korthikanti's 5·a·s²·b also counts an attention dropout this model
-// does not have).
-#include <cmath>
-
+// (the probabilities P in bf16), + 3·a·b·s²/p with attention dropout (its u8 mask and the dropped
+// probabilities P' that RingAV multiplies): Korthikanti's 5·a·s²·b.
+#include "strategies/core_attention.hpp"
 #include "strategies/library.hpp"
 #include "strategies/ring_attention.hpp"
 #include "strategies/zero3.hpp"
@@ -33,16 +32,14 @@ namespace paradyse {
 namespace {
 
 struct AttentionSaved final : SavedActivations {
-  Tensor x;      // [b, s/p, h] normalised input, for the W_qkv gradient
-  Tensor q;      // [b, s/p, a, d]
-  Tensor k, v;   // [b, s/p, a_kv, d]: this rank's blocks, circulated again in backward
-  Tensor probs;  // [b, a, s/p, s], keys in gathered order; undefined under selective recomputation
-  Tensor out;    // [b, s/p, a, d] attention output, for the W_proj gradient
+  Tensor x;     // [b, s/p, h] normalised input, for the W_qkv gradient
+  Tensor q;     // [b, s/p, a, d]
+  Tensor k, v;  // [b, s/p, a_kv, d]: this rank's blocks, circulated again in backward
+  // P [b, a, s/p, s] (keys in gathered order) and, with attention dropout, its mask and P'; empty under
+  // selective recomputation.
+  core_attention::Saved probs;
+  Tensor out;  // [b, s/p, a, d] attention output, for the W_proj gradient
 };
-
-double softmax_scale(const ModelSpec& model) {
-  return 1.0 / std::sqrt(static_cast<double>(model.head_dim()));
-}
 
 // This rank's queries against the whole sequence in gathered order (every rank's local tokens in rank
 // order), which is the column order of the score row: the mask compares positions, not indices.
@@ -63,33 +60,12 @@ Tensor key_block(Backend& be, const Tensor& row, int origin) {
   return be.slice(row, 3, origin * block, block);
 }
 
-// GQA: [b, n, a_kv, d] → [b, n, a, d], query head i reading KV head i / (a/a_kv). The unfused score
-// ops need equal heads, so each KV head is copied to its query group.
-Tensor expand_heads(Backend& be, const ModelSpec& model, const Tensor& x) {
-  const int64_t group = model.heads / model.kv_heads;
-  if (group == 1) return x;
-  const int64_t b = x.size(0), n = x.size(1), d = x.size(3);
-  const std::vector<Tensor> copies(static_cast<std::size_t>(group), be.view(x, {b, n, model.kv_heads, 1, d}));
-  return be.view(be.concat(copies, 3), {b, n, model.heads, d});  // [b, n, a_kv, group, d] → [b, n, a, d]
-}
-
-// Backward of expand_heads: [b, n, a, d] → [b, n, a_kv, d], summing each KV head's query group.
-Tensor reduce_heads(Backend& be, const ModelSpec& model, const Tensor& x) {
-  const int64_t group = model.heads / model.kv_heads;
-  if (group == 1) return x;
-  const int64_t b = x.size(0), n = x.size(1), d = x.size(3);
-  const Tensor grouped = be.view(x, {b, n, model.kv_heads, group, d});
-  Tensor sum = be.add(be.slice(grouped, 3, 0, 1), be.slice(grouped, 3, 1, 1));  // [b, n, a_kv, 1, d]
-  for (int64_t j = 2; j < group; ++j) be.add_(sum, be.slice(grouped, 3, j, 1));
-  return be.view(sum, {b, n, model.kv_heads, d});
-}
-
 // RingQK: the raw scores q·kᵀ of this rank's queries against every key block, [b, a, s/p, s].
 Tensor ring_scores(Backend& be, const ModelSpec& model, const Tensor& q, const Tensor& k) {
   std::vector<Tensor> blocks(static_cast<std::size_t>(be.degree()));
   ring::for_each_block(be, k, [&](const ring::Step& step, const Tensor& k_block) {
     blocks[static_cast<std::size_t>(step.owner)] =
-        be.scores(q, expand_heads(be, model, k_block));  // [b, a, s/p, s/p]
+        be.scores(q, core_attention::expand_heads(be, model, k_block));  // [b, a, s/p, s/p]
   });
   // Blocks arrive in ring order r, r−1, …; the row is laid out in gathered order 0, 1, …, p−1.
   return concat_blocks(be, std::move(blocks), 3);
@@ -114,13 +90,16 @@ class ColossalZ final : public zero3::Zero3MlpStrategy {
     // Prefetch W_proj now: the softmax below communicates nothing, so the gather hides behind it.
     Pending w_proj = zero3::gather_async(be, w.proj);
     be.label("attention");
-    Tensor probs = be.softmax(scores, softmax_scale(model), row_mask(ctx, be.rank()));  // [b, a, s/p, s]
+    core_attention::Saved probs =
+        core_attention::unfused_probabilities(be, model, scores, row_mask(ctx, be.rank()));
     scores = Tensor();
 
-    // RingAV: out = Σ over key blocks of P[:, :, :, block]·v_block.
+    // RingAV: out = Σ over key blocks of P'[:, :, :, block]·v_block.
     Tensor out;  // [b, s/p, a, d]
+    const Tensor& times_v = core_attention::times_v_operand(probs);
     ring::for_each_block(be, qkv.v, [&](const ring::Step& step, const Tensor& v_block) {
-      Tensor part = be.scores_times(key_block(be, probs, step.owner), expand_heads(be, model, v_block));
+      Tensor part = be.scores_times(key_block(be, times_v, step.owner),
+                                    core_attention::expand_heads(be, model, v_block));
       if (out.defined())
         be.add_(out, part);
       else
@@ -129,7 +108,7 @@ class ColossalZ final : public zero3::Zero3MlpStrategy {
     // Selective recomputation rebuilds P in backward; under full recomputation this forward is the
     // one that runs just before backward, so it keeps P like the plain one.
     if (ctx.recompute != Recompute::selective) saved->probs = std::move(probs);
-    probs = Tensor();
+    probs = {};
 
     Tensor y = zero3::project_out(be, model, w_proj.wait(), out);  // [b, s/p, h]
     saved->q = std::move(qkv.q);
@@ -145,45 +124,48 @@ class ColossalZ final : public zero3::Zero3MlpStrategy {
     const ModelSpec& model = ctx.model;
     auto& saved = saved_as<AttentionSaved>(saved_base);
     const int p = be.degree(), r = be.rank();
-    const int64_t block = saved.q.size(1);  // s/p
-    const double scale = softmax_scale(model);
+    const int64_t block = saved.q.size(1);                                          // s/p
     Tensor d_o = zero3::project_out_backward(be, model, w, saved.out, d_y, grads);  // [b, s/p, a, d]
     saved.out = Tensor();
 
     be.label("attention");
-    Tensor probs = std::move(saved.probs);
-    if (!probs.defined())  // selective recomputation: RingQK again
-      probs = be.softmax(ring_scores(be, model, saved.q, saved.k), scale, row_mask(ctx, r));
+    core_attention::Saved probs = std::move(saved.probs);
+    if (!probs.probs.defined())  // selective recomputation: RingQK again
+      probs = core_attention::unfused_probabilities(be, model, ring_scores(be, model, saved.q, saved.k),
+                                                    row_mask(ctx, r));
 
-    // RingAV backward, V circulating again: d_P = d_o·vᵀ per key block, and this rank's queries'
-    // contribution to every block's dV, Pᵀ·d_o.
+    // RingAV backward, V circulating again: d_P' = d_o·vᵀ per key block, and this rank's queries'
+    // contribution to every block's dV, P'ᵀ·d_o.
+    const Tensor& times_v = core_attention::times_v_operand(probs);
     std::vector<Tensor> d_prob_blocks(static_cast<std::size_t>(p)), d_v_blocks(static_cast<std::size_t>(p));
     ring::for_each_block(be, saved.v, [&](const ring::Step& step, const Tensor& v_block) {
       const auto i = static_cast<std::size_t>(step.owner);
-      d_prob_blocks[i] = be.scores(d_o, expand_heads(be, model, v_block));  // [b, a, s/p, s/p]
-      d_v_blocks[i] =
-          reduce_heads(be, model, be.scores_transposed_times(key_block(be, probs, step.owner), d_o));
+      d_prob_blocks[i] =
+          be.scores(d_o, core_attention::expand_heads(be, model, v_block));  // [b, a, s/p, s/p]
+      d_v_blocks[i] = core_attention::reduce_heads(
+          be, model, be.scores_transposed_times(key_block(be, times_v, step.owner), d_o));
     });
     saved.v = Tensor();
     d_o = Tensor();
     // [b, s, a_kv, d] partial sums over the ranks' queries; summed while the softmax backward and the
     // K ring run.
     Pending d_v_full = be.all_reduce_async(concat_blocks(be, std::move(d_v_blocks), 1));
-    Tensor d_scores = be.softmax_backward(concat_blocks(be, std::move(d_prob_blocks), 3), probs, scale);
-    probs = Tensor();  // d_scores [b, a, s/p, s]: the gradient of the raw scores q·kᵀ
+    // d_scores [b, a, s/p, s]: the gradient of the raw scores q·kᵀ.
+    Tensor d_scores =
+        core_attention::unfused_scores_grad(be, model, concat_blocks(be, std::move(d_prob_blocks), 3), probs);
 
     // RingQK backward, K circulating again: dq = d_S·k over key blocks, and every block's dK, d_Sᵀ·q.
     Tensor d_q;  // [b, s/p, a, d]
     std::vector<Tensor> d_k_blocks(static_cast<std::size_t>(p));
     ring::for_each_block(be, saved.k, [&](const ring::Step& step, const Tensor& k_block) {
       const Tensor d_scores_block = key_block(be, d_scores, step.owner);
-      Tensor part = be.scores_times(d_scores_block, expand_heads(be, model, k_block));
+      Tensor part = be.scores_times(d_scores_block, core_attention::expand_heads(be, model, k_block));
       if (d_q.defined())
         be.add_(d_q, part);
       else
         d_q = std::move(part);
-      d_k_blocks[static_cast<std::size_t>(step.owner)] =
-          reduce_heads(be, model, be.scores_transposed_times(d_scores_block, saved.q));  // [b, s/p, a_kv, d]
+      d_k_blocks[static_cast<std::size_t>(step.owner)] = core_attention::reduce_heads(
+          be, model, be.scores_transposed_times(d_scores_block, saved.q));  // [b, s/p, a_kv, d]
     });
     d_scores = Tensor();
     saved.q = Tensor();

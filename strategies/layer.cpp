@@ -15,8 +15,8 @@ Tensor forward_saving(Backend& be, const Strategy& strategy, const LayerContext&
   saved.norm1 = std::move(norm1);
   saved.attention = std::move(attention.saved);
   be.label("residual1");
-  if (model.dropout > 0) {
-    DropoutOutput dropped = be.dropout(attention.y, model.dropout);
+  if (model.hidden_dropout > 0) {
+    DropoutOutput dropped = be.dropout(attention.y, model.hidden_dropout);
     saved.dropout1_mask = dropped.mask;
     attention.y = dropped.y;
   }
@@ -30,8 +30,8 @@ Tensor forward_saving(Backend& be, const Strategy& strategy, const LayerContext&
   saved.norm2 = std::move(norm2);
   saved.mlp = std::move(mlp.saved);
   be.label("residual2");
-  if (model.dropout > 0) {
-    DropoutOutput dropped = be.dropout(mlp.y, model.dropout);
+  if (model.hidden_dropout > 0) {
+    DropoutOutput dropped = be.dropout(mlp.y, model.hidden_dropout);
     saved.dropout2_mask = dropped.mask;
     mlp.y = dropped.y;
   }
@@ -72,7 +72,8 @@ Tensor layer_backward(Backend& be, const Strategy& strategy, const LayerContext&
   // y = h1 + dropout(mlp(norm2(h1)))
   Tensor d_mlp = d_y;
   be.label("residual2");
-  if (saved->dropout2_mask.defined()) d_mlp = be.dropout_backward(d_y, saved->dropout2_mask, model.dropout);
+  if (saved->dropout2_mask.defined())
+    d_mlp = be.dropout_backward(d_y, saved->dropout2_mask, model.hidden_dropout);
   Tensor d_norm2 = strategy.mlp_backward(be, ctx, w, *saved->mlp, d_mlp, grads);
   saved->mlp.reset();
   d_mlp = Tensor();
@@ -89,7 +90,7 @@ Tensor layer_backward(Backend& be, const Strategy& strategy, const LayerContext&
   Tensor d_attention = d_h1;
   be.label("residual1");
   if (saved->dropout1_mask.defined())
-    d_attention = be.dropout_backward(d_h1, saved->dropout1_mask, model.dropout);
+    d_attention = be.dropout_backward(d_h1, saved->dropout1_mask, model.hidden_dropout);
   Tensor d_norm1 = strategy.attention_backward(be, ctx, w, *saved->attention, d_attention, grads);
   saved->attention.reset();
   d_attention = Tensor();

@@ -4,6 +4,7 @@
 // sequence shard. Backward: the conjugates (all-gather d_y, reduce-scatter d_x) plus a re-gather of
 // the input for the weight gradient, hidden behind the dgrad GEMM. Volume per layer:
 // 10(p−1)/p·b·s·h elements (REFERENCE.md §2). Weight gradients stay local: no reduction.
+#include "strategies/core_attention.hpp"
 #include "strategies/library.hpp"
 #include "strategies/zero3.hpp"
 
@@ -11,15 +12,16 @@ namespace paradyse {
 namespace {
 
 struct AttentionSaved final : SavedActivations {
-  Tensor x;                   // [b, s/p, h] input shard, re-gathered for the W_qkv gradient
-  Tensor qkv;                 // [b, s, (h + 2h_kv)/p]: q, k, v of this rank's heads
-  AttentionOutput attention;  // out [b, s, a/p, d], lse
+  Tensor x;                    // [b, s/p, h] input shard, re-gathered for the W_qkv gradient
+  Tensor qkv;                  // [b, s, (h + 2h_kv)/p]: q, k, v of this rank's heads
+  Tensor out;                  // [b, s, a/p, d]: the attention core's output, W_proj's input
+  core_attention::Saved core;  // the log-sum-exp, or the unfused kernel's probabilities
 };
 
 struct MlpSaved final : SavedActivations {
   Tensor x;    // [b, s/p, h]
   Tensor pre;  // [b, s, f_in/p]
-  Tensor act;  // [b, s, f/p]; undefined under selective recomputation
+  Tensor act;  // [b, s, f/p]
 };
 
 struct HeadViews {
@@ -55,9 +57,12 @@ class MegatronTS final : public Strategy {
     saved->qkv = be.linear(be.all_gather(x, 1), w.qkv);  // [b, s/p, h] → [b, s, h] → [b, s, (h+2h_kv)/p]
     HeadViews heads = split_heads(be, ctx.model, saved->qkv);
     be.label("attention");
-    saved->attention = be.attention_forward(heads.q, heads.k, heads.v, full_sequence_mask(ctx));
+    core_attention::Forward core =
+        core_attention::forward(be, ctx, heads.q, heads.k, heads.v, full_sequence_mask(ctx));
+    saved->out = std::move(core.out);
+    saved->core = std::move(core.saved);
     be.label("proj");
-    const Tensor& out = saved->attention.out;
+    const Tensor& out = saved->out;
     Tensor partial = be.matmul(be.view(out, {out.size(0), out.size(1), out.size(2) * out.size(3)}), w.proj);
     return {be.reduce_scatter(partial, 1), std::move(saved)};  // [b, s, h] partial sums → [b, s/p, h]
   }
@@ -66,7 +71,7 @@ class MegatronTS final : public Strategy {
                             SavedActivations& saved_base, const Tensor& d_y,
                             LayerWeights& grads) const override {
     auto& saved = saved_as<AttentionSaved>(saved_base);
-    const Tensor& out = saved.attention.out;
+    const Tensor& out = saved.out;
     const int64_t b = out.size(0), s = out.size(1);
     be.label("proj");
     Tensor d_y_full = be.all_gather(d_y, 1);     // [b, s, h]
@@ -75,12 +80,12 @@ class MegatronTS final : public Strategy {
     d_y_full = Tensor();
     be.label("attention");
     HeadViews heads = split_heads(be, ctx.model, saved.qkv);
-    AttentionGrads d = be.attention_backward(be.view(d_out, out.shape()), heads.q, heads.k, heads.v, out,
-                                             saved.attention.lse, full_sequence_mask(ctx));
+    AttentionGrads d = core_attention::backward(be, ctx, be.view(d_out, out.shape()), heads.q, heads.k,
+                                                heads.v, out, full_sequence_mask(ctx), std::move(saved.core));
     d_out = Tensor();
     heads = {};
     saved.qkv = Tensor();
-    saved.attention = {};
+    saved.out = Tensor();
     be.label("qkv");
     Tensor d_qkv = be.concat({be.view(d.d_q, {b, s, d.d_q.size(2) * d.d_q.size(3)}),
                               be.view(d.d_k, {b, s, d.d_k.size(2) * d.d_k.size(3)}),
@@ -104,7 +109,7 @@ class MegatronTS final : public Strategy {
     Tensor act = activation(be, ctx.model, saved->pre);  // [b, s, f/p]
     be.label("mlp_out");
     Tensor y = be.reduce_scatter(be.matmul(act, w.mlp_out), 1);
-    if (ctx.recompute == Recompute::none) saved->act = std::move(act);
+    saved->act = std::move(act);
     return {std::move(y), std::move(saved)};
   }
 
@@ -114,11 +119,7 @@ class MegatronTS final : public Strategy {
     be.label("mlp_out");
     Tensor d_y_full = be.all_gather(d_y, 1);        // [b, s, h]
     Tensor d_act = be.linear(d_y_full, w.mlp_out);  // [b, s, f/p]
-    be.label("activation");
-    Tensor act = saved.act.defined() ? saved.act : activation(be, ctx.model, saved.pre);
-    be.label("mlp_out");
-    be.add_(grads.mlp_out, be.weight_grad(act, d_y_full));
-    act = Tensor();
+    be.add_(grads.mlp_out, be.weight_grad(saved.act, d_y_full));
     saved.act = Tensor();
     d_y_full = Tensor();
     be.label("activation");

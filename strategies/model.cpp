@@ -24,6 +24,14 @@
 // Position embeddings, BERT's token-type embeddings and pooler, and biases are not modelled (the
 // header's parameter counts say so).
 //
+// Dropout: hidden dropout after attention and after the MLP (GPT-2's resid_pdrop; BERT's and the
+// generic block's hidden_dropout_prob, or hidden_dropout as Megatron-LM names it), attention dropout on
+// the probabilities (GPT-2's attn_pdrop, BERT's attention_probs_dropout_prob, Llama's
+// attention_dropout), each with its config class's default when absent.
+//
+// Attention kernel: transformers' attn_implementation when the file has it ("eager" is the unfused
+// kernel; "sdpa" and "flash_attention_2" run FlashAttention on a GPU in bf16), flash otherwise.
+//
 // Dropout of the presets: the paper's three shapes (bert-large, llama-8l, gpt-8l) and gpt3-22b are
 // Megatron-LM GPT/BERT blocks, whose default hidden dropout is 0.1, as BERT's hidden_dropout_prob and
 // GPT-2's resid_pdrop are; their files say 0.1 (Korthikanti et al. 2022's 34·s·b·h activation bytes
@@ -141,7 +149,8 @@ ModelSpec read_gpt2_style(const Object& config) {
   spec.norm = NormKind::layer_norm;
   spec.causal = true;
   spec.tied_embeddings = config.has("tie_word_embeddings") ? config.boolean("tie_word_embeddings") : true;
-  spec.dropout = config.has("resid_pdrop") ? config.fraction("resid_pdrop") : 0.1;
+  spec.hidden_dropout = config.has("resid_pdrop") ? config.fraction("resid_pdrop") : 0.1;
+  spec.attention_dropout = config.has("attn_pdrop") ? config.fraction("attn_pdrop") : 0.1;
   return spec;
 }
 
@@ -186,9 +195,25 @@ ModelSpec read_hidden_size_style(const Object& config, const std::string& model_
   spec.norm = llama || config.json().contains("rms_norm_eps") ? NormKind::rms_norm : NormKind::layer_norm;
   spec.causal = !bert;
   spec.tied_embeddings = config.has("tie_word_embeddings") ? config.boolean("tie_word_embeddings") : !llama;
-  const double default_dropout = bert ? 0.1 : 0.0;  // BertConfig's default; Llama blocks have none
-  spec.dropout = config.has("hidden_dropout_prob") ? config.fraction("hidden_dropout_prob") : default_dropout;
+  const double default_dropout = bert ? 0.1 : 0.0;  // BertConfig's defaults; Llama blocks have none
+  const auto probability = [&](std::initializer_list<std::string_view> names) {
+    for (std::string_view key : names)
+      if (config.has(key)) return config.fraction(key);
+    return default_dropout;
+  };
+  spec.hidden_dropout = probability({"hidden_dropout_prob", "hidden_dropout"});
+  spec.attention_dropout = probability({"attention_probs_dropout_prob", "attention_dropout"});
   return spec;
+}
+
+AttentionKernel read_attention_kernel(const Object& config) {
+  if (!config.has("attn_implementation")) return AttentionKernel::flash;
+  const std::string name = config.string("attn_implementation");
+  if (name == "eager") return AttentionKernel::unfused;
+  if (name == "sdpa" || name == "flash_attention_2") return AttentionKernel::flash;
+  config.fail("attn_implementation",
+              "expected 'eager' (unfused attention), 'sdpa' or 'flash_attention_2' (FlashAttention), got " +
+                  in_quotes(name));
 }
 
 ModelSpec read_config(const Json& json, const std::string& file) {
@@ -202,8 +227,11 @@ ModelSpec read_config(const Json& json, const std::string& file) {
                     std::string(kLlamaModelTypes[1]) + ", " + std::string(kLlamaModelTypes[2]) + "), got " +
                     in_quotes(model_type) +
                     "; without model_type a config is read as a generic pre-LN block from its keys");
-  if (model_type == "gpt2" || json.contains("n_embd")) return read_gpt2_style(config);
-  return read_hidden_size_style(config, model_type);
+  ModelSpec spec = model_type == "gpt2" || json.contains("n_embd")
+                       ? read_gpt2_style(config)
+                       : read_hidden_size_style(config, model_type);
+  spec.attention_kernel = read_attention_kernel(config);
+  return spec;
 }
 
 std::string preset_list() {
@@ -223,6 +251,16 @@ std::string name_of(const std::filesystem::path& path) {
 
 }  // namespace
 
+std::string_view to_string(AttentionKernel kernel) {
+  return kernel == AttentionKernel::flash ? "flash" : "unfused";
+}
+
+std::optional<AttentionKernel> attention_kernel_named(std::string_view name) {
+  for (AttentionKernel kernel : {AttentionKernel::flash, AttentionKernel::unfused})
+    if (name == to_string(kernel)) return kernel;
+  return std::nullopt;
+}
+
 int64_t ModelSpec::layer_parameters() const {
   const int64_t qkv = (hidden + 2 * kv_hidden()) * hidden;
   const int64_t projection = hidden * hidden;
@@ -241,7 +279,7 @@ std::vector<std::string> model_preset_names() {
   return names;
 }
 
-ModelSpec load_model(const std::string& name_or_path, std::optional<bool> causal) {
+ModelSpec load_model(const std::string& name_or_path, const ModelOverrides& overrides) {
   ModelSpec spec;
   const auto& presets = model_preset_files();
   if (auto preset = presets.find(name_or_path); preset != presets.end()) {
@@ -262,7 +300,8 @@ ModelSpec load_model(const std::string& name_or_path, std::optional<bool> causal
     spec.name = name_of(path);
     spec.source = file;
   }
-  if (causal) spec.causal = *causal;
+  if (overrides.causal) spec.causal = *overrides.causal;
+  if (overrides.attention_kernel) spec.attention_kernel = *overrides.attention_kernel;
   return spec;
 }
 

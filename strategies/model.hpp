@@ -7,12 +7,26 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace paradyse {
 
 enum class MlpKind { gelu, swiglu };  // GELU: h → f → h; SwiGLU: h → 2f (gate, up) → f → h
 enum class NormKind { layer_norm, rms_norm };
+
+// The kernel that computes attention where a strategy runs it over whole rows of its heads
+// (MegatronTS, UlyssesZ). flash: FlashAttention-2, fused, nothing of size s² in memory, attention
+// dropout inside the kernel (its mask regenerated from the seed in backward). unfused: what Megatron-LM
+// ran before FlashAttention (and transformers' "eager"): QKᵀ as a batched GEMM over all s² pairs (a
+// causal mask saves no work), a scale-mask-softmax, dropout on the probabilities, probabilities × V;
+// the probabilities, the dropout mask and the dropped probabilities are kept for backward
+// (Korthikanti et al. 2022's 5·a·s²·b bytes per layer). Ring strategies merge blocks by their
+// log-sum-exp and run flash whatever the model says (Megatron's context parallelism requires the fused
+// kernel); ColossalZ's ring self-attention is unfused by construction.
+enum class AttentionKernel { flash, unfused };
+std::string_view to_string(AttentionKernel kernel);  // "flash", "unfused"
+std::optional<AttentionKernel> attention_kernel_named(std::string_view name);
 
 struct ModelSpec {
   std::string name;
@@ -27,7 +41,9 @@ struct ModelSpec {
   MlpKind mlp = MlpKind::gelu;
   NormKind norm = NormKind::layer_norm;
   bool tied_embeddings = false;  // output head shares the embedding table
-  double dropout = 0;            // hidden dropout probability (after attention and after the MLP)
+  double hidden_dropout = 0;     // probability, after attention and after the MLP
+  double attention_dropout = 0;  // probability, on the attention probabilities
+  AttentionKernel attention_kernel = AttentionKernel::flash;
 
   int64_t head_dim() const { return hidden / heads; }
   int64_t kv_hidden() const { return kv_heads * head_dim(); }  // h_kv
@@ -41,9 +57,15 @@ struct ModelSpec {
   int64_t total_parameters() const { return num_layers * layer_parameters() + embedding_parameters(); }
 };
 
-// `name_or_path`: a preset (see model_preset_names) or a path to a config.json. `causal` overrides the
-// config's attention kind when given. Throws InputError naming the file and field on bad input.
-ModelSpec load_model(const std::string& name_or_path, std::optional<bool> causal = std::nullopt);
+// What a command line may override in a model's file.
+struct ModelOverrides {
+  std::optional<bool> causal;
+  std::optional<AttentionKernel> attention_kernel;
+};
+
+// `name_or_path`: a preset (see model_preset_names) or a path to a config.json, with `overrides`
+// applied. Throws InputError naming the file and field on bad input.
+ModelSpec load_model(const std::string& name_or_path, const ModelOverrides& overrides = {});
 std::vector<std::string> model_preset_names();
 
 }  // namespace paradyse

@@ -15,10 +15,12 @@
 
 namespace paradyse {
 
-// What a layer keeps for backward. none: everything backward needs. selective: the MLP activation's
-// output and materialised attention probabilities are recomputed from their inputs (FlashAttention
-// already recomputes the scores; Korthikanti et al. 2022 §4.2). full: only the layer input is kept
-// and the whole layer runs again before its backward.
+// What a layer keeps for backward. none: everything backward needs. selective: what Megatron-LM's
+// recompute_granularity "selective" means (Korthikanti et al. 2022 §4.2): the attention core (QKᵀ,
+// softmax, dropout, ×V; core_attention.hpp) runs again in backward and keeps nothing but its output,
+// everything else is kept. It saves the unfused kernel's s² terms, and with FlashAttention only the
+// log-sum-exp; ring strategies, whose blocks' backward needs the merged log-sum-exp of the whole row,
+// keep theirs. full: only the layer input is kept and the whole layer runs again before its backward.
 enum class Recompute : uint8_t { none, selective, full };
 std::string_view to_string(Recompute recompute);
 std::optional<Recompute> parse_recompute(std::string_view text);

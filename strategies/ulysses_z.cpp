@@ -13,6 +13,7 @@
 // d_q, d_k, d_v) of b·s/p·(h or h_kv) elements each: 2(p−1)/p²·b·s·(2h + 2h_kv) elements, plus
 // ZeRO-3's 3(p−1)/p·Φ_layer (each weight gathered in forward and again in backward, each gradient
 // reduce-scattered once), independent of s.
+#include "strategies/core_attention.hpp"
 #include "strategies/library.hpp"
 #include "strategies/zero3.hpp"
 
@@ -24,9 +25,10 @@ constexpr int kSequenceDim = 1;
 constexpr int kHeadDim = 2;
 
 struct AttentionSaved final : SavedActivations {
-  Tensor x;                   // [b, s/p, h] normalised input: the W_qkv gradient's left operand
-  Tensor q, k, v;             // [b, s, a/p, d], [b, s, a_kv/p, d] ×2: this rank's heads, whole sequence
-  AttentionOutput attention;  // out [b, s, a/p, d] and lse [b, a/p, s]: FlashAttention's backward needs both
+  Tensor x;                    // [b, s/p, h] normalised input: the W_qkv gradient's left operand
+  Tensor q, k, v;              // [b, s, a/p, d], [b, s, a_kv/p, d] ×2: this rank's heads, whole sequence
+  Tensor out;                  // [b, s, a/p, d]: the attention core's output, for its flash backward
+  core_attention::Saved core;  // the log-sum-exp, or the unfused kernel's probabilities
   // [b, s/p, a, d]: out back on this rank's tokens, the W_proj gradient's left operand. Keeping it costs
   // 2·b·s·h/p bytes; dropping it would cost a fifth all-to-all in backward to rebuild it from `out`.
   Tensor o;
@@ -89,8 +91,14 @@ class UlyssesZ final : public zero3::Zero3MlpStrategy {
     be.label("proj");
     Pending w_proj = zero3::gather_async(be, w.proj);  // prefetch: hidden behind attention
     be.label("attention");
-    saved->attention = be.attention_forward(saved->q, saved->k, saved->v, full_sequence_mask(ctx));
-    saved->o = heads_to_sequence_async(be, saved->attention.out).wait();  // [b, s, a/p, d] → [b, s/p, a, d]
+    core_attention::Forward core =
+        core_attention::forward(be, ctx, saved->q, saved->k, saved->v, full_sequence_mask(ctx));
+    saved->core = std::move(core.saved);
+    saved->o = heads_to_sequence_async(be, core.out).wait();  // [b, s, a/p, d] → [b, s/p, a, d]
+    // Only the flash backward reads the output in head layout (the unfused one reads the probabilities),
+    // and under selective recomputation it runs the forward again instead.
+    if (ctx.model.attention_kernel == AttentionKernel::flash && ctx.recompute != Recompute::selective)
+      saved->out = std::move(core.out);
     Tensor y = zero3::project_out(be, ctx.model, w_proj.wait(), saved->o);  // [b, s/p, h]
     return {std::move(y), std::move(saved)};
   }
@@ -104,11 +112,10 @@ class UlyssesZ final : public zero3::Zero3MlpStrategy {
     be.label("attention");
     Tensor d_out = sequence_to_heads_async(be, d_o).wait();  // [b, s/p, a, d] → [b, s, a/p, d]
     d_o = Tensor();
-    AttentionGrads d = be.attention_backward(d_out, saved.q, saved.k, saved.v, saved.attention.out,
-                                             saved.attention.lse, full_sequence_mask(ctx));
+    AttentionGrads d = core_attention::backward(be, ctx, d_out, saved.q, saved.k, saved.v, saved.out,
+                                                full_sequence_mask(ctx), std::move(saved.core));
     d_out = Tensor();
-    saved.q = saved.k = saved.v = Tensor();
-    saved.attention = {};
+    saved.q = saved.k = saved.v = saved.out = Tensor();
     // [b, s, a/p, d] → [b, s/p, a, d]; d_k and d_v [b, s, a_kv/p, d] → [b, s/p, a_kv, d].
     Pending d_q = heads_to_sequence_async(be, d.d_q);
     Pending d_k = heads_to_sequence_async(be, d.d_k);

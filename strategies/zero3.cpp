@@ -102,7 +102,7 @@ namespace {
 struct MlpSaved final : SavedActivations {
   Tensor x;    // input [b, s, h]
   Tensor pre;  // W_in output [b, s, f_in]: the activation's input
-  Tensor act;  // activation output [b, s, f]; undefined under selective recomputation
+  Tensor act;  // activation output [b, s, f]
 };
 
 }  // namespace
@@ -120,7 +120,7 @@ SublayerOutput mlp_forward(Backend& be, const LayerContext& ctx, const LayerWeig
   Tensor act = activation(be, model, saved->pre);
   be.label("mlp_out");
   Tensor y = be.matmul(act, w_out.wait());
-  if (ctx.recompute == Recompute::none) saved->act = std::move(act);
+  saved->act = std::move(act);
   return {std::move(y), std::move(saved)};
 }
 
@@ -134,11 +134,7 @@ Tensor mlp_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
   Pending w_in = gather_async(be, w.mlp_in);  // prefetch for the dgrad below
   Tensor d_act = be.linear(d_y, w_out);       // [b, s, f]
   w_out = Tensor();
-  be.label("activation");
-  Tensor act = saved.act.defined() ? saved.act : activation(be, model, saved.pre);
-  be.label("mlp_out");
-  scatter_grad(be, be.weight_grad(act, d_y), {w.mlp_out.size(0)}, grads.mlp_out);
-  act = Tensor();
+  scatter_grad(be, be.weight_grad(saved.act, d_y), {w.mlp_out.size(0)}, grads.mlp_out);
   saved.act = Tensor();
   be.label("activation");
   Tensor d_pre = activation_backward(be, model, d_act, saved.pre);

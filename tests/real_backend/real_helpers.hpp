@@ -37,7 +37,7 @@ inline ModelSpec tiny_model(bool gqa, bool causal, int num_layers = 2) {
   m.mlp = gqa ? MlpKind::swiglu : MlpKind::gelu;
   m.norm = gqa ? NormKind::rms_norm : NormKind::layer_norm;
   m.tied_embeddings = gqa;
-  m.dropout = 0;
+  m.hidden_dropout = 0;
   return m;
 }
 

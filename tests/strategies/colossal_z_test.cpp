@@ -24,22 +24,25 @@ double closed_form_layer_flops(const ModelSpec& m, double b, double s, int p, Re
 // Bytes a layer's forward keeps for backward, tensor by tensor (bf16 activations, fp32 norm stats).
 // Its output stands in for its input (phase_memory_delta). The attention keeps its input, q, k, v (views
 // of one [b, s/p, h + 2h_kv] buffer), the probabilities P [b, a, s/p, s] and its output; the ZeRO-3 MLP
-// keeps its input, the W_in output and the activation output; each hidden dropout keeps a u8 mask.
+// keeps its input, the W_in output and the activation output; each hidden dropout keeps a u8 mask;
+// attention dropout keeps its u8 mask and the dropped probabilities P'. Selective recomputation keeps
+// none of the s² terms.
 double closed_form_saved_bytes(const ModelSpec& m, double b, double s, int p, Recompute recompute) {
   const auto h = static_cast<double>(m.hidden), h_kv = static_cast<double>(m.kv_hidden());
   const auto f = static_cast<double>(m.ffn_hidden), f_in = static_cast<double>(m.mlp_in_rows());
   const double stats = m.norm == NormKind::layer_norm ? 8 : 4;  // mean and rstd, or rms, fp32
   const bool keeps = recompute == Recompute::none;
-  const double per_token = 2 * h                           // layer output
-                           + stats + 2 * h                 // norm1 statistics; attention input
-                           + 2 * (h + 2 * h_kv)            // q, k, v
-                           + 2 * h                         // attention output, before W_proj
-                           + 2 * h                         // h1, the first residual
-                           + stats + 2 * h                 // norm2 statistics; MLP input
-                           + 2 * f_in                      // W_in output
-                           + (keeps ? 2 * f : 0)           // activation output
-                           + (m.dropout > 0 ? 2 * h : 0);  // two dropout masks
-  const double probabilities = keeps ? 2 * static_cast<double>(m.heads) * b * (s / p) * s : 0;
+  const double per_token = 2 * h                                   // layer output
+                           + stats + 2 * h                         // norm1 statistics; attention input
+                           + 2 * (h + 2 * h_kv)                    // q, k, v
+                           + 2 * h                                 // attention output, before W_proj
+                           + 2 * h                                 // h1, the first residual
+                           + stats + 2 * h                         // norm2 statistics; MLP input
+                           + 2 * f_in                              // W_in output
+                           + 2 * f                                 // activation output
+                           + (m.hidden_dropout > 0 ? 2 * h : 0);   // two dropout masks
+  const double bytes_per_score = m.attention_dropout > 0 ? 5 : 2;  // P; its mask and P'
+  const double probabilities = keeps ? bytes_per_score * static_cast<double>(m.heads) * b * (s / p) * s : 0;
   return per_token * b * s / p + probabilities;
 }
 
@@ -155,15 +158,17 @@ TEST_CASE("ColossalZ: every rank issues the same work", "[strategies]") {
   }
 }
 
-TEST_CASE("ColossalZ: saved activations hold the s² probabilities, 2·a·b·s²/p bytes", "[strategies]") {
-  // REFERENCE.md §2: ≈ 34·sbh/p + 5·a·b·s²/p. With hidden dropout our per-tensor count is 34·sbh/p
-  // exactly (plus the norms' fp32 statistics, 16·sb/p); the s² term is P alone in bf16, 2·a·b·s²/p:
-  // Korthikanti's other 3·a·b·s² are an attention dropout's mask and output, which this model has not.
+TEST_CASE("ColossalZ: saved activations are Korthikanti's 34·sbh/p + 5·a·b·s²/p with both dropouts",
+          "[strategies]") {
+  // REFERENCE.md §2: ≈ 34·sbh/p + 5·a·b·s²/p. With hidden and attention dropout our per-tensor count is
+  // exactly that (plus the norms' fp32 statistics, 16·sb/p): the s² term is P (bf16), the attention
+  // dropout's u8 mask and the dropped P' (bf16). Without attention dropout it is P alone, 2·a·b·s²/p.
   for (int p : {2, 4, 8})
     for (int64_t s : {8192, 32768})
       for (int64_t b : {1, 2}) {
         ModelSpec with_dropout = small_model(true);
-        with_dropout.dropout = 0.1;
+        with_dropout.hidden_dropout = 0.1;
+        with_dropout.attention_dropout = 0.1;
         const ModelSpec without = small_model(false);
         const auto bd = static_cast<double>(b), sd = static_cast<double>(s);
         INFO("p " << p << " s " << s << " b " << b);
@@ -171,15 +176,16 @@ TEST_CASE("ColossalZ: saved activations hold the s² probabilities, 2·a·b·s²
         REQUIRE(kept ==
                 Approx(closed_form_saved_bytes(with_dropout, bd, sd, p, Recompute::none)).epsilon(1e-12));
         const double sbh_p = bd * sd * static_cast<double>(with_dropout.hidden) / p;
-        const double probabilities = 2.0 * static_cast<double>(with_dropout.heads) * bd * sd * sd / p;
-        REQUIRE(kept == Approx(34 * sbh_p + 16 * bd * sd / p + probabilities).epsilon(1e-12));
-        REQUIRE(saved_bytes(trace_step(colossal_z(), without, p, s, b)) ==
+        const double as2b_p = static_cast<double>(with_dropout.heads) * bd * sd * sd / p;
+        REQUIRE(kept == Approx(34 * sbh_p + 16 * bd * sd / p + 5 * as2b_p).epsilon(1e-12));
+        const double kept_without = saved_bytes(trace_step(colossal_z(), without, p, s, b));
+        REQUIRE(kept_without ==
                 Approx(closed_form_saved_bytes(without, bd, sd, p, Recompute::none)).epsilon(1e-12));
+        REQUIRE(kept_without == Approx(32 * sbh_p + 16 * bd * sd / p + 2 * as2b_p).epsilon(1e-12));
       }
 }
 
-TEST_CASE("ColossalZ: selective recomputation drops P and the activation, pays one more K ring",
-          "[strategies]") {
+TEST_CASE("ColossalZ: selective recomputation drops P, pays one more K ring", "[strategies]") {
   for (int p : {2, 4, 8})
     for (int64_t s : {4096, 16384}) {
       const ModelSpec model = small_model(true);
@@ -189,8 +195,7 @@ TEST_CASE("ColossalZ: selective recomputation drops P and the activation, pays o
       INFO("p " << p << " s " << s);
       REQUIRE(saved_bytes(selective) ==
               Approx(closed_form_saved_bytes(model, 1, sd, p, Recompute::selective)).epsilon(1e-12));
-      const double dropped = 2.0 * static_cast<double>(model.heads) * sd * sd / p +  // P
-                             2.0 * sd * static_cast<double>(model.ffn_hidden) / p;   // GELU output
+      const double dropped = 2.0 * static_cast<double>(model.heads) * sd * sd / p;  // P
       REQUIRE(saved_bytes(none) - saved_bytes(selective) == Approx(dropped).epsilon(1e-12));
       REQUIRE(layer_totals(selective).flops ==
               Approx(closed_form_layer_flops(model, 1, sd, p, Recompute::selective)).epsilon(1e-9));

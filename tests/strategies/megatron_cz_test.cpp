@@ -207,7 +207,8 @@ TEST_CASE("MegatronCZ: the ring sends to r+1 and receives from r−1, the same s
 TEST_CASE("MegatronCZ: saved activations, tensor by tensor", "[strategies]") {
   // Per local token (s/p of them, b = 1), bytes kept from a layer's forward for its backward:
   //   attention: its input 2h, q/k/v 2(h + 2h_kv) (one buffer), merged out 2h, lse 4a (fp32)
-  //   MLP (zero3): its input 2h, W_in output 2·mlp_in_rows, activation output 2f (not under selective)
+  //   MLP (zero3): its input 2h, W_in output 2·mlp_in_rows, activation output 2f
+  //   (selective recomputation keeps all of it: the ring's backward needs the merged lse)
   //   layer: the two norms' fp32 statistics (8 bytes LayerNorm, 4 RMSNorm, each), h1 2h, and the layer's
   //   output 2h standing in for its input; with dropout, two u8 masks of h.
   for (const ModelSpec& base : {small_model(true), small_model(false), small_model(true, 4),
@@ -217,21 +218,20 @@ TEST_CASE("MegatronCZ: saved activations, tensor by tensor", "[strategies]") {
         for (int64_t s : {8192, 65536}) {
           if (megatron_cz().unsupported(base, p)) continue;  // 4 KV heads over 8 ranks
           ModelSpec model = base;
-          model.dropout = dropout ? 0.1 : 0.0;
+          model.hidden_dropout = dropout ? 0.1 : 0.0;
           const double h = as_double(model.hidden), h_kv = as_double(model.kv_hidden());
           const double attention = 2 * h + 2 * (h + 2 * h_kv) + 2 * h + 4 * as_double(model.heads);
-          const double mlp_without_act = 2 * h + 2 * as_double(model.mlp_in_rows());
-          const double act = 2 * as_double(model.ffn_hidden);
+          const double mlp = 2 * h + 2 * as_double(model.mlp_in_rows()) + 2 * as_double(model.ffn_hidden);
           const double norm_stats = 2 * (model.norm == NormKind::layer_norm ? 8.0 : 4.0);
           const double layer = norm_stats + 2 * h + 2 * h + (dropout ? 2 * h : 0.0);
           const double tokens = as_double(s / p);
           INFO("kv_heads " << model.kv_heads << " swiglu " << (model.mlp == MlpKind::swiglu) << " dropout "
                            << dropout << " p " << p << " s " << s);
           REQUIRE(phase_memory_delta(trace_step(megatron_cz(), model, p, s), Phase::layer_forward, 0) ==
-                  Approx(tokens * (attention + mlp_without_act + act + layer)).epsilon(1e-12));
+                  Approx(tokens * (attention + mlp + layer)).epsilon(1e-12));
           REQUIRE(phase_memory_delta(trace_step(megatron_cz(), model, p, s, 1, Recompute::selective),
-                                     Phase::layer_forward, 0) ==
-                  Approx(tokens * (attention + mlp_without_act + layer)).epsilon(1e-12));
+                                     Phase::layer_forward,
+                                     0) == Approx(tokens * (attention + mlp + layer)).epsilon(1e-12));
           REQUIRE(phase_memory_delta(trace_step(megatron_cz(), model, p, s, 1, Recompute::full),
                                      Phase::layer_forward, 0) == Approx(tokens * 2 * h).epsilon(1e-12));
         }
@@ -240,7 +240,7 @@ TEST_CASE("MegatronCZ: saved activations, tensor by tensor", "[strategies]") {
 TEST_CASE("MegatronCZ: with MHA and GELU the saved bytes are REFERENCE's ≈ 34·sbh/c", "[strategies]") {
   // Korthikanti's 34·sbh/t (with dropout) plus FlashAttention's lse 4·a·s/c and the norms' stats 16·s/c.
   ModelSpec model = small_model(true);
-  model.dropout = 0.1;
+  model.hidden_dropout = 0.1;
   const int p = 8;
   const int64_t s = 65536;
   const double sbh_c = as_double(s * model.hidden) / p;

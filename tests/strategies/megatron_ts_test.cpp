@@ -41,7 +41,7 @@ TEST_CASE("MegatronTS: saved activations are Korthikanti's 34·s·b·h/t per lay
   for (int p : {2, 4, 8})
     for (int64_t s : {8192, 65536}) {
       ModelSpec with_dropout = small_model(true);
-      with_dropout.dropout = 0.1;
+      with_dropout.hidden_dropout = 0.1;
       ModelSpec without = small_model(true);
       const double sbh_t = static_cast<double>(s * with_dropout.hidden) / p;
       const double extras =
@@ -65,9 +65,12 @@ TEST_CASE("MegatronTS: recomputation keeps less", "[strategies]") {
   const double full =
       phase_memory_delta(trace_step(megatron_ts(), model, p, s, 1, Recompute::full), Phase::layer_forward, 0);
   const double sbh_t = static_cast<double>(s * model.hidden) / p;
-  // selective drops the GELU output (8·sbh/t); full keeps only the layer input (2·sbh/t: the output).
-  REQUIRE(none - selective == Approx(8 * sbh_t).epsilon(1e-9));
+  // selective recomputes the flash core, whose only tensor beyond the output W_proj keeps is its lse
+  // [b, a/p, s] fp32; full keeps only the layer input (2·sbh/t: the output).
+  REQUIRE(none - selective == Approx(4.0 * static_cast<double>(model.heads * s) / p).epsilon(1e-9));
   REQUIRE(full == Approx(2 * sbh_t).epsilon(1e-9));
+  REQUIRE(layer_totals(trace_step(megatron_ts(), model, p, s, 1, Recompute::selective))
+              .count_by_kind.at(OpKind::attention_forward) == 2);
   // Full recomputation runs the layer's forward twice.
   const double flops_none = layer_totals(trace_step(megatron_ts(), model, p, s)).flops;
   const double flops_full = layer_totals(trace_step(megatron_ts(), model, p, s, 1, Recompute::full)).flops;

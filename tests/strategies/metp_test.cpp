@@ -335,7 +335,7 @@ TEST_CASE("METP: only the layer input is saved, 2·b·s·h/p bytes per layer", "
       for (double dropout : {0.0, 0.1})
         for (int64_t b : {1, 2}) {
           ModelSpec model = base;
-          model.dropout = dropout;
+          model.hidden_dropout = dropout;
           const int64_t s = 16384;
           INFO("p " << p << " causal " << model.causal << " a_kv " << model.kv_heads << " dropout " << dropout
                     << " b " << b);

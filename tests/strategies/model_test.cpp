@@ -78,17 +78,20 @@ TEST_CASE("model: every preset loads with its shape", "[strategies]") {
     MlpKind mlp;
     NormKind norm;
     bool tied;
-    double dropout;
+    double hidden_dropout, attention_dropout;
   };
   const std::vector<Expected> presets = {
-      {"bert-large", 1024, 16, 16, 4096, 24, 30522, false, MlpKind::gelu, NormKind::layer_norm, true, 0.1},
-      {"llama-8l", 8192, 64, 64, 32768, 8, 32000, true, MlpKind::gelu, NormKind::layer_norm, false, 0.1},
-      {"gpt-8l", 12288, 96, 96, 49152, 8, 50257, true, MlpKind::gelu, NormKind::layer_norm, true, 0.1},
-      {"llama3-8b", 4096, 32, 8, 14336, 32, 128256, true, MlpKind::swiglu, NormKind::rms_norm, false, 0.0},
-      {"llama3-70b-8l", 8192, 64, 8, 28672, 8, 128256, true, MlpKind::swiglu, NormKind::rms_norm, false, 0.0},
-      {"gpt3-22b", 6144, 64, 64, 24576, 48, 51200, true, MlpKind::gelu, NormKind::layer_norm, true, 0.1},
-      {"tiny-gpt", 256, 8, 8, 1024, 2, 1000, true, MlpKind::gelu, NormKind::layer_norm, false, 0.0},
-      {"tiny-llama", 256, 8, 4, 512, 2, 1000, true, MlpKind::swiglu, NormKind::rms_norm, false, 0.0},
+      {"bert-large", 1024, 16, 16, 4096, 24, 30522, false, MlpKind::gelu, NormKind::layer_norm, true, 0.1,
+       0.1},
+      {"llama-8l", 8192, 64, 64, 32768, 8, 32000, true, MlpKind::gelu, NormKind::layer_norm, false, 0.1, 0.1},
+      {"gpt-8l", 12288, 96, 96, 49152, 8, 50257, true, MlpKind::gelu, NormKind::layer_norm, true, 0.1, 0.1},
+      {"llama3-8b", 4096, 32, 8, 14336, 32, 128256, true, MlpKind::swiglu, NormKind::rms_norm, false, 0.0,
+       0.0},
+      {"llama3-70b-8l", 8192, 64, 8, 28672, 8, 128256, true, MlpKind::swiglu, NormKind::rms_norm, false, 0.0,
+       0.0},
+      {"gpt3-22b", 6144, 64, 64, 24576, 48, 51200, true, MlpKind::gelu, NormKind::layer_norm, true, 0.1, 0.1},
+      {"tiny-gpt", 256, 8, 8, 1024, 2, 1000, true, MlpKind::gelu, NormKind::layer_norm, false, 0.0, 0.0},
+      {"tiny-llama", 256, 8, 4, 512, 2, 1000, true, MlpKind::swiglu, NormKind::rms_norm, false, 0.0, 0.0},
   };
   REQUIRE(model_preset_names().size() == presets.size());
   for (const Expected& expected : presets) {
@@ -106,7 +109,9 @@ TEST_CASE("model: every preset loads with its shape", "[strategies]") {
     CHECK(spec.mlp == expected.mlp);
     CHECK(spec.norm == expected.norm);
     CHECK(spec.tied_embeddings == expected.tied);
-    CHECK(spec.dropout == Approx(expected.dropout));
+    CHECK(spec.hidden_dropout == Approx(expected.hidden_dropout));
+    CHECK(spec.attention_dropout == Approx(expected.attention_dropout));
+    CHECK(spec.attention_kernel == AttentionKernel::flash);
   }
 }
 
@@ -150,12 +155,69 @@ TEST_CASE("model: GQA and SwiGLU come from the config", "[strategies]") {
   }
 }
 
+ModelOverrides causal_override(bool causal) {
+  ModelOverrides overrides;
+  overrides.causal = causal;
+  return overrides;
+}
+
+ModelOverrides kernel_override(AttentionKernel kernel) {
+  ModelOverrides overrides;
+  overrides.attention_kernel = kernel;
+  return overrides;
+}
+
 TEST_CASE("model: the causal argument overrides the config", "[strategies]") {
   CHECK_FALSE(load_model("bert-large").causal);
-  CHECK(load_model("bert-large", true).causal);
+  CHECK(load_model("bert-large", causal_override(true)).causal);
   CHECK(load_model("gpt-8l").causal);
-  CHECK_FALSE(load_model("gpt-8l", false).causal);
-  CHECK(load_model("llama3-8b", true).causal);
+  CHECK_FALSE(load_model("gpt-8l", causal_override(false)).causal);
+  CHECK(load_model("llama3-8b", causal_override(true)).causal);
+}
+
+TEST_CASE("model: the attention kernel comes from attn_implementation, else flash, and may be overridden",
+          "[strategies]") {
+  CHECK(load_model("gpt-8l").attention_kernel == AttentionKernel::flash);
+  CHECK(load_model("gpt-8l", kernel_override(AttentionKernel::unfused)).attention_kernel ==
+        AttentionKernel::unfused);
+  for (const auto& [value, kernel] : {std::pair{"eager", AttentionKernel::unfused},
+                                      {"sdpa", AttentionKernel::flash},
+                                      {"flash_attention_2", AttentionKernel::flash}}) {
+    INFO(value);
+    TempConfig file("attn_implementation",
+                    std::string(R"({"model_type": "gpt2", "n_embd": 256, "n_head": 4, "n_layer": 2,
+                    "vocab_size": 500, "activation_function": "gelu_new", "attn_implementation": ")") +
+                        value + "\"}");
+    CHECK(load_model(file.path()).attention_kernel == kernel);
+    CHECK(load_model(file.path(), kernel_override(AttentionKernel::flash)).attention_kernel ==
+          AttentionKernel::flash);
+  }
+  TempConfig bad("bad_attn_implementation", R"({"model_type": "gpt2", "n_embd": 256, "n_head": 4,
+    "n_layer": 2, "vocab_size": 500, "activation_function": "gelu_new", "attn_implementation": "xformers"})");
+  try {
+    load_model(bad.path());
+    FAIL("expected an InputError");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("attn_implementation") && Catch::Contains("'eager'") &&
+                             Catch::Contains("'xformers'"));
+  }
+}
+
+TEST_CASE("model: dropout probabilities by family, with their config classes' defaults", "[strategies]") {
+  TempConfig gpt2("gpt2_dropout", R"({"model_type": "gpt2", "n_embd": 256, "n_head": 4, "n_layer": 2,
+    "vocab_size": 500, "activation_function": "gelu_new", "resid_pdrop": 0.2, "attn_pdrop": 0.3})");
+  CHECK(load_model(gpt2.path()).hidden_dropout == Approx(0.2));
+  CHECK(load_model(gpt2.path()).attention_dropout == Approx(0.3));
+  TempConfig bert("bert_dropout", R"({"model_type": "bert", "hidden_size": 256, "num_attention_heads": 4,
+    "num_hidden_layers": 2, "intermediate_size": 1024, "vocab_size": 500, "hidden_act": "gelu",
+    "attention_probs_dropout_prob": 0.05})");
+  CHECK(load_model(bert.path()).hidden_dropout == Approx(0.1));  // BertConfig's default
+  CHECK(load_model(bert.path()).attention_dropout == Approx(0.05));
+  TempConfig generic("generic_dropout", R"({"hidden_size": 256, "num_attention_heads": 4,
+    "num_hidden_layers": 2, "intermediate_size": 1024, "vocab_size": 500, "hidden_act": "gelu",
+    "hidden_dropout": 0.15, "attention_dropout": 0.25})");
+  CHECK(load_model(generic.path()).hidden_dropout == Approx(0.15));
+  CHECK(load_model(generic.path()).attention_dropout == Approx(0.25));
 }
 
 TEST_CASE("model: a GPT-2-style file with n_inner null has f = 4h", "[strategies]") {
@@ -167,8 +229,8 @@ TEST_CASE("model: a GPT-2-style file with n_inner null has f = 4h", "[strategies
   CHECK(spec.ffn_hidden == 1024);
   CHECK(spec.hidden == 256);
   CHECK(spec.causal);
-  CHECK(spec.tied_embeddings);         // GPT2Config's default
-  CHECK(spec.dropout == Approx(0.1));  // resid_pdrop's default
+  CHECK(spec.tied_embeddings);                // GPT2Config's default
+  CHECK(spec.hidden_dropout == Approx(0.1));  // resid_pdrop's default
   CHECK(spec.source == file.path());
   CHECK(spec.name == std::filesystem::path(file.path()).stem().string());
   // No biases: 4h² attention + 2·4h² MLP + two LayerNorms (2h each); tied table + final LayerNorm.
@@ -184,7 +246,7 @@ TEST_CASE("model: a Llama-style file loads with GQA, SwiGLU and RMSNorm", "[stra
   CHECK(spec.mlp == MlpKind::swiglu);
   CHECK(spec.norm == NormKind::rms_norm);
   CHECK_FALSE(spec.tied_embeddings);  // LlamaConfig's default
-  CHECK(spec.dropout == 0.0);
+  CHECK(spec.hidden_dropout == 0.0);
   // (512 + 2·128)·512 + 512² + 3·1536·512 + 2·512; untied: 2·1000·512 + 512.
   CHECK(spec.layer_parameters() == 768 * 512 + 512 * 512 + 3 * 1536 * 512 + 2 * 512);
   CHECK(spec.embedding_parameters() == 2 * 1000 * 512 + 512);

@@ -31,17 +31,19 @@ bool supported(const ModelSpec& model, int p) {
 double saved_layer_bytes(const ModelSpec& m, int64_t b, int64_t s, int p, Recompute recompute) {
   const double tokens = as_double(b * s / p), h = as_double(m.hidden), h_kv = as_double(m.kv_hidden()),
                f = as_double(m.ffn_hidden);
-  if (recompute == Recompute::full) return 2 * tokens * h;    // the layer's output, standing in for its input
-  const double attention = 2 * tokens * h                     // x [b, s/p, h]: W_qkv gradient
-                           + 2 * tokens * (h + 2 * h_kv)      // q, k, v [b, s, (a | a_kv)/p, d]
-                           + 2 * tokens * h                   // out [b, s, a/p, d]
-                           + 4 * tokens * as_double(m.heads)  // lse [b, a/p, s] fp32
-                           + 2 * tokens * h;                  // o [b, s/p, a, d]: W_proj gradient
-  const double mlp = 2 * tokens * h                           // x [b, s/p, h]
-                     + 2 * tokens * as_double(m.mlp_in_rows())               // W_in output [b, s/p, f or 2f]
-                     + (recompute == Recompute::none ? 2 * tokens * f : 0);  // activation output
-  const double stats = (m.norm == NormKind::layer_norm ? 8 : 4) * tokens;    // per norm: mean, 1/std or rms
-  const double masks = m.dropout > 0 ? 2 * tokens * h : 0;                   // two u8 dropout masks
+  if (recompute == Recompute::full) return 2 * tokens * h;  // the layer's output, standing in for its input
+  // Selective recomputation keeps nothing of the flash core: it runs again in backward.
+  const double core = recompute == Recompute::none ? 2 * tokens * h  // out [b, s, a/p, d]
+                                                         + 4 * tokens * as_double(m.heads)  // lse, fp32
+                                                   : 0;
+  const double attention = 2 * tokens * h                       // x [b, s/p, h]: W_qkv gradient
+                           + 2 * tokens * (h + 2 * h_kv)        // q, k, v [b, s, (a | a_kv)/p, d]
+                           + core + 2 * tokens * h;             // o [b, s/p, a, d]: W_proj gradient
+  const double mlp = 2 * tokens * h                             // x [b, s/p, h]
+                     + 2 * tokens * as_double(m.mlp_in_rows())  // W_in output [b, s/p, f or 2f]
+                     + 2 * tokens * f;                          // activation output
+  const double stats = (m.norm == NormKind::layer_norm ? 8 : 4) * tokens;  // per norm: mean, 1/std or rms
+  const double masks = m.hidden_dropout > 0 ? 2 * tokens * h : 0;          // two u8 dropout masks
   const double layer = 2 * stats + 2 * tokens * h /* h1 */ + masks + 2 * tokens * h /* output */;
   return attention + mlp + layer;
 }
@@ -192,7 +194,7 @@ TEST_CASE("UlyssesZ: saved activations match the per-tensor accounting", "[strat
           for (Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
             if (!supported(base, p)) continue;
             ModelSpec model = base;
-            model.dropout = dropout;
+            model.hidden_dropout = dropout;
             const int64_t b = 2;
             INFO("causal " << model.causal << " kv_heads " << model.kv_heads << " swiglu "
                            << (model.mlp == MlpKind::swiglu) << " p " << p << " s " << s << " dropout "
@@ -228,8 +230,13 @@ TEST_CASE("UlyssesZ: recomputation keeps less", "[strategies]") {
                                               Phase::layer_forward, 0);
   const double full =
       phase_memory_delta(trace_step(ulysses_z(), model, p, s, 1, Recompute::full), Phase::layer_forward, 0);
-  // Selective drops the SwiGLU output [b, s/p, f]; Ulysses' attention has no probabilities to drop.
-  REQUIRE(none - selective == Approx(2 * as_double(s / p * model.ffn_hidden)).epsilon(1e-12));
+  // Selective recomputes the flash core: drops its output in head layout and its lse, [b, s, a/p, d] and
+  // [b, a/p, s] fp32, and runs its forward once more.
+  REQUIRE(
+      none - selective ==
+      Approx(as_double(s / p) * (2 * as_double(model.hidden) + 4 * as_double(model.heads))).epsilon(1e-12));
+  REQUIRE(layer_totals(trace_step(ulysses_z(), model, p, s, 1, Recompute::selective))
+              .count_by_kind.at(OpKind::attention_forward) == 2);
   REQUIRE(full == Approx(2 * as_double(s / p * model.hidden)).epsilon(1e-12));
   // Full recomputation runs the forward again, all-to-alls and weight gathers included.
   const Totals plain = layer_totals(trace_step(ulysses_z(), model, p, s));
