@@ -33,7 +33,7 @@ SegmentCost cost_segment(const Program& program, OpId first_op, OpId end_op, uin
     const double duration = timer.seconds(op);
     finish[id - first_op] = start + duration;
     stream_free[stream] = start + duration;
-    if (timer.synchronous_host() && op.stream == Stream::compute) host = start + duration;
+    if (op.host_waits || (timer.synchronous_host() && op.stream == Stream::compute)) host = start + duration;
     (op.stream == Stream::compute ? cost.compute_s : cost.communication_s) += duration;
     cost.flops += op.flops;
     cost.bus_bytes += op.bus_bytes;

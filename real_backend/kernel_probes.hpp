@@ -27,7 +27,8 @@ struct KernelProbe {
 };
 
 // Every compute call the cost model does not price by its own curves (GEMMs and fused attention
-// are): memory-bound calls and the unfused attention's GEMMs. Sequence lengths double from 64 up to
+// are): memory-bound calls and the unfused attention's GEMMs; not read_scalar, one number copied to
+// the host, whose cost is its dispatch. Sequence lengths double from 64 up to
 // `max_tokens`; the optimizer is probed on the shard of every weight of one layer and the vocabulary.
 std::vector<KernelProbe> kernel_probes(const ModelSpec& model, int degree, int64_t max_tokens);
 

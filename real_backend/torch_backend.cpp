@@ -529,6 +529,11 @@ LossOutput TorchBackend::cross_entropy(const Tensor& logits, const Tensor& targe
   return {make(loss, DType::fp32), make((d * valid).to(storage_type(DType::bf16)), DType::bf16)};
 }
 
+double TorchBackend::read_scalar(const Tensor& x) {
+  OpTimer timer(*this, Kernel::read_scalar);
+  return unwrap(x).item<double>();
+}
+
 void TorchBackend::adam_step(Tensor& weight, const Tensor& grad) {
   OpTimer timer(*this, Kernel::adam_step);
   auto it = adam_.find(weight.shared_impl().get());

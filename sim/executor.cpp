@@ -37,8 +37,8 @@ struct RankState {
   std::array<std::size_t, 2> deps_met{};  // leading deps of the head op known to be done
   std::array<bool, 2> busy{};
   std::vector<double> start, end;  // absolute simulated seconds
-  // The host (only when the cluster's host costs anything): it has issued ops [0, host_next), op i
-  // at issue[i]; it is free again at host_time, or once op host_blocked_on ends.
+  // The host (only when the cluster's host costs anything or it waits for an op): it has issued ops
+  // [0, host_next), op i at issue[i]; it is free again at host_time, or once op host_blocked_on ends.
   std::vector<double> issue;
   OpId host_next = 0;
   double host_time = 0;
@@ -75,6 +75,14 @@ double uncovered_s(const std::vector<std::pair<double, double>>& spans,
   return total;
 }
 
+// Whether a program's host waits for an op somewhere: then the host model runs even at no dispatch cost.
+bool reads_scalars(const std::vector<Program>& programs) {
+  for (const Program& program : programs)
+    for (const Op& op : program.ops)
+      if (op.host_waits) return true;
+  return false;
+}
+
 class Run {
  public:
   Run(const Platform& platform, const hw::ClusterSpec& cluster, const std::vector<Program>& programs,
@@ -86,7 +94,7 @@ class Run {
         timer_(cluster, p_),
         fabric_(p_ > cluster.gpus_per_node ? cluster.inter_node : cluster.intra_node),
         host_(cluster.host.synchronous || cluster.host.kernel_dispatch_s > 0 ||
-              cluster.host.communication_dispatch_s > 0) {
+              cluster.host.communication_dispatch_s > 0 || reads_scalars(programs)) {
     ranks_.resize(programs.size());
     for (std::size_t r = 0; r < programs.size(); ++r) {
       RankState& rank = ranks_[r];
@@ -205,7 +213,7 @@ class Run {
   void set_timer(double time, int rank, std::size_t index) { timers_.push({time, sequence_++, rank, index}); }
 
   // Issues rank r's ops in program order, each at its dispatch cost after the previous, until the
-  // host must wait for an op to end (a synchronous host after a compute-stream op).
+  // host must wait for an op to end (a read_scalar, or any compute-stream op on a synchronous host).
   void advance_host(int r) {
     RankState& rank = ranks_[static_cast<std::size_t>(r)];
     const std::vector<Op>& ops = rank.program->ops;
@@ -218,7 +226,8 @@ class Run {
       const OpId id = rank.host_next++;
       rank.host_time += timer_.dispatch_s(ops[id]);
       rank.issue[id] = rank.host_time;
-      if (timer_.synchronous_host() && ops[id].stream == Stream::compute) rank.host_blocked_on = id;
+      if (ops[id].host_waits || (timer_.synchronous_host() && ops[id].stream == Stream::compute))
+        rank.host_blocked_on = id;
     }
   }
 

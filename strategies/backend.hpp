@@ -164,6 +164,9 @@ class Backend {
   // Mixed-precision Adam on one weight shard and its gradient (master weights and moments are the
   // backend's; REFERENCE.md §2: 16 bytes per parameter in all).
   virtual void adam_step(Tensor& weight, const Tensor& grad) = 0;
+  // The host reads a one-element tensor (`.item()`: a loss to log, a gradient norm to clip by), so it
+  // waits for it, and for everything issued before it on the compute stream, before it issues more.
+  virtual double read_scalar(const Tensor& x) = 0;
 
   // Communication over the group, on the communication stream.
   // all_gather: concatenates every rank's x along dim. reduce_scatter: sums, keeps this rank's

@@ -74,6 +74,7 @@ enum class Kernel : uint8_t {
   embedding_backward,
   cross_entropy,
   adam_step,
+  read_scalar,
   communication,
   wait,
 };
@@ -93,6 +94,7 @@ struct Op {
   int16_t layer = -1;
   uint16_t label = 0;             // index into Program::labels
   bool partially_masked = false;  // attention: the causal mask cuts this block
+  bool host_waits = false;        // the host issues nothing more until this op ends (read_scalar)
   std::vector<OpId> deps;         // ops that must finish before this one starts
   double flops = 0;
   double memory_bytes = 0;  // HBM bytes read and written

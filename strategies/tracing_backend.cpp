@@ -470,6 +470,14 @@ LossOutput TracingBackend::cross_entropy(const Tensor& logits, const Tensor& tar
   return result;
 }
 
+double TracingBackend::read_scalar(const Tensor& x) {
+  PARADYSE_CHECK(x.numel() == 1, "read_scalar of " + to_string(x.shape()));
+  Op& op = record(OpKind::memory_bound, Kernel::read_scalar, {&x});
+  op.memory_bytes = static_cast<double>(x.bytes());  // the copy to the host
+  op.host_waits = true;
+  return 0;
+}
+
 void TracingBackend::adam_step(Tensor& weight, const Tensor& grad) {
   Op& op = record(OpKind::memory_bound, Kernel::adam_step, {&weight, &grad});
   // Reads the bf16 gradient, reads and writes fp32 master weight, first and second moment, writes the
@@ -605,6 +613,7 @@ constexpr std::array<std::string_view, kKernelCount> kKernelNames{"zeros",
                                                                   "embedding_backward",
                                                                   "cross_entropy",
                                                                   "adam_step",
+                                                                  "read_scalar",
                                                                   "communication",
                                                                   "wait"};
 }  // namespace

@@ -62,6 +62,7 @@ class TracingBackend final : public Backend {
   Tensor embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t vocab) override;
   LossOutput cross_entropy(const Tensor& logits, const Tensor& targets) override;
   void adam_step(Tensor& weight, const Tensor& grad) override;
+  double read_scalar(const Tensor& x) override;
 
   Pending all_gather_async(const Tensor& x, int dim) override;
   Pending reduce_scatter_async(const Tensor& x, int dim) override;

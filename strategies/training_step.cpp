@@ -179,6 +179,9 @@ Tensor training_step(Backend& be, const StepSpec& spec, ModelShards& shards, con
   update(be, shards.head, shards.head_grad);
   update(be, shards.final_norm_gamma, shards.final_norm_gamma_grad);
   update(be, shards.final_norm_beta, shards.final_norm_beta_grad);
+  // A training loop reads the loss to log it: the host waits for the step to end.
+  be.label("loss");
+  be.read_scalar(loss);
   return loss;
 }
 

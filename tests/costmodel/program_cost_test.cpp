@@ -132,6 +132,30 @@ TEST_CASE("cost_phases: the host issues ops at its dispatch cost; short kernels 
   CHECK(seconds(gemms, cluster) == Approx(2 * (10e-6 + gemm_s)));
 }
 
+TEST_CASE("cost_phases: a read_scalar drains the queue: the host issues nothing more until it ends",
+          "[costmodel]") {
+  hw::ClusterSpec cluster = flat_cluster();
+  const double gemm_s = seconds(two_gemms(), cluster) / 2;
+  REQUIRE(gemm_s > 200e-6);  // long enough to hide ten dispatches
+  cluster.host.kernel_dispatch_s = 10e-6;
+  // zeros (10 bytes) issued at 10 µs; the GEMM at 20 µs, running until 20 µs + G; then, with or without
+  // a read of one of its elements, ten adds of 30 ns on the first tensor.
+  const auto program = [](bool read) {
+    TracingBackend be(0, 1);
+    be.begin_phase(Phase::layer_forward, 0);
+    const Tensor w = be.parameter("w", {4096, 4096}, 0);
+    Tensor t = be.zeros({10}, DType::u8);
+    const Tensor y = be.linear(w, w);
+    if (read) be.read_scalar(be.view(be.slice(be.view(y, {4096 * 4096}), 0, 0, 1), {1}));
+    for (int i = 0; i < 10; ++i) t = be.add(t, t);
+    return be.take_program();
+  };
+  // Without it the host runs ahead: the adds are queued behind the GEMM and run right after it.
+  CHECK(seconds(program(false), cluster) == Approx(20e-6 + gemm_s + 10 * 30e-9));
+  // With it the host waits for the GEMM and the 2-byte read, then issues each add 10 µs after the last.
+  CHECK(seconds(program(true), cluster) == Approx(20e-6 + gemm_s + 2e-9 + 10 * 10e-6 + 30e-9));
+}
+
 TEST_CASE("cost_phases: a synchronous host waits for a waited communication, not for its launch",
           "[costmodel]") {
   hw::ClusterSpec cluster = flat_cluster();

@@ -40,6 +40,7 @@ TEST_CASE("kernel probes: every call outside GEMMs and fused attention, at growi
        {Kernel::linear, Kernel::matmul, Kernel::weight_grad, Kernel::attention_forward,
         Kernel::attention_backward, Kernel::communication, Kernel::wait})
     expected.erase(std::string(to_string(priced_by_own_curve)));
+  expected.erase("read_scalar");  // one number copied to the host: its dispatch is all it costs
   CHECK(probed == expected);
 }
 

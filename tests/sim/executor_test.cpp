@@ -70,7 +70,7 @@ TEST_CASE("simulator: an all-to-all of 64 ranks simulates each of its 4032 flows
 }
 
 TEST_CASE("simulator: the host issues ops as the analytic list schedule says", "[sim]") {
-  // Rank r's program: a chain of short adds, a waited all-gather, and a large GEMM.
+  // Rank r's program: a chain of short adds, a waited all-gather, a large GEMM and a read of its result.
   auto program = [](int rank) {
     TracingBackend be(rank, 2);
     be.begin_phase(Phase::layer_forward, 0);
@@ -78,7 +78,8 @@ TEST_CASE("simulator: the host issues ops as the analytic list schedule says", "
     for (int i = 0; i < 20; ++i) x = be.add(x, x);
     Pending gathered = be.all_gather_async(x, 0);
     const Tensor w = be.parameter("w", {2048, 2048}, rank);
-    be.linear(be.linear(w, w), w);
+    const Tensor y = be.linear(be.linear(w, w), w);
+    be.read_scalar(be.view(be.slice(be.view(y, {2048 * 2048}), 0, 0, 1), {1}));
     gathered.wait();
     be.add(x, x);
     return be.take_program();
