@@ -89,6 +89,10 @@ EstimateRequest checked_request(const hw::ClusterSpec& cluster, EstimateRequest 
                          ", got " + std::to_string(request.tokens));
   if (request.batch <= 0)
     throw InputError("", 0, "batch", "expected a positive batch size, got " + std::to_string(request.batch));
+  if (request.micro_batches <= 0 || request.micro_batches > kMaxMicroBatches)
+    throw InputError("", 0, "micro_batches",
+                     "expected between 1 and " + std::to_string(kMaxMicroBatches) + " micro-batches, got " +
+                         std::to_string(request.micro_batches));
   if (request.batch > kMaxSequenceTokens / request.tokens)
     throw InputError("", 0, "batch",
                      "expected at most " + max_sequence_tokens_text() +
@@ -191,7 +195,7 @@ Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in
   const EstimateRequest request = checked_request(model_, cluster_, plan, request_in);
   const int p = request.degree;
   const int64_t padded = SequenceLayout::padded_length(request.tokens, p, model_.causal);
-  auto key = std::make_tuple(plan, p, request.tokens, request.batch);
+  auto key = std::make_tuple(plan, p, request.tokens, request.batch, request.micro_batches);
   if (auto found = estimates_.find(key); found != estimates_.end()) return found->second;
 
   std::vector<const StrategyCosts*> costs;
@@ -210,8 +214,14 @@ Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in
   SegmentCost optimizer;
   for (const StrategyCosts* c : costs) optimizer.then(c->layer_optimizer);
   optimizer.then(ends.model_optimizer);
-  SegmentCost iteration = forward;
-  iteration.then(backward).then(optimizer);
+  // Gradient accumulation: each micro-batch leaves memory as it found it (its loss adds into one
+  // buffer held from the start), so they fold one after another to the same peak.
+  SegmentCost micro_batch = forward;
+  micro_batch.then(backward);
+  SegmentCost iteration;
+  for (int64_t i = 0; i < request.micro_batches; ++i) iteration.then(micro_batch);
+  iteration.then(optimizer);
+  const auto n = static_cast<double>(request.micro_batches);
 
   Estimate e;
   e.plan = plan_name(plan);
@@ -219,16 +229,23 @@ Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in
   e.padded_tokens = padded;
   e.degree = p;
   e.batch = request.batch;
-  e.time.forward_s = forward.seconds;
-  e.time.backward_s = backward.seconds;
+  e.micro_batches = request.micro_batches;
+  e.time.forward_s = n * forward.seconds;
+  e.time.backward_s = n * backward.seconds;
   e.time.optimizer_s = optimizer.seconds;
   e.time.total_s = iteration.seconds;
   e.time.compute_s = iteration.compute_s;
   e.time.exposed_communication_s = iteration.exposed_communication_s();
 
   static_memory(model_, p, e.memory);
-  const double activation_peak = ends.initial_live_bytes + iteration.memory_peak_bytes;
-  e.memory.saved_activations_bytes = ends.initial_live_bytes + saved_activations;
+  // The traced step holds one micro-batch's tokens and targets; a global batch holds them all.
+  StepSpec inputs;
+  inputs.tokens = padded;
+  inputs.batch = request.batch;
+  const double initial_bytes =
+      ends.initial_live_bytes + (n - 1) * static_cast<double>(micro_batch_input_bytes(inputs, p));
+  const double activation_peak = initial_bytes + iteration.memory_peak_bytes;
+  e.memory.saved_activations_bytes = initial_bytes + saved_activations;
   e.memory.transient_bytes = activation_peak - e.memory.saved_activations_bytes;
   e.memory.fragmentation_bytes = cluster_.gpu.allocator_fragmentation * activation_peak;
   e.memory.peak_bytes = e.memory.weights_bytes + e.memory.gradients_bytes + e.memory.optimizer_states_bytes +
@@ -237,7 +254,7 @@ Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in
   e.fits = e.memory.peak_bytes <= e.memory.capacity_bytes;
 
   e.flops = iteration.flops * p;
-  e.model_flops = model_flops(model_, request.tokens, request.batch);  // padding is not useful work
+  e.model_flops = n * model_flops(model_, request.tokens, request.batch);  // padding is not useful work
   e.mfu = e.model_flops / (e.time.total_s * p * cluster_.gpu.bf16_flops_per_second);
   e.comm_bytes = iteration.bus_bytes;
   return estimates_.emplace(key, e).first->second;

@@ -28,9 +28,10 @@
 namespace paradyse::costmodel {
 
 struct EstimateRequest {
-  int64_t tokens = 0;  // per sequence, before padding
-  int degree = 0;      // 0: every GPU of the cluster
-  int64_t batch = 1;
+  int64_t tokens = 0;         // per sequence, before padding
+  int degree = 0;             // 0: every GPU of the cluster
+  int64_t batch = 1;          // sequences per micro-batch
+  int64_t micro_batches = 1;  // of the global batch: gradients accumulate, the optimizer runs once
 };
 
 struct TimeBreakdown {
@@ -59,7 +60,8 @@ struct Estimate {
   int64_t padded_tokens = 0;  // SequenceLayout::padded_length: the next multiple of p (2p when causal)
   int degree = 0;
   int64_t batch = 1;
-  TimeBreakdown time;
+  int64_t micro_batches = 1;
+  TimeBreakdown time;  // forward and backward summed over the micro-batches
   MemoryBreakdown memory;
   bool fits = false;
   double flops = 0;        // executed by all ranks, recomputation included
@@ -99,7 +101,7 @@ class Estimator {
   hw::ClusterSpec cluster_;
   std::map<std::tuple<const Strategy*, int, int64_t, int64_t, Recompute>, std::unique_ptr<StrategyCosts>>
       traced_;
-  std::map<std::tuple<Plan, int, int64_t, int64_t>, Estimate> estimates_;  // by requested tokens
+  std::map<std::tuple<Plan, int, int64_t, int64_t, int64_t>, Estimate> estimates_;  // by requested tokens
 };
 
 // `request` with its degree filled in (0: every GPU); throws InputError unless its length, batch and

@@ -33,6 +33,7 @@ inline void to_json(nlohmann::json& j, const Estimate& e) {
        {"padded_seq", e.padded_tokens},
        {"degree", e.degree},
        {"batch", e.batch},
+       {"micro_batches", e.micro_batches},
        {"time_s", e.time},
        {"memory_bytes", e.memory},
        {"fits", e.fits},

@@ -19,6 +19,7 @@ struct EstimateOptions {
   std::string lengths;
   int degree = 0;
   int64_t batch = 1;
+  int64_t micro_batches = 1;
   std::string recompute = "none";
   bool json = false;
 };
@@ -107,11 +108,14 @@ void run(const EstimateOptions& options) {
         continue;
       }
       try {
-        rows.push_back(
-            {strategy, tokens,
-             estimator.estimate(*strategy, {.tokens = tokens, .degree = degree, .batch = options.batch},
-                                recompute),
-             ""});
+        rows.push_back({strategy, tokens,
+                        estimator.estimate(*strategy,
+                                           {.tokens = tokens,
+                                            .degree = degree,
+                                            .batch = options.batch,
+                                            .micro_batches = options.micro_batches},
+                                           recompute),
+                        ""});
       } catch (const TensorTooLarge& e) {
         if (single) throw;
         rows.push_back({strategy, tokens, std::nullopt, e.message()});
@@ -128,11 +132,12 @@ void run(const EstimateOptions& options) {
   const hw::ClusterSpec& cluster = estimator.cluster();
   fmt::print(
       "{} (h {}, {} heads, {} KV heads, {} layers, {}, {} attention) on {} ({} GPUs of {}), degree {}, batch "
-      "{}, "
-      "recompute {}\n",
+      "{}{}, recompute {}\n",
       model.name, model.hidden, model.heads, model.kv_heads, model.num_layers,
       model.causal ? "causal" : "bidirectional", to_string(model.attention_kernel), cluster.name,
-      cluster.num_gpus(), cluster.gpu.name, degree, options.batch, options.recompute);
+      cluster.num_gpus(), cluster.gpu.name, degree, options.batch,
+      options.micro_batches > 1 ? fmt::format(" × {} micro-batches", options.micro_batches) : "",
+      options.recompute);
   if (single && rows[0].estimate) {
     const costmodel::Estimate& e = *rows[0].estimate;
     fmt::print("{}, seq {}{}\n", e.plan, e.tokens,
@@ -150,8 +155,8 @@ void add_estimate_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "estimate",
       "Analytic time and peak memory of one training iteration (one micro-batch of B sequences of N tokens "
-      "on P "
-      "GPUs, optimizer step included) for each strategy and length. Lengths are padded up to a multiple of P "
+      "on P GPUs, or a global batch of several, then the optimizer step) for each strategy and length. "
+      "Lengths are padded up to a multiple of P "
       "(2P for causal models, whose ranks hold two zig-zag chunks); padding is reported.");
   add_machine_options(*command, options->machine);
   command
@@ -162,6 +167,7 @@ void add_estimate_command(CLI::App& app) {
       ->add_option("--seq", options->lengths, "sequence length(s) in tokens: 4096, 16K, 1M; comma-separated")
       ->required();
   add_degree_and_batch_options(*command, options->degree, options->batch);
+  add_micro_batches_option(*command, options->micro_batches);
   command->add_option("--recompute", options->recompute, "activation recomputation: none, selective or full")
       ->capture_default_str();
   command->add_flag("--json", options->json, "print JSON instead of a table");

@@ -4,6 +4,8 @@
 
 #include <charconv>
 
+#include "common/limits.hpp"
+
 namespace paradyse::cli {
 
 CLI::Validator positive_whole_number() {
@@ -52,6 +54,15 @@ void add_degree_and_batch_options(CLI::App& command, int& degree, int64_t& batch
       ->check(positive_whole_number());
   command.add_option("--batch", batch, "sequences per micro-batch")
       ->check(positive_whole_number())
+      ->capture_default_str();
+}
+
+void add_micro_batches_option(CLI::App& command, int64_t& micro_batches) {
+  command
+      .add_option("--micro-batches", micro_batches,
+                  "micro-batches of a global batch (gradient accumulation): each runs its forward and "
+                  "backward in turn, then the optimizer steps once; times are the whole global batch's")
+      ->check(CLI::Range(int64_t{1}, kMaxMicroBatches))
       ->capture_default_str();
 }
 

@@ -18,6 +18,7 @@ CLI::Validator positive_whole_number();
 // --degree (unset: every GPU of the cluster) and --batch, both positive.
 void add_degree_and_batch_options(CLI::App& command, int& degree, int64_t& batch);
 // --policy, --costmodel, --degree, --batch, --gamma, --exclude and the ablation switches.
+void add_micro_batches_option(CLI::App& command, int64_t& micro_batches);
 void add_policy_options(CLI::App& command, evaluation::PolicyOptions& options);
 
 }  // namespace paradyse::cli

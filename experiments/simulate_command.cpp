@@ -28,6 +28,7 @@ struct SimulateOptions {
   std::string length;
   int degree = 0;
   int64_t batch = 1;
+  int64_t micro_batches = 1;
   std::string recompute = "none";
   double oversubscription = 1;
   std::string timeline;
@@ -44,9 +45,10 @@ void print(const sim::SimulationResult& r, const sim::Simulator& simulator,
            const sim::SimulationOptions& options) {
   const ModelSpec& model = simulator.model();
   const hw::ClusterSpec& cluster = simulator.cluster();
-  fmt::print("{} ({} layers, {}, {} attention) on {} ({} GPUs of {}), degree {}, batch {}\n", model.name,
+  fmt::print("{} ({} layers, {}, {} attention) on {} ({} GPUs of {}), degree {}, batch {}{}\n", model.name,
              model.num_layers, model.causal ? "causal" : "bidirectional", to_string(model.attention_kernel),
-             cluster.name, cluster.num_gpus(), cluster.gpu.name, r.degree, r.batch);
+             cluster.name, cluster.num_gpus(), cluster.gpu.name, r.degree, r.batch,
+             r.micro_batches > 1 ? fmt::format(" × {} micro-batches", r.micro_batches) : "");
   fmt::print("plan {}, seq {}{}\n", r.plan, r.tokens,
              r.padded_tokens != r.tokens ? fmt::format(" (padded to {})", r.padded_tokens) : "");
   fmt::print("iteration time            {:12.2f} ms\n", r.iteration_time_s * 1e3);
@@ -92,8 +94,10 @@ void run(const SimulateOptions& options) {
   sim::Simulator simulator(model, options.machine.load_cluster(), sim_options);
   sim::SimulationResult result;
   try {
-    result = simulator.simulate(
-        plan, {.tokens = lengths.front(), .degree = options.degree, .batch = options.batch});
+    result = simulator.simulate(plan, {.tokens = lengths.front(),
+                                       .degree = options.degree,
+                                       .batch = options.batch,
+                                       .micro_batches = options.micro_batches});
   } catch (...) {
     bar.finish();  // the error goes on a line of its own
     throw;
@@ -162,6 +166,7 @@ void add_simulate_command(CLI::App& app) {
       ->required();
   command->add_option("--seq", options->length, "sequence length in tokens: 4096, 16K, 1M")->required();
   add_degree_and_batch_options(*command, options->degree, options->batch);
+  add_micro_batches_option(*command, options->micro_batches);
   command->add_option("--recompute", options->recompute, "activation recomputation: none, selective or full")
       ->capture_default_str();
   command

@@ -23,6 +23,7 @@ inline void to_json(nlohmann::json& j, const SimulationResult& r) {
        {"padded_seq", r.padded_tokens},
        {"degree", r.degree},
        {"batch", r.batch},
+       {"micro_batches", r.micro_batches},
        {"iteration_time_s", r.iteration_time_s},
        {"peak_memory_bytes", r.peak_memory_bytes},
        {"capacity_bytes", r.capacity_bytes},

@@ -82,6 +82,7 @@ SimulationResult Simulator::simulate(const Plan& plan, const costmodel::Estimate
   spec.model = &model_;
   spec.tokens = SequenceLayout::padded_length(request.tokens, p, model_.causal);
   spec.batch = request.batch;
+  spec.micro_batches = request.micro_batches;
   spec.plan = plan;
   std::vector<Program> programs;
   programs.reserve(static_cast<std::size_t>(p));
@@ -100,6 +101,7 @@ SimulationResult Simulator::simulate(const Plan& plan, const costmodel::Estimate
   result.tokens = request.tokens;
   result.padded_tokens = spec.tokens;
   result.batch = request.batch;
+  result.micro_batches = request.micro_batches;
   return result;
 }
 

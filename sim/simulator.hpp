@@ -72,6 +72,7 @@ struct SimulationResult {
   int64_t padded_tokens = 0;
   int degree = 0;
   int64_t batch = 1;
+  int64_t micro_batches = 1;
   double iteration_time_s = 0;  // from the first op to the last op of any rank
   std::vector<RankResult> per_rank;
   double peak_memory_bytes = 0;  // max over ranks

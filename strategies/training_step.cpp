@@ -39,6 +39,87 @@ void update(Backend& be, Tensor& weight, const Tensor& grad) {
   if (weight.defined()) be.adam_step(weight, grad);
 }
 
+// One micro-batch's forward and backward: its loss added into `loss`, its gradients into the shards'.
+void forward_backward(Backend& be, const StepSpec& spec, ModelShards& shards, const Tensor& tokens,
+                      const Tensor& targets, Tensor& loss) {
+  const ModelSpec& model = *spec.model;
+  const int num_layers = static_cast<int>(spec.plan.size());
+  const SequenceLayout layout = step_layout(spec, be.degree());
+  const int64_t vocab = padded_vocab(model, be.degree());
+
+  be.begin_phase(Phase::embedding_forward, -1);
+  be.label("embedding");
+  Tensor x;
+  {
+    Tensor table = be.all_gather(shards.embedding, 0);  // [V, h]
+    x = be.embedding(tokens, table);                    // [b, s/p, h]
+  }
+
+  std::vector<std::unique_ptr<LayerSaved>> saved(static_cast<std::size_t>(num_layers));
+  for (int layer = 0; layer < num_layers; ++layer) {
+    be.begin_phase(Phase::layer_forward, layer);
+    const LayerChoice& choice = spec.plan[static_cast<std::size_t>(layer)];
+    const LayerContext ctx{model, layout, spec.batch, choice.recompute};
+    LayerForward out =
+        layer_forward(be, *choice.strategy, ctx, shards.layers[static_cast<std::size_t>(layer)], x);
+    x = std::move(out.y);
+    saved[static_cast<std::size_t>(layer)] = std::move(out.saved);
+  }
+
+  // Final norm, then head and loss over chunks of the local tokens, fused with their gradient.
+  be.begin_phase(Phase::head, -1);
+  be.label("final_norm");
+  NormOutput final_norm = be.norm_forward(x, shards.final_norm_gamma, shards.final_norm_beta, model.norm);
+  be.label("head");
+  Tensor& head = model.tied_embeddings ? shards.embedding : shards.head;
+  Tensor& head_grad = model.tied_embeddings ? shards.embedding_grad : shards.head_grad;
+  Tensor d_normed;
+  {
+    Tensor table = be.all_gather(head, 0);  // [V, h]
+    Tensor d_table;
+    std::vector<Tensor> d_chunks;
+    const int64_t local = final_norm.y.size(1);
+    const int64_t chunk_tokens =
+        std::max(spec.loss_chunk_tokens, (local + spec.max_loss_chunks - 1) / spec.max_loss_chunks);
+    for (int64_t start = 0; start < local; start += chunk_tokens) {
+      const int64_t length = std::min(chunk_tokens, local - start);
+      Tensor chunk = be.slice(final_norm.y, 1, start, length);  // [b, c, h]
+      LossOutput chunk_loss = be.cross_entropy(be.linear(chunk, table), be.slice(targets, 1, start, length));
+      be.add_(loss, chunk_loss.loss);
+      d_chunks.push_back(be.matmul(chunk_loss.d_logits, table));          // [b, c, h]
+      Tensor d_table_chunk = be.weight_grad(chunk_loss.d_logits, chunk);  // [V, h]
+      if (d_table.defined())
+        be.add_(d_table, d_table_chunk);
+      else
+        d_table = d_table_chunk;
+    }
+    d_normed = d_chunks.size() == 1 ? d_chunks[0] : be.concat(d_chunks, 1);
+    be.add_(head_grad, be.reduce_scatter(d_table, 0));
+  }
+  NormGrads final_grads = be.norm_backward(d_normed, x, shards.final_norm_gamma, final_norm, model.norm);
+  d_normed = Tensor();
+  final_norm = {};
+  x = Tensor();
+  be.add_(shards.final_norm_gamma_grad, final_grads.d_gamma);
+  if (final_grads.d_beta.defined()) be.add_(shards.final_norm_beta_grad, final_grads.d_beta);
+  Tensor d_x = std::move(final_grads.d_x);
+  final_grads = {};
+
+  for (int layer = num_layers - 1; layer >= 0; --layer) {
+    be.begin_phase(Phase::layer_backward, layer);
+    const auto index = static_cast<std::size_t>(layer);
+    const LayerContext ctx{model, layout, spec.batch, spec.plan[index].recompute};
+    d_x = layer_backward(be, *spec.plan[index].strategy, ctx, shards.layers[index], std::move(saved[index]),
+                         d_x, shards.layer_grads[index]);
+  }
+
+  be.begin_phase(Phase::embedding_backward, -1);
+  be.label("embedding");
+  Tensor d_table = be.embedding_backward(d_x, tokens, vocab);
+  d_x = Tensor();
+  be.add_(shards.embedding_grad, be.reduce_scatter(d_table, 0));
+}
+
 }  // namespace
 
 int64_t padded_vocab(const ModelSpec& model, int degree) {
@@ -71,90 +152,17 @@ ModelShards::ModelShards(Backend& be, const ModelSpec& model, int num_layers) {
 
 Tensor training_step(Backend& be, const StepSpec& spec, ModelShards& shards, const Tensor& tokens,
                      const Tensor& targets) {
-  const ModelSpec& model = *spec.model;
   const int num_layers = static_cast<int>(spec.plan.size());
   PARADYSE_CHECK(static_cast<int>(shards.layers.size()) >= num_layers,
                  "fewer layer shards than plan entries");
-  const SequenceLayout layout = step_layout(spec, be.degree());
-  const int64_t vocab = padded_vocab(model, be.degree());
-
-  be.begin_phase(Phase::embedding_forward, -1);
-  be.label("embedding");
-  Tensor x;
-  {
-    Tensor table = be.all_gather(shards.embedding, 0);  // [V, h]
-    x = be.embedding(tokens, table);                    // [b, s/p, h]
-  }
-
-  std::vector<std::unique_ptr<LayerSaved>> saved(static_cast<std::size_t>(num_layers));
-  for (int layer = 0; layer < num_layers; ++layer) {
-    be.begin_phase(Phase::layer_forward, layer);
-    const LayerChoice& choice = spec.plan[static_cast<std::size_t>(layer)];
-    const LayerContext ctx{model, layout, spec.batch, choice.recompute};
-    LayerForward out =
-        layer_forward(be, *choice.strategy, ctx, shards.layers[static_cast<std::size_t>(layer)], x);
-    x = std::move(out.y);
-    saved[static_cast<std::size_t>(layer)] = std::move(out.saved);
-  }
-
-  // Final norm, then head and loss over chunks of the local tokens, fused with their gradient.
-  be.begin_phase(Phase::head, -1);
-  be.label("final_norm");
-  NormOutput final_norm = be.norm_forward(x, shards.final_norm_gamma, shards.final_norm_beta, model.norm);
-  be.label("head");
-  Tensor& head = model.tied_embeddings ? shards.embedding : shards.head;
-  Tensor& head_grad = model.tied_embeddings ? shards.embedding_grad : shards.head_grad;
-  Tensor loss;
-  Tensor d_normed;
-  {
-    Tensor table = be.all_gather(head, 0);  // [V, h]
-    Tensor d_table;
-    std::vector<Tensor> d_chunks;
-    const int64_t local = final_norm.y.size(1);
-    const int64_t chunk_tokens =
-        std::max(spec.loss_chunk_tokens, (local + spec.max_loss_chunks - 1) / spec.max_loss_chunks);
-    for (int64_t start = 0; start < local; start += chunk_tokens) {
-      const int64_t length = std::min(chunk_tokens, local - start);
-      Tensor chunk = be.slice(final_norm.y, 1, start, length);  // [b, c, h]
-      LossOutput chunk_loss = be.cross_entropy(be.linear(chunk, table), be.slice(targets, 1, start, length));
-      if (loss.defined())
-        be.add_(loss, chunk_loss.loss);
-      else
-        loss = chunk_loss.loss;
-      d_chunks.push_back(be.matmul(chunk_loss.d_logits, table));          // [b, c, h]
-      Tensor d_table_chunk = be.weight_grad(chunk_loss.d_logits, chunk);  // [V, h]
-      if (d_table.defined())
-        be.add_(d_table, d_table_chunk);
-      else
-        d_table = d_table_chunk;
-    }
-    d_normed = d_chunks.size() == 1 ? d_chunks[0] : be.concat(d_chunks, 1);
-    be.add_(head_grad, be.reduce_scatter(d_table, 0));
-  }
-  NormGrads final_grads = be.norm_backward(d_normed, x, shards.final_norm_gamma, final_norm, model.norm);
-  d_normed = Tensor();
-  final_norm = {};
-  x = Tensor();
-  be.add_(shards.final_norm_gamma_grad, final_grads.d_gamma);
-  if (final_grads.d_beta.defined()) be.add_(shards.final_norm_beta_grad, final_grads.d_beta);
-  Tensor d_x = std::move(final_grads.d_x);
-  final_grads = {};
-
-  for (int layer = num_layers - 1; layer >= 0; --layer) {
-    be.begin_phase(Phase::layer_backward, layer);
-    const auto index = static_cast<std::size_t>(layer);
-    const LayerContext ctx{model, layout, spec.batch, spec.plan[index].recompute};
-    d_x = layer_backward(be, *spec.plan[index].strategy, ctx, shards.layers[index], std::move(saved[index]),
-                         d_x, shards.layer_grads[index]);
-  }
-
-  be.begin_phase(Phase::embedding_backward, -1);
-  be.label("embedding");
-  {
-    Tensor d_table = be.embedding_backward(d_x, tokens, vocab);
-    d_x = Tensor();
-    be.add_(shards.embedding_grad, be.reduce_scatter(d_table, 0));
-  }
+  PARADYSE_CHECK(spec.micro_batches >= 1 && tokens.size(0) == spec.micro_batches * spec.batch,
+                 "tokens of " + to_string(tokens.shape()) + " for " + std::to_string(spec.micro_batches) +
+                     " micro-batches of " + std::to_string(spec.batch));
+  // Allocated before the first micro-batch, so that each one's memory is the same.
+  Tensor loss = be.zeros({1}, DType::fp32);
+  for (int64_t i = 0; i < spec.micro_batches; ++i)
+    forward_backward(be, spec, shards, be.slice(tokens, 0, i * spec.batch, spec.batch),
+                     be.slice(targets, 0, i * spec.batch, spec.batch), loss);
 
   for (int layer = 0; layer < num_layers; ++layer) {
     be.begin_phase(Phase::optimizer, layer);
@@ -185,12 +193,17 @@ Tensor training_step(Backend& be, const StepSpec& spec, ModelShards& shards, con
   return loss;
 }
 
+int64_t micro_batch_input_bytes(const StepSpec& spec, int degree) {
+  return 2 * spec.batch * (spec.tokens / degree) * static_cast<int64_t>(sizeof(int64_t));
+}
+
 Program trace_training_step(const StepSpec& spec, int rank, int degree) {
   TracingBackend be(rank, degree);
   {
     ModelShards shards(be, *spec.model, static_cast<int>(spec.plan.size()));
-    Tensor tokens = be.zeros({spec.batch, spec.tokens / degree}, DType::int64);
-    Tensor targets = be.zeros({spec.batch, spec.tokens / degree}, DType::int64);
+    const int64_t sequences = spec.micro_batches * spec.batch;
+    Tensor tokens = be.zeros({sequences, spec.tokens / degree}, DType::int64);
+    Tensor targets = be.zeros({sequences, spec.tokens / degree}, DType::int64);
     training_step(be, spec, shards, tokens, targets);
   }
   return be.take_program();

@@ -16,9 +16,10 @@ namespace paradyse {
 
 struct StepSpec {
   const ModelSpec* model = nullptr;
-  int64_t tokens = 0;  // per sequence, already padded (SequenceLayout::padded_length)
-  int64_t batch = 1;
-  Plan plan;  // one strategy (and recomputation) per layer; plan.size() layers are run
+  int64_t tokens = 0;         // per sequence, already padded (SequenceLayout::padded_length)
+  int64_t batch = 1;          // sequences per micro-batch
+  int64_t micro_batches = 1;  // of a global batch: run one after another, gradients accumulating
+  Plan plan;                  // one strategy (and recomputation) per layer; plan.size() layers are run
   // The fused head + loss runs over chunks of this many local tokens, and over at most
   // max_loss_chunks chunks: a longer sequence gets longer chunks (chunked cross-entropies bound the
   // count likewise: torchtune's 8 chunks, Liger's about V/h), so that a step's program has the same
@@ -42,10 +43,16 @@ struct ModelShards {
   std::vector<LayerWeights> layer_grads;
 };
 
-// Runs one step on `be`; tokens and targets are this rank's [b, s/p] int64 (in the layout's order).
-// Returns the summed loss of the local tokens ([1] fp32).
+// Runs one step on `be`: the forward and backward of each micro-batch in turn, then one optimizer
+// step (Megatron-LM's gradient accumulation). tokens and targets are this rank's [n·b, s/p] int64 (in
+// the layout's order), micro-batch i their rows i·b … (i+1)·b − 1. Returns the summed loss of the
+// local tokens ([1] fp32).
 Tensor training_step(Backend& be, const StepSpec& spec, ModelShards& shards, const Tensor& tokens,
                      const Tensor& targets);
+
+// What trace_training_step's inputs hold per micro-batch on each rank: tokens and targets, int64
+// [b, s/p] each.
+int64_t micro_batch_input_bytes(const StepSpec& spec, int degree);
 
 // The program rank `rank` of `degree` records for one whole step of `spec` on the tracing backend
 // (weights of spec.plan.size() layers, the step's token and target inputs, the step itself).

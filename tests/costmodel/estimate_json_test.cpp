@@ -18,6 +18,7 @@ TEST_CASE("estimate JSON: every documented key, each carrying its own field", "[
                         .padded_tokens = 4096,
                         .degree = 8,
                         .batch = 2,
+                        .micro_batches = 7,
                         .time = {.forward_s = 1,
                                  .backward_s = 2,
                                  .optimizer_s = 3,
@@ -38,10 +39,12 @@ TEST_CASE("estimate JSON: every documented key, each carrying its own field", "[
                         .mfu = 0.4,
                         .comm_bytes = 3e9};
   const nlohmann::json j = e;
-  CHECK(json_keys(j) == std::set<std::string>{"plan", "seq", "padded_seq", "degree", "batch", "time_s",
-                                              "memory_bytes", "fits", "flops", "model_flops", "mfu",
+  CHECK(json_keys(j) == std::set<std::string>{"plan", "seq", "padded_seq", "degree", "batch", "micro_batches",
+                                              "time_s", "memory_bytes", "fits", "flops", "model_flops", "mfu",
                                               "comm_bytes"});
   CHECK(j.at("seq") == 4000);
+  CHECK(j.at("batch") == 2);
+  CHECK(j.at("micro_batches") == 7);
   CHECK(j.at("padded_seq") == 4096);
   CHECK(j.at("time_s") == nlohmann::json{{"total", 6.0},
                                          {"forward", 1.0},

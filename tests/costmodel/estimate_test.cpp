@@ -27,30 +27,57 @@ TEST_CASE("Estimator: one traced layer per strategy prices the whole traced iter
   // model and reads the peak straight off the whole program's allocation timeline.
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
   for (const Strategy* strategy : all_strategies())
-    for (bool causal : {false, true}) {
-      const ModelSpec model = four_layers(causal);
-      if (strategy->unsupported(model, 8)) continue;
-      costmodel::Estimator estimator(model, cluster);
-      const int64_t s = 16384;
-      const costmodel::Estimate e = estimator.estimate(*strategy, {.tokens = s, .degree = 8});
-      Program whole = trace_step(*strategy, model, 8, s, 1, Recompute::none, 0, 4);
-      INFO(strategy->name() << " causal " << causal);
-      REQUIRE(e.memory.peak_bytes - static_bytes(e) - e.memory.fragmentation_bytes ==
-              Approx(peak_live_bytes(whole)).epsilon(1e-12));
+    for (bool causal : {false, true})
+      for (int64_t micro_batches : {1, 3}) {
+        const ModelSpec model = four_layers(causal);
+        if (strategy->unsupported(model, 8)) continue;
+        costmodel::Estimator estimator(model, cluster);
+        const int64_t s = 16384;
+        const costmodel::Estimate e =
+            estimator.estimate(*strategy, {.tokens = s, .degree = 8, .micro_batches = micro_batches});
+        Program whole = trace_step(*strategy, model, 8, s, 1, Recompute::none, 0, 4, micro_batches);
+        INFO(strategy->name() << " causal " << causal << " micro-batches " << micro_batches);
+        REQUIRE(e.memory.peak_bytes - static_bytes(e) - e.memory.fragmentation_bytes ==
+                Approx(peak_live_bytes(whole)).epsilon(1e-12));
 
-      // Time: the phases are priced with no overlap across their boundaries; scheduling the whole
-      // program at once may hide a little more communication, never less.
-      whole.phases.resize(1);
-      const costmodel::OpTimer timer(cluster, 8);
-      const double unbroken = costmodel::cost_phases(whole, timer).front().cost.seconds;
-      REQUIRE(unbroken <= e.time.total_s * (1 + 1e-12));
-      REQUIRE(unbroken >= e.time.total_s * 0.95);
-      REQUIRE(e.flops == Approx(8 * layer_totals(whole).flops +
-                                8 * totals(whole, {Phase::embedding_forward, Phase::head,
-                                                   Phase::embedding_backward, Phase::optimizer})
-                                        .flops)
-                             .epsilon(1e-9));
+        // Time: the phases are priced with no overlap across their boundaries; scheduling the whole
+        // program at once may hide a little more communication, never less.
+        whole.phases.resize(1);
+        const costmodel::OpTimer timer(cluster, 8);
+        const double unbroken = costmodel::cost_phases(whole, timer).front().cost.seconds;
+        REQUIRE(unbroken <= e.time.total_s * (1 + 1e-12));
+        REQUIRE(unbroken >= e.time.total_s * 0.95);
+        REQUIRE(e.flops == Approx(8 * layer_totals(whole).flops +
+                                  8 * totals(whole, {Phase::embedding_forward, Phase::head,
+                                                     Phase::embedding_backward, Phase::optimizer})
+                                          .flops)
+                               .epsilon(1e-9));
+      }
+}
+
+TEST_CASE("Estimator: n micro-batches take n × (forward + backward) + one optimizer step", "[costmodel]") {
+  const ModelSpec model = four_layers(true);
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  costmodel::Estimator estimator(model, cluster);
+  for (const Strategy* strategy : all_strategies()) {
+    const costmodel::Estimate one = estimator.estimate(*strategy, {.tokens = 8192});
+    for (int64_t n : {2, 5}) {
+      INFO(strategy->name() << " n " << n);
+      const costmodel::Estimate e = estimator.estimate(*strategy, {.tokens = 8192, .micro_batches = n});
+      const auto nd = static_cast<double>(n);
+      CHECK(e.time.total_s == Approx(nd * (one.time.forward_s + one.time.backward_s) + one.time.optimizer_s));
+      CHECK(e.time.optimizer_s == one.time.optimizer_s);
+      // One micro-batch's peak, plus the others' tokens and targets (int64 [1, s/p] each, s/p = 1024).
+      const double inputs = (nd - 1) * 2 * 1024 * 8;
+      CHECK(
+          e.memory.peak_bytes ==
+          Approx(one.memory.peak_bytes + inputs * (1 + cluster.gpu.allocator_fragmentation)).epsilon(1e-12));
+      CHECK(e.model_flops == Approx(nd * one.model_flops));
+      CHECK(e.mfu > one.mfu);  // the optimizer step is shared by more tokens
     }
+  }
+  REQUIRE_THROWS_WITH(estimator.estimate(megatron_ts(), {.tokens = 4096, .micro_batches = 0}),
+                      Catch::Contains("between 1 and 1024 micro-batches"));
 }
 
 TEST_CASE("Estimator: static memory is 16 bytes per parameter, sharded 1/p", "[costmodel]") {

@@ -17,6 +17,8 @@ TEST_CASE("simulation JSON: the documented keys, the first out of memory only wh
   r.plan = "metp";
   r.tokens = 4000;
   r.padded_tokens = 4096;
+  r.batch = 2;
+  r.micro_batches = 7;
   r.per_rank = {{.compute_s = 1, .exposed_comm_s = 2, .idle_s = 3, .peak_memory_bytes = 4}};
   r.kernels = 10;
   r.flows = 20;
@@ -27,6 +29,7 @@ TEST_CASE("simulation JSON: the documented keys, the first out of memory only wh
                                          "padded_seq",
                                          "degree",
                                          "batch",
+                                         "micro_batches",
                                          "iteration_time_s",
                                          "peak_memory_bytes",
                                          "capacity_bytes",
@@ -40,6 +43,8 @@ TEST_CASE("simulation JSON: the documented keys, the first out of memory only wh
   CHECK(json_keys(j) == fitting);
   CHECK(j.at("seq") == 4000);
   CHECK(j.at("padded_seq") == 4096);
+  CHECK(j.at("batch") == 2);
+  CHECK(j.at("micro_batches") == 7);
   CHECK(j.at("events") == 33);
   CHECK(j.at("per_rank") ==
         nlohmann::json::array(

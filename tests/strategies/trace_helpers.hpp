@@ -65,14 +65,16 @@ inline double flash_layer_flops(const ModelSpec& m, double b, double s, int p) {
   return (3 * gemm_forward_flops(m, b * s) + 3.5 * attention) / p;
 }
 
-// Traces one step of `num_layers` layers of `strategy` on `rank` of `degree`.
+// Traces one step (of `micro_batches` micro-batches) of `num_layers` layers of `strategy` on `rank` of
+// `degree`.
 inline Program trace_step(const Strategy& strategy, const ModelSpec& model, int degree, int64_t tokens,
                           int64_t batch = 1, Recompute recompute = Recompute::none, int rank = 0,
-                          int num_layers = 1) {
+                          int num_layers = 1, int64_t micro_batches = 1) {
   StepSpec spec;
   spec.model = &model;
   spec.tokens = tokens;
   spec.batch = batch;
+  spec.micro_batches = micro_batches;
   spec.plan = uniform_plan(strategy, num_layers, recompute);
   return trace_training_step(spec, rank, degree);
 }

@@ -37,3 +37,27 @@ TEST_CASE("training step: a tensor too large to count in bytes is TensorTooLarge
                       Catch::Contains("[1, 16, 1073741824, 1073741824]"));
   REQUIRE_NOTHROW(trace_step(megatron_ts(), model, 1, int64_t{1} << 30));
 }
+
+TEST_CASE("training step: a global batch runs each micro-batch's forward and backward, then one optimizer",
+          "[strategies]") {
+  const ModelSpec model = small_model(true);
+  for (const Strategy* strategy : all_strategies()) {
+    INFO(strategy->name());
+    const auto count = [](const Program& program, std::initializer_list<Phase> phases) {
+      std::size_t n = 0;  // ops from the first phase on: those before make the step's inputs
+      for (OpId id = program.phases.front().first_op; id < program.ops.size(); ++id)
+        for (Phase phase : phases) n += program.ops[id].phase == phase ? 1 : 0;
+      return n;
+    };
+    const std::initializer_list<Phase> per_micro_batch = {Phase::embedding_forward, Phase::layer_forward,
+                                                          Phase::head, Phase::layer_backward,
+                                                          Phase::embedding_backward};
+    const Program one = trace_step(*strategy, model, 2, 4096, 2);
+    const Program three = trace_step(*strategy, model, 2, 4096, 2, Recompute::none, 0, 1, 3);
+    CHECK(count(three, per_micro_batch) == 3 * count(one, per_micro_batch));
+    CHECK(count(three, {Phase::optimizer}) == count(one, {Phase::optimizer}));
+    // Each micro-batch leaves memory as it found it, so the peak is one micro-batch's, plus the tokens and
+    // targets of the two others (2 × [4, 2048] int64 more on this rank).
+    CHECK(peak_live_bytes(three) == peak_live_bytes(one) + 2 * 4 * 2048 * 8);
+  }
+}
