@@ -17,12 +17,16 @@ SegmentCost& SegmentCost::then(const SegmentCost& later) {
 
 namespace {
 
+constexpr double kFarAhead_s = 1e9;  // a host lead no phase's time comes near
+
+// `host_lead_s`: how far ahead of the streams the host starts (it has issued nothing yet).
 SegmentCost cost_segment(const Program& program, OpId first_op, OpId end_op, uint32_t first_event,
-                         uint32_t end_event, const OpTimer& timer, std::vector<double>& finish) {
+                         uint32_t end_event, const OpTimer& timer, std::vector<double>& finish,
+                         double host_lead_s) {
   SegmentCost cost;
   finish.assign(end_op - first_op, 0.0);
   double stream_free[2] = {0, 0};
-  double host = 0;  // when the host has issued the ops so far
+  double host = -host_lead_s;  // when the host has issued the ops so far
   for (OpId id = first_op; id < end_op; ++id) {
     const Op& op = program.ops[id];
     const auto stream = static_cast<std::size_t>(op.stream);
@@ -59,9 +63,20 @@ std::vector<PhaseCost> cost_phases(const Program& program, const OpTimer& timer)
     const OpId end_op = last ? static_cast<OpId>(program.ops.size()) : program.phases[i + 1].first_op;
     const auto end_event =
         last ? static_cast<uint32_t>(program.memory.size()) : program.phases[i + 1].first_memory_event;
-    phases.push_back(
-        {mark.phase, mark.layer,
-         cost_segment(program, mark.first_op, end_op, mark.first_memory_event, end_event, timer, finish)});
+    // An asynchronous host runs on into the next phase while the device finishes one, so in a stack of
+    // like phases each takes, in the steady state, the longer of its device time (the host far enough
+    // ahead never to be waited for) and its host's issue time. The first phase starts with the host
+    // level with the device (the step before ended with a read), as does every phase on a synchronous
+    // host (it never runs ahead).
+    const bool ahead = i > 0 && !timer.synchronous_host();
+    SegmentCost cost = cost_segment(program, mark.first_op, end_op, mark.first_memory_event, end_event, timer,
+                                    finish, ahead ? kFarAhead_s : 0);
+    if (ahead) {
+      double issue_s = 0;
+      for (OpId id = mark.first_op; id < end_op; ++id) issue_s += timer.dispatch_s(program.ops[id]);
+      cost.seconds = std::max(cost.seconds, issue_s);
+    }
+    phases.push_back({mark.phase, mark.layer, cost});
   }
   return phases;
 }

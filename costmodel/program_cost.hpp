@@ -25,7 +25,8 @@ struct SegmentCost {
   SegmentCost& then(const SegmentCost& later);
 };
 
-// One phase of a program (PhaseMark to the next mark), priced as if it started on idle streams.
+// One phase of a program (PhaseMark to the next mark), priced as if it started on idle streams; past
+// the first, as one of a stack of like phases behind an asynchronous host (program_cost.cpp).
 struct PhaseCost {
   Phase phase;
   int layer;

@@ -40,13 +40,17 @@ TEST_CASE("Estimator: one traced layer per strategy prices the whole traced iter
         REQUIRE(e.memory.peak_bytes - static_bytes(e) - e.memory.fragmentation_bytes ==
                 Approx(peak_live_bytes(whole)).epsilon(1e-12));
 
-        // Time: the phases are priced with no overlap across their boundaries; scheduling the whole
-        // program at once may hide a little more communication, never less.
+        // Time: the phases are priced with no overlap across their boundaries, each past the first as
+        // the steady state of a stack of like phases behind an asynchronous host (the longer of its
+        // device time and its host's issue time). Scheduling the whole program at once may hide a
+        // little more communication, and lets the host issue a host-bound phase during the device-bound
+        // ones before it: never less. metp on this small model, whose ring steps are launch-bound, is
+        // 7 % apart.
         whole.phases.resize(1);
         const costmodel::OpTimer timer(cluster, 8);
         const double unbroken = costmodel::cost_phases(whole, timer).front().cost.seconds;
         REQUIRE(unbroken <= e.time.total_s * (1 + 1e-12));
-        REQUIRE(unbroken >= e.time.total_s * 0.95);
+        REQUIRE(unbroken >= e.time.total_s * (strategy == &metp() ? 0.92 : 0.95));
         REQUIRE(e.flops == Approx(8 * layer_totals(whole).flops +
                                   8 * totals(whole, {Phase::embedding_forward, Phase::head,
                                                      Phase::embedding_backward, Phase::optimizer})

@@ -369,9 +369,13 @@ TEST_CASE("load_cluster: the optional host block gives dispatch costs, each with
   CHECK(cluster.host.kernel_dispatch_s == 1e-5);
   CHECK(cluster.host.communication_dispatch_s == 2e-5);
   CHECK(cluster.host.synchronous);
-  const ClusterSpec preset = load_cluster("dgx-a100");
-  CHECK(preset.host.kernel_dispatch_s == 0);  // without the block ops issue at no cost
-  CHECK_FALSE(preset.host.synchronous);
+  // The GPU presets' hosts: eager PyTorch's dispatch chain, asynchronous.
+  for (const std::string& name : paradyse::hw::cluster_preset_names()) {
+    const ClusterSpec preset = load_cluster(name);
+    CHECK(preset.host.kernel_dispatch_s == 1e-5);
+    CHECK(preset.host.communication_dispatch_s == 1e-5);
+    CHECK_FALSE(preset.host.synchronous);
+  }
 
   auto without_source = host;
   without_source["source"].erase("synchronous");
