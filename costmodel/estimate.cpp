@@ -130,8 +130,10 @@ void static_memory(const ModelSpec& model, int degree, MemoryBreakdown& memory) 
   const double parameters =
       static_cast<double>(model.num_layers) * (matrices_per_layer / p + norms_per_layer) + tables / p +
       final_norm;
+  // Megatron-LM's mixed precision, "bf16 parameters, fp32 gradients": 18 bytes per parameter (Megatron
+  // Core developer guide, Distributed Optimizer, non-distributed column).
   memory.weights_bytes = 2 * parameters;
-  memory.gradients_bytes = 2 * parameters;
+  memory.gradients_bytes = 4 * parameters;
   memory.optimizer_states_bytes = 12 * parameters;
 }
 

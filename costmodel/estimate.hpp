@@ -45,7 +45,7 @@ struct TimeBreakdown {
 
 struct MemoryBreakdown {               // per rank
   double weights_bytes = 0;            // bf16 shards
-  double gradients_bytes = 0;          // bf16 shards
+  double gradients_bytes = 0;          // fp32 main gradients of the shards
   double optimizer_states_bytes = 0;   // fp32 master weights and two Adam moments
   double saved_activations_bytes = 0;  // kept by every layer at the end of the forward
   double transient_bytes = 0;          // the peak's working set above the saved activations
@@ -113,8 +113,8 @@ EstimateRequest checked_request(const ModelSpec& model, const hw::ClusterSpec& c
                                 EstimateRequest request);
 
 // Bytes per rank of weights, gradients and optimizer state (into those fields of `memory`): every
-// matrix is sharded 1/p, norm weights are replicated (REFERENCE.md §2: 16 bytes per parameter with
-// mixed-precision Adam).
+// matrix is sharded 1/p, norm weights are replicated; 18 bytes per parameter (bf16 weight, fp32 main
+// gradient, fp32 master weight and Adam moments), as Megatron-LM keeps them.
 void static_memory(const ModelSpec& model, int degree, MemoryBreakdown& memory);
 
 // Model FLOPs of one iteration (forward and backward, no recomputation), as MFU counts them.

@@ -158,8 +158,7 @@ std::vector<KernelProbe> kernel_probes(const ModelSpec& model, int degree, int64
                        weights.end());
          if (point >= static_cast<int>(weights.size())) return {};
          Tensor w = weights[static_cast<std::size_t>(point)].second;
-         return
-             [&be, shards, w, grad = be.zeros(w.shape(), DType::bf16)]() mutable { be.adam_step(w, grad); };
+         return [&be, shards, w, grad = be.gradient_buffer(w.shape())]() mutable { be.adam_step(w, grad); };
        }});
   return probes;
 }

@@ -117,6 +117,9 @@ RunReport run_request(const RankEnvironment& env, Communicator* communicator, co
       be.synchronize();
       communicator->barrier();
       const double seconds = be.seconds_since_start() - start;
+      // The next step accumulates from zero (Megatron's zero_grad_buffer; its memset is not timed).
+      for (Tensor* gradient : shards.gradients())
+        if (gradient->defined()) TorchBackend::unwrap(*gradient).zero_();
       if (!measured) continue;
       m.step_s.push_back(seconds);
       loss = TorchBackend::unwrap(step_loss).item<double>();

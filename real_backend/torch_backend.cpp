@@ -202,8 +202,8 @@ void TorchBackend::label(std::string_view name) {
 
 Tensor TorchBackend::parameter(std::string_view name, const Shape& shape, int shard) {
   Tensor weight = wrap(weights_.shard(name, shape, shard, degree()), DType::bf16);
-  // The optimizer state exists from the start, as the static memory terms count it (16 bytes a
-  // parameter with the bf16 weight and gradient).
+  // The optimizer state exists from the start, as the static memory terms count it (18 bytes a
+  // parameter with the bf16 weight and the fp32 main gradient).
   auto state = std::make_unique<AdamState>();
   const at::Tensor& w = unwrap(weight);
   if (w.scalar_type() != at::kFloat) state->master = w.to(at::kFloat);
@@ -217,7 +217,7 @@ Tensor TorchBackend::parameter(std::string_view name, const Shape& shape, int sh
 }
 
 Tensor TorchBackend::gradient_buffer(const Shape& shape) {
-  return zeros(shape, DType::bf16);
+  return zeros(shape, DType::fp32);
 }
 
 Tensor TorchBackend::zeros(const Shape& shape, DType dtype) {

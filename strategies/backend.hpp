@@ -102,7 +102,8 @@ class Backend {
   // that a real backend initialises it consistently with a one-device reference. Weights, gradients
   // and optimizer state are the static memory terms, not part of the activation timeline.
   virtual Tensor parameter(std::string_view name, const Shape& shape, int shard) = 0;
-  // A zero gradient accumulator of the given shape (static memory, like parameters).
+  // A zero gradient accumulator of the given shape (static memory, like parameters): fp32, the main
+  // gradient Megatron-LM accumulates bf16 weight gradients into (--accumulate-allreduce-grads-in-fp32).
   virtual Tensor gradient_buffer(const Shape& shape) = 0;
 
   // Tensors and views. view/slice share storage; concat copies.
@@ -161,8 +162,9 @@ class Backend {
   virtual Tensor embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t vocab) = 0;
   // Cross-entropy of logits [b, c, V] against targets [b, c] int64, fused with its gradient.
   virtual LossOutput cross_entropy(const Tensor& logits, const Tensor& targets) = 0;
-  // Mixed-precision Adam on one weight shard and its gradient (master weights and moments are the
-  // backend's; REFERENCE.md §2: 16 bytes per parameter in all).
+  // Mixed-precision Adam on one weight shard and its fp32 main gradient (the fp32 master weight and
+  // moments are the backend's): 18 bytes per parameter in all with the bf16 weight, Megatron-LM's
+  // "bf16 parameters, fp32 gradients" (Megatron Core, Distributed Optimizer).
   virtual void adam_step(Tensor& weight, const Tensor& grad) = 0;
   // The host reads a one-element tensor (`.item()`: a loss to log, a gradient norm to clip by), so it
   // waits for it, and for everything issued before it on the compute stream, before it issues more.

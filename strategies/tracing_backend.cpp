@@ -120,7 +120,9 @@ Tensor TracingBackend::parameter(std::string_view, const Shape& shape, int) {
 }
 
 Tensor TracingBackend::gradient_buffer(const Shape& shape) {
-  return parameter("", shape, 0);
+  auto impl = std::make_shared<TracedBuffer>();
+  impl->recorder = recorder_;
+  return Tensor(shape, DType::fp32, impl);
 }
 
 Tensor TracingBackend::zeros(const Shape& shape, DType dtype) {
@@ -480,9 +482,9 @@ double TracingBackend::read_scalar(const Tensor& x) {
 
 void TracingBackend::adam_step(Tensor& weight, const Tensor& grad) {
   Op& op = record(OpKind::memory_bound, Kernel::adam_step, {&weight, &grad});
-  // Reads the bf16 gradient, reads and writes fp32 master weight, first and second moment, writes the
-  // bf16 weight: 2 + 3·(4 + 4) + 2 bytes per parameter.
-  op.memory_bytes = 28.0 * static_cast<double>(weight.numel());
+  // Reads the fp32 main gradient, reads and writes the fp32 master weight, first and second moment,
+  // writes the bf16 weight: 4 + 3·(4 + 4) + 2 bytes per parameter.
+  op.memory_bytes = static_cast<double>(grad.bytes()) + 26.0 * static_cast<double>(weight.numel());
   produced_by(weight, recorder_->next_op() - 1);
 }
 

@@ -150,6 +150,15 @@ ModelShards::ModelShards(Backend& be, const ModelSpec& model, int num_layers) {
   }
 }
 
+std::vector<Tensor*> ModelShards::gradients() {
+  std::vector<Tensor*> all{&embedding_grad, &head_grad, &final_norm_gamma_grad, &final_norm_beta_grad};
+  for (LayerWeights& g : layer_grads)
+    for (Tensor* t : {&g.qkv, &g.proj, &g.mlp_in, &g.mlp_out, &g.norm1_gamma, &g.norm1_beta, &g.norm2_gamma,
+                      &g.norm2_beta})
+      all.push_back(t);
+  return all;
+}
+
 Tensor training_step(Backend& be, const StepSpec& spec, ModelShards& shards, const Tensor& tokens,
                      const Tensor& targets) {
   const int num_layers = static_cast<int>(spec.plan.size());

@@ -41,6 +41,9 @@ struct ModelShards {
   std::vector<LayerWeights> layers;
   Tensor embedding_grad, head_grad, final_norm_gamma_grad, final_norm_beta_grad;
   std::vector<LayerWeights> layer_grads;
+
+  // Every gradient accumulator (some undefined: the head's when tied, betas under RMSNorm).
+  std::vector<Tensor*> gradients();
 };
 
 // Runs one step on `be`: the forward and backward of each micro-batch in turn, then one optimizer

@@ -6,7 +6,7 @@
 // compute (the simulator does: ZeRO-3 weight gathers of layer i+1 run behind layer i), and it has no
 // contention (the simulator shares links between concurrent flows). The first makes the simulator
 // faster, the second slower. Measured on gpt-8l, dgx-a100, degree 8, at 4K, 32K and 128K tokens:
-// differences within 4.0 %, none above 10 %; peak memory identical (both fold the same allocations in
+// differences within 4.2 %, none above 10 %; peak memory identical (both fold the same allocations in
 // issue order).
 #include <catch2/catch.hpp>
 
