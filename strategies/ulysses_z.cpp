@@ -99,6 +99,7 @@ class UlyssesZ final : public zero3::Zero3MlpStrategy {
     // and under selective recomputation it runs the forward again instead.
     if (ctx.model.attention_kernel == AttentionKernel::flash && ctx.recompute != Recompute::selective)
       saved->out = std::move(core.out);
+    core.out = Tensor();  // freed once sent, as the framework's would be
     Tensor y = zero3::project_out(be, ctx.model, w_proj.wait(), saved->o);  // [b, s/p, h]
     return {std::move(y), std::move(saved)};
   }
