@@ -37,20 +37,26 @@ double median_over_ranks(Communicator& communicator, double value) {
 }
 
 // Times a piece of work as all ranks run it together: a barrier lines the ranks up before each
-// repetition, so they contend for cores and memory as they do in training. One untimed warm-up run
-// first (first touch of memory, thread pools, Gloo's buffers). A repetition of a short piece runs it
-// `batch` times back to back and keeps the mean, as nccl-tests does: a single short run is below the
-// clock's resolution, or, for a collective, often delayed by a whole scheduler tick (milliseconds)
-// while the ranks' threads share the cores, which would make the median of single runs a coin toss.
+// repetition, so they contend for cores and memory as they do in training. Untimed warm-up runs first
+// (first touch of memory, thread pools, Gloo's buffers), three of them as a step's temporaries are
+// warm by its third run: after one, the largest size of a call whose temporaries are new memory
+// sometimes timed 4–8× slow (softmax_backward on 16.7M-element blocks: 0.33–0.49 GB/s in three of four
+// calibrations, against 3.0–3.5 GB/s after three, and 72 ms a call inside a step). A repetition of a
+// short piece runs it `batch` times back to back and keeps the mean, as nccl-tests does: a single
+// short run is below the clock's resolution, or, for a collective, often delayed by a whole scheduler
+// tick (milliseconds) while the ranks' threads share the cores, which would make the median of single
+// runs a coin toss.
 class Timer {
  public:
+  static constexpr int kWarmUpRuns = 3;
+
   Timer(Communicator& communicator, int repeats) : communicator_(communicator), repeats_(repeats) {}
 
   // `untimed` runs before each repetition (and before the barrier).
   template <class Run>
   double median_s(Run&& run, int batch = 1, const std::function<void()>& untimed = {}) const {
     communicator_.barrier();
-    run();
+    for (int i = 0; i < kWarmUpRuns; ++i) run();
     std::vector<double> seconds;
     for (int i = 0; i < repeats_; ++i) {
       if (untimed) untimed();
