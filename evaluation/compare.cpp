@@ -1,5 +1,6 @@
 #include "evaluation/compare.hpp"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -8,6 +9,22 @@
 namespace paradyse::evaluation {
 
 namespace {
+
+// Gradient accumulation over each global batch: the optimizer step runs once, after its last trained
+// sequence, so the others give back the optimizer step their engine time includes.
+void accumulate(PolicyResult& result, const std::vector<double>& optimizer_s, int64_t global_batch) {
+  for (std::size_t first = 0; first < result.sequences.size();
+       first += static_cast<std::size_t>(global_batch)) {
+    const std::size_t end = std::min(result.sequences.size(), first + static_cast<std::size_t>(global_batch));
+    std::size_t last_trained = end;
+    for (std::size_t i = first; i < end; ++i)
+      if (result.sequences[i].fits) last_trained = i;
+    if (last_trained == end) continue;
+    ++result.steps;
+    for (std::size_t i = first; i < last_trained; ++i)
+      if (result.sequences[i].fits) result.sequences[i].seconds -= optimizer_s[i];
+  }
+}
 
 void summarise(PolicyResult& result, const ModelSpec& model, const hw::ClusterSpec& cluster, int degree) {
   std::string previous_plan;
@@ -47,7 +64,7 @@ StepEngine::~StepEngine() = default;
 StepEngine::Step StepEngine::step(const Plan& plan, int64_t tokens) {
   const costmodel::Estimate estimate =
       estimator_.estimate(plan, {.tokens = tokens, .degree = degree_, .batch = 1});
-  Step step{estimate.padded_tokens, 0, estimate.memory.peak_bytes, estimate.fits};
+  Step step{estimate.padded_tokens, 0, estimate.memory.peak_bytes, estimate.fits, estimate.time.optimizer_s};
   if (step.fits)
     step.seconds = simulated_ ? simulated_->seconds(plan, estimate.padded_tokens) : estimate.time.total_s;
   return step;
@@ -68,7 +85,9 @@ int64_t StepEngine::simulations() const {
 }
 
 CompareResult run_compare(const std::vector<selector::Policy*>& policies, const std::vector<int64_t>& lengths,
-                          StepEngine& engine, const Progress& progress, int error_samples) {
+                          StepEngine& engine, const Progress& progress, int error_samples,
+                          int64_t global_batch) {
+  PARADYSE_CHECK(global_batch >= 1, "a global batch of " + std::to_string(global_batch));
   CompareResult result;
   result.engine = engine.name();
   result.method = engine.method();
@@ -78,6 +97,7 @@ CompareResult run_compare(const std::vector<selector::Policy*>& policies, const 
     PolicyResult& out = result.policies.emplace_back();
     out.policy = policy->name();
     std::map<int64_t, selector::Decision> decided;  // by length, for policies that do not remember
+    std::vector<double> optimizer_s(lengths.size(), 0.0);
     for (std::size_t i = 0; i < lengths.size(); ++i, ++done) {
       if (progress && done % 256 == 0) progress(done, total, out.policy);
       const int64_t tokens = lengths[i];
@@ -105,7 +125,9 @@ CompareResult run_compare(const std::vector<selector::Policy*>& policies, const 
       s.peak_bytes = step.peak_bytes;
       s.fits = step.fits;
       s.seconds = step.seconds;
+      optimizer_s[i] = step.optimizer_s;
     }
+    accumulate(out, optimizer_s, global_batch);
     summarise(out, engine.model(), engine.cluster(), engine.degree());
   }
   if (progress) progress(total, total, "measuring the interpolation error");

@@ -1,5 +1,7 @@
 // A compare run: every policy over the same sequence of lengths, one training step per sequence
-// (batch 1, as in the paper), timed and sized by an engine: the analytic model, or the simulator.
+// (batch 1, as in the paper) or per global batch of N consecutive sequences, each its own micro-batch
+// with its own plan (gradient accumulation: the optimizer steps once per global batch), timed and sized
+// by an engine: the analytic model, or the simulator.
 // A sequence whose plan does not fit (by the engine's memory, whatever the policy predicted) is not
 // trained: it counts as out of memory, and the policy's curve of cumulative time ends at its first.
 #pragma once
@@ -24,7 +26,9 @@ struct SequenceResult {
   int layer_switches = 0;
   double predicted_s = 0;
   double predicted_peak_bytes = 0;
-  double seconds = 0;     // the engine's; 0 when not trained
+  // The engine's time of its step; in a global batch, less the optimizer step for all but the batch's
+  // last trained sequence (they accumulate gradients; one optimizer step runs for all). 0 when not trained.
+  double seconds = 0;
   double peak_bytes = 0;  // the engine's
   bool fits = false;
 };
@@ -42,6 +46,7 @@ struct PolicyResult {
   int64_t first_oom = -1;          // index of the first sequence out of memory
   int64_t max_len_before_oom = 0;  // longest sequence trained before the first out of memory
   int64_t plan_switches = 0;       // trained sequences whose plan differs from the previous trained one
+  int64_t steps = 0;               // optimizer steps: global batches with a trained sequence
 };
 
 struct CompareResult {
@@ -67,6 +72,7 @@ class StepEngine {
     double seconds = 0;  // 0 when the plan does not fit (it is not run)
     double peak_bytes = 0;
     bool fits = false;
+    double optimizer_s = 0;  // the analytic estimate's optimizer step, the same for every plan
   };
   Step step(const Plan& plan, int64_t tokens);
 
@@ -93,8 +99,10 @@ class StepEngine {
 // Called now and then with (work done, work total, what is running).
 using Progress = std::function<void(int64_t, int64_t, const std::string&)>;
 
-// Every policy over `lengths`, in order; then the interpolation error (sim engine) on `error_samples`.
+// Every policy over `lengths`, in order, `global_batch` sequences a step; then the interpolation error
+// (sim engine) on `error_samples`.
 CompareResult run_compare(const std::vector<selector::Policy*>& policies, const std::vector<int64_t>& lengths,
-                          StepEngine& engine, const Progress& progress = {}, int error_samples = 24);
+                          StepEngine& engine, const Progress& progress = {}, int error_samples = 24,
+                          int64_t global_batch = 1);
 
 }  // namespace paradyse::evaluation

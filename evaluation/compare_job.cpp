@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "common/limits.hpp"
 #include "traces/trace.hpp"
 
 namespace paradyse::evaluation {
@@ -47,7 +48,14 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
         "--grid-ratio", 0, "",
         fmt::format("expected 0 (simulate every length) or a ratio in (1, 2], got {}", job.grid_ratio));
   if (job.policies.batch != 1)
-    throw InputError("--batch", 0, "", "compare trains one sequence per step, as the paper does: expected 1");
+    throw InputError(
+        "--batch", 0, "",
+        "compare trains one sequence per micro-batch, as the paper does: expected 1 (for several "
+        "sequences a step, --global-batch)");
+  if (job.global_batch < 1 || job.global_batch > kMaxMicroBatches)
+    throw InputError("--global-batch", 0, "",
+                     fmt::format("expected between 1 and {} sequences a step, got {}", kMaxMicroBatches,
+                                 job.global_batch));
   const JobTrace run = load_job_trace(job);
   const traces::Trace& trace = run.trace;
   const traces::PreparedTrace& prepared = run.prepared;
@@ -56,11 +64,12 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
   StepEngine engine(set.model, set.cluster, set.degree, job.engine, job.grid_ratio);
   std::vector<selector::Policy*> policies;
   for (auto& policy : set.policies) policies.push_back(policy.get());
-  CompareJobResult out{run_compare(policies, prepared.lengths, engine, progress), {}};
+  CompareJobResult out{run_compare(policies, prepared.lengths, engine, progress, 24, job.global_batch), {}};
   RunDescription& description = out.description;
   description.model = set.model.name;
   description.cluster = set.cluster.name;
   description.degree = set.degree;
+  description.global_batch = job.global_batch;
   description.trace = trace.name;
   description.trace_about = trace.description;
   description.preparation = prepared.description;

@@ -27,6 +27,7 @@ struct CompareJob {
   double sample = 1;
   std::string engine = "sim";
   double grid_ratio = 1.05;
+  int64_t global_batch = 1;      // sequences a step, each its own micro-batch
   std::vector<int64_t> lengths;  // when not empty: these lengths instead of a trace
 };
 

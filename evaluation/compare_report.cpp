@@ -148,6 +148,12 @@ std::pair<double, double> common_time_s(const PolicyResult& a, const PolicyResul
   return {ta, tb};
 }
 
+std::string steps_text(int64_t global_batch) {
+  if (global_batch == 1) return "one sequence per training step";
+  return fmt::format("{} sequences per training step, each its own micro-batch (gradient accumulation)",
+                     global_batch);
+}
+
 void to_json(nlohmann::json& j, const PolicyResult& policy) {
   j = {{"total_time_s", policy.total_s},
        {"tokens_per_s", policy.tokens_per_second},
@@ -155,6 +161,7 @@ void to_json(nlohmann::json& j, const PolicyResult& policy) {
        {"oom_count", policy.oom_count},
        {"max_len_before_oom", policy.max_len_before_oom},
        {"switches", policy.plan_switches},
+       {"steps", policy.steps},
        {"trained", policy.trained},
        {"sequences", policy.sequences.size()}};
 }
@@ -213,8 +220,8 @@ void write_compare_outputs(const CompareResult& result, const RunDescription& ru
       fmt::format("# {} on {}: policies over the trace {}\n\n", run.model, run.cluster, run.trace);
   report += fmt::format("- Trace: {} ({}).\n", run.trace, run.trace_about);
   report += fmt::format("- Trained: {}\n", run.preparation);
-  report += fmt::format("- Machine: {} GPUs of {}, degree {}, one sequence per training step.\n", run.degree,
-                        run.cluster, run.degree);
+  report += fmt::format("- Machine: {} GPUs of {}, degree {}, {}.\n", run.degree, run.cluster, run.degree,
+                        steps_text(run.global_batch));
   report += fmt::format("- Times: {}.\n", result.method);
   if (result.interpolation && result.interpolation->count() > 0)
     report += fmt::format(

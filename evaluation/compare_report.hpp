@@ -19,19 +19,25 @@ struct RunDescription {
   std::string model;
   std::string cluster;
   int degree = 0;
-  std::string trace;        // name or path
-  std::string trace_about;  // where it comes from
-  std::string preparation;  // order, cap rule, limit: what was trained
-  bool sorted = false;      // cumulative time is drawn against length when sorted, else against position
+  int64_t global_batch = 1;  // sequences a step
+  std::string trace;         // name or path
+  std::string trace_about;   // where it comes from
+  std::string preparation;   // order, cap rule, limit: what was trained
+  bool sorted = false;       // cumulative time is drawn against length when sorted, else against position
   double wall_s = 0;
 };
 
 // What summary.json says of the run: not `sorted` (it only shapes a plot) nor the wall time (which
 // would make two identical runs' summaries differ).
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RunDescription, model, cluster, degree, trace, trace_about, preparation)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RunDescription, model, cluster, degree, global_batch, trace, trace_about,
+                                   preparation)
+
+// "one sequence per training step", or how many a global batch holds.
+std::string steps_text(int64_t global_batch);
 
 // A policy's totals: "total_time_s", "tokens_per_s", "mfu", "oom_count", "max_len_before_oom",
-// "switches" (plan switches), "trained" and "sequences" (how many), not each sequence.
+// "switches" (plan switches), "steps" (optimizer steps), "trained" and "sequences" (how many), not each
+// sequence.
 void to_json(nlohmann::json& j, const PolicyResult& policy);
 // The engine and how times were obtained, the interpolation error when there is one, and every
 // policy's totals under "policies", by policy name.

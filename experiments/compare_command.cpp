@@ -39,8 +39,9 @@ void run(const CompareCommandOptions& options) {
     std::cout << evaluation::summary_json(result, description).dump(2) << "\n";
     return;
   }
-  fmt::print("{} on {} (degree {}), trace {}: {}\n", description.model, description.cluster,
-             description.degree, description.trace, description.preparation);
+  fmt::print("{} on {} (degree {}, {}), trace {}: {}\n", description.model, description.cluster,
+             description.degree, evaluation::steps_text(description.global_batch), description.trace,
+             description.preparation);
   fmt::print("times: {}\n", result.method);
   if (result.interpolation && result.interpolation->count() > 0)
     fmt::print("interpolation error on {} sequences simulated directly: mean {:.3f} %, max {:.3f} %\n",
@@ -81,6 +82,14 @@ void add_compare_command(CLI::App& app) {
   command->add_option("--limit", options->job.limit, "train only the first N sequences (0: all)")
       ->capture_default_str();
   command->add_option("--sample", options->job.sample, "keep each sequence with this probability")
+      ->capture_default_str();
+  command
+      ->add_option(
+          "--global-batch", options->job.global_batch,
+          "sequences per training step, consecutive in the trace's order: each is a micro-batch with "
+          "its own plan, gradients accumulate, the optimizer steps once per global batch (1: the "
+          "paper's one sequence per step)")
+      ->check(positive_whole_number())
       ->capture_default_str();
   command->add_option("--engine", options->job.engine, "sim (the simulator times every step) or analytic")
       ->capture_default_str();

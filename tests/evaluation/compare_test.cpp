@@ -89,3 +89,34 @@ TEST_CASE("compare: a policy with no plan counts the sequence out of memory", "[
 }
 
 }  // namespace paradyse::testing
+
+namespace paradyse::testing {
+
+TEST_CASE("compare: a global batch steps the optimizer once for its sequences", "[evaluation][compare]") {
+  Fixture f;
+  auto ts = selector::make_policy("static:megatron_ts", f.source);
+  // Two steps of three: [4096, 262144 (out of memory), 8192] and [2048, 16384].
+  const std::vector<int64_t> lengths = {4096, 262144, 8192, 2048, 16384};
+  const evaluation::PolicyResult one =
+      evaluation::run_compare({ts.get()}, lengths, f.engine, {}, 0, 1).policies[0];
+  const evaluation::PolicyResult three =
+      evaluation::run_compare({ts.get()}, lengths, f.engine, {}, 0, 3).policies[0];
+  CHECK(one.steps == 4);
+  CHECK(three.steps == 2);
+  CHECK(three.trained == one.trained);
+  const Plan plan = uniform_plan(megatron_ts(), f.model.num_layers);
+  const double optimizer_s = f.estimator.estimate(plan, {.tokens = 4096, .degree = 8}).time.optimizer_s;
+  REQUIRE(optimizer_s > 0);
+  // 4096 and 2048 accumulate and give their optimizer step back; 8192 and 16384 end their steps.
+  CHECK(three.sequences[0].seconds == Approx(one.sequences[0].seconds - optimizer_s));
+  CHECK(three.sequences[2].seconds == one.sequences[2].seconds);
+  CHECK(three.sequences[3].seconds == Approx(one.sequences[3].seconds - optimizer_s));
+  CHECK(three.total_s == Approx(one.total_s - 2 * optimizer_s));
+  // Against the estimator's own global batch of two micro-batches of 4K: the same time.
+  const evaluation::PolicyResult pair =
+      evaluation::run_compare({ts.get()}, {4096, 4096}, f.engine, {}, 0, 2).policies[0];
+  CHECK(pair.total_s ==
+        Approx(f.estimator.estimate(plan, {.tokens = 4096, .degree = 8, .micro_batches = 2}).time.total_s));
+}
+
+}  // namespace paradyse::testing
