@@ -17,6 +17,7 @@ TEST_CASE("summary.json: the run, the engine and each policy's totals", "[evalua
   const RunDescription run{.model = "gpt-8l",
                            .cluster = "dgx-a100",
                            .degree = 8,
+                           .global_batch = 16,
                            .trace = "github-code-like",
                            .trace_about = "bundled",
                            .preparation = "sorted",
@@ -32,13 +33,16 @@ TEST_CASE("summary.json: the run, the engine and each policy's totals", "[evalua
   policy.oom_count = 1;
   policy.max_len_before_oom = 4096;
   policy.plan_switches = 4;
+  policy.steps = 7;
   result.policies.push_back(policy);
 
-  const std::set<std::string> run_and_engine = {"model",       "cluster", "degree", "trace",   "trace_about",
-                                                "preparation", "engine",  "method", "policies"};
+  const std::set<std::string> run_and_engine = {"model",       "cluster",     "degree", "global_batch",
+                                                "trace",       "trace_about", "engine", "method",
+                                                "preparation", "policies"};
   nlohmann::json j = summary_json(result, run);
   CHECK(json_keys(j) == run_and_engine);
   CHECK(j.at("trace_about") == "bundled");
+  CHECK(j.at("global_batch") == 16);
   CHECK(j.at("policies") == nlohmann::json{{"static:metp",
                                             {{"total_time_s", 5.0},
                                              {"tokens_per_s", 1000.0},
@@ -46,6 +50,7 @@ TEST_CASE("summary.json: the run, the engine and each policy's totals", "[evalua
                                              {"oom_count", 1},
                                              {"max_len_before_oom", 4096},
                                              {"switches", 4},
+                                             {"steps", 7},
                                              {"trained", 2},
                                              {"sequences", 3}}}});
 
