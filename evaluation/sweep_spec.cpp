@@ -17,17 +17,17 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-const std::vector<std::string> kAxes = {"cluster",   "nodes",   "degree", "nvlink_scale",
-                                        "nic_scale", "hbm_gib", "model",  "trace"};
-const std::vector<std::string> kBaseKeys = {"model",    "cluster",    "nodes", "degree",      "trace",
-                                            "policies", "order",      "seed",  "limit",       "sample",
-                                            "engine",   "grid_ratio", "mode",  "plan_lengths"};
+const std::vector<std::string> kAxes = {"cluster", "nodes", "degree", "nvlink_scale", "nic_scale",
+                                        "hbm_gib", "model", "trace",  "global_batch"};
+const std::vector<std::string> kBaseKeys = {
+    "model", "cluster", "nodes",  "degree",     "trace",        "policies", "order",       "seed",
+    "limit", "sample",  "engine", "grid_ratio", "global_batch", "mode",     "plan_lengths"};
 
 enum class Kind { text, count, non_negative_count, factor };
 
 Kind kind_of(const std::string& key) {
   if (key == "nodes" || key == "limit") return key == "limit" ? Kind::non_negative_count : Kind::count;
-  if (key == "degree") return Kind::count;
+  if (key == "degree" || key == "global_batch") return Kind::count;
   if (key == "seed") return Kind::non_negative_count;
   if (key == "nvlink_scale" || key == "nic_scale" || key == "hbm_gib" || key == "sample" ||
       key == "grid_ratio")
@@ -210,6 +210,7 @@ CompareJob SweepSpec::job(const SweepPoint& point) const {
   job.sample = settings.value("sample", 1.0);
   job.engine = settings.value("engine", job.engine);
   job.grid_ratio = settings.value("grid_ratio", job.grid_ratio);
+  job.global_batch = settings.value("global_batch", job.global_batch);
   if (settings.value("mode", "compare") == "plan") {
     job.engine = "analytic";
     job.lengths = settings.value("plan_lengths", std::vector<int64_t>{});

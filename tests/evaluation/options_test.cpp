@@ -61,6 +61,19 @@ TEST_CASE("sweep spec: duplicate axis values and degree 0 are refused; plan leng
   CHECK(spec.job(spec.points.at(0)).lengths == std::vector<int64_t>{16384, 4096});
 }
 
+TEST_CASE("sweep spec: the global batch is a base key and an axis", "[evaluation]") {
+  testing::TempDir dir;
+  const SweepSpec spec =
+      load_sweep_spec(dir.write("batch.toml", "[base]\nglobal_batch = 4\n[axes]\ndegree = [4, 8]\n"));
+  CHECK(spec.job(spec.points.at(1)).global_batch == 4);
+  const SweepSpec axis = load_sweep_spec(dir.write("axis.toml", "[axes]\nglobal_batch = [1, 16]\n"));
+  REQUIRE(axis.points.size() == 2);
+  CHECK(axis.job(axis.points.at(0)).global_batch == 1);
+  CHECK(axis.job(axis.points.at(1)).global_batch == 16);
+  CHECK_THROWS_WITH(load_sweep_spec(dir.write("bad.toml", "[axes]\nglobal_batch = [0]\n")),
+                    Catch::Contains("axes.global_batch[0]") && Catch::Contains("a positive integer"));
+}
+
 TEST_CASE("sweep spec: a JSON spec with a key twice is refused", "[evaluation]") {
   testing::TempDir dir;
   CHECK_THROWS_WITH(
