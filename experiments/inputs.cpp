@@ -4,8 +4,6 @@
 
 #include <charconv>
 
-#include "common/limits.hpp"
-
 namespace paradyse::cli {
 
 CLI::Validator positive_whole_number() {
@@ -62,7 +60,7 @@ void add_micro_batches_option(CLI::App& command, int64_t& micro_batches) {
       .add_option("--micro-batches", micro_batches,
                   "micro-batches of a global batch (gradient accumulation): each runs its forward and "
                   "backward in turn, then the optimizer steps once; times are the whole global batch's")
-      ->check(CLI::Range(int64_t{1}, kMaxMicroBatches))
+      ->check(positive_whole_number())
       ->capture_default_str();
 }
 
