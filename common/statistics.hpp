@@ -39,4 +39,40 @@ class PercentageErrors {
   double max_pct_ = 0;
 };
 
+// Ranks from 1 in ascending order, tied values sharing the mean of their ranks.
+inline std::vector<double> average_ranks(const std::vector<double>& values) {
+  std::vector<std::size_t> order(values.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return values[a] < values[b]; });
+  std::vector<double> ranks(values.size());
+  for (std::size_t i = 0; i < order.size();) {
+    std::size_t j = i;
+    while (j < order.size() && values[order[j]] == values[order[i]]) ++j;
+    for (std::size_t k = i; k < j; ++k) ranks[order[k]] = static_cast<double>(i + j + 1) / 2;
+    i = j;
+  }
+  return ranks;
+}
+
+// Spearman's rank correlation: the Pearson correlation of the average ranks, in [−1, 1]; NaN when
+// either side has fewer than two distinct values (no order to agree with).
+inline double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  PARADYSE_CHECK(a.size() == b.size(), "rank correlation of series of different lengths");
+  const std::vector<double> ra = average_ranks(a), rb = average_ranks(b);
+  const double n = static_cast<double>(a.size());
+  double mean_a = 0, mean_b = 0;
+  for (std::size_t i = 0; i < ra.size(); ++i) {
+    mean_a += ra[i] / n;
+    mean_b += rb[i] / n;
+  }
+  double cov = 0, var_a = 0, var_b = 0;
+  for (std::size_t i = 0; i < ra.size(); ++i) {
+    cov += (ra[i] - mean_a) * (rb[i] - mean_b);
+    var_a += (ra[i] - mean_a) * (ra[i] - mean_a);
+    var_b += (rb[i] - mean_b) * (rb[i] - mean_b);
+  }
+  if (var_a == 0 || var_b == 0) return std::nan("");
+  return cov / std::sqrt(var_a * var_b);
+}
+
 }  // namespace paradyse

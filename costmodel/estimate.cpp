@@ -164,6 +164,8 @@ CostTable Estimator::cost_table(const std::vector<std::pair<const Strategy*, Rec
     Candidate& candidate = table.candidates.emplace_back();
     candidate.strategy = strategy;
     candidate.recompute = recompute;
+    candidate.layer.forward_s = costs.layer_forward.seconds;
+    candidate.layer.backward_s = costs.layer_backward.seconds;
     candidate.layer.seconds =
         costs.layer_forward.seconds + costs.layer_backward.seconds + costs.layer_optimizer.seconds;
     candidate.layer.forward = memory_step(costs.layer_forward);

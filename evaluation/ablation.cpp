@@ -18,7 +18,7 @@ struct Variant {
 
 std::vector<Variant> variants(const PolicyOptions& full, const ModelSpec& model, int degree) {
   std::vector<Variant> out{{"full", full}};
-  for (const Strategy* strategy : all_strategies()) {
+  for (const Strategy* strategy : paper_strategies()) {
     if (strategy->unsupported(model, degree)) continue;
     PolicyOptions without = full;
     without.exclude = strategy->name();
@@ -51,7 +51,7 @@ AblationResult run_ablation(const AblationRequest& request, const Progress& prog
                         request.out + "/costmodel.json",
                         {}};
   const costmodel::Profile profile = profile_uniform_plans(
-      engine.estimator(), engine.simulator(), base.degree, 1, all_strategies(), request.profile_lengths);
+      engine.estimator(), engine.simulator(), base.degree, 1, paper_strategies(), request.profile_lengths);
   costmodel::write_profile(profile, result.profile_path);
   costmodel::LearnedModel::fit(profile).save(result.costmodel_path);
 

@@ -124,7 +124,7 @@ PolicySet PolicyOptions::build(const MachineOptions& machine, const hw::ClusterS
       return std::find(paradyse.excluded.begin(), paradyse.excluded.end(), s) != paradyse.excluded.end();
     };
     bool any_left = false;
-    for (const Strategy* s : all_strategies())
+    for (const Strategy* s : paper_strategies())
       any_left = any_left || (!excluded(s) && !s->unsupported(set.model, set.degree));
     if (!any_left)
       throw InputError("--exclude", 0, "",

@@ -54,7 +54,7 @@ void print_details(const costmodel::Estimate& e) {
   fmt::print("    exposed communication                {}\n", ms(e.time.exposed_communication_s));
   fmt::print("memory per GPU\n");
   fmt::print("  weights (bf16 shards)                  {}\n", gib(e.memory.weights_bytes));
-  fmt::print("  gradients (bf16 shards)                {}\n", gib(e.memory.gradients_bytes));
+  fmt::print("  gradients (fp32 main, shards)          {}\n", gib(e.memory.gradients_bytes));
   fmt::print("  optimizer states (fp32 Adam)           {}\n", gib(e.memory.optimizer_states_bytes));
   fmt::print("  saved activations, all layers          {}\n", gib(e.memory.saved_activations_bytes));
   fmt::print("  transient working set at the peak      {}\n", gib(e.memory.transient_bytes));

@@ -22,11 +22,12 @@ void add_model_overrides(CLI::App& command, std::string& attention, std::string&
       .add_option("--attention", attention, "override the model's attention mask: causal or bidirectional")
       ->check(CLI::IsMember({"causal", "bidirectional"}));
   command
-      .add_option("--attention-kernel", attention_kernel,
-                  "override the model's attention kernel where a strategy may choose (megatron_ts, "
-                  "ulysses_z): flash (FlashAttention-2) or unfused (QKᵀ, softmax, dropout, ×V with the "
-                  "s×s scores in memory; the file's attn_implementation 'eager'). Ring strategies always "
-                  "run flash, colossal_z always unfused")
+      .add_option(
+          "--attention-kernel", attention_kernel,
+          "override the model's attention kernel where a strategy may choose (megatron_ts, "
+          "megatron_tp, ulysses_z): flash (FlashAttention-2) or unfused (QKᵀ, softmax, dropout, ×V with the "
+          "s×s scores in memory; the file's attn_implementation 'eager'). Ring strategies always "
+          "run flash, colossal_z always unfused")
       ->check(CLI::IsMember({"flash", "unfused"}));
 }
 
@@ -69,8 +70,8 @@ void add_policy_options(CLI::App& command, evaluation::PolicyOptions& options) {
       .add_option(
           "--policy", options.policies,
           "comma-separated policies: static:NAME (every layer NAME), paradyse (the paper's Algorithm 1), "
-          "optimal (the exact minimum-time plan within memory); 'all' for every static strategy the "
-          "model allows, paradyse and optimal")
+          "optimal (the exact minimum-time plan within memory); 'all' for every static strategy of the "
+          "paper's five the model allows, paradyse and optimal")
       ->capture_default_str();
   command
       .add_option("--costmodel", options.costmodel,

@@ -8,6 +8,7 @@
 #include "experiments/command_table.hpp"
 #include "experiments/estimate_command.hpp"
 #include "experiments/plan_command.hpp"
+#include "experiments/published_command.hpp"
 #include "experiments/trace_command.hpp"
 
 int main(int argc, char** argv) {
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   paradyse::cli::add_trace_command(app);
   paradyse::cli::add_estimate_command(app);
   paradyse::cli::add_plan_command(app);
+  paradyse::cli::add_published_command(app);
   paradyse::cli::add_bench_command(app);
   paradyse::cli::add_bench_plan_command(app);
   return paradyse::cli::run_command_line(app, argc, argv);

@@ -117,10 +117,11 @@ std::vector<KernelProbe> kernel_probes(const ModelSpec& model, int degree, int64
   add(Kernel::swiglu_backward, false, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, d = mlp(be, s, 1), t = mlp(be, s, 2)] { be.swiglu_backward(d, t); };
   });
-  add(Kernel::dropout, false,
-      [=](Backend& be, int64_t s) -> KernelCall { return [&be, t = hidden(be, s)] { be.dropout(t, 0.1); }; });
+  add(Kernel::dropout, false, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, t = hidden(be, s)] { be.dropout(t, 0.1, MaskStream::per_rank); };
+  });
   add(Kernel::dropout_backward, false, [=](Backend& be, int64_t s) -> KernelCall {
-    return [&be, d = hidden(be, s), mask = be.dropout(hidden(be, s), 0.1).mask] {
+    return [&be, d = hidden(be, s), mask = be.dropout(hidden(be, s), 0.1, MaskStream::per_rank).mask] {
       be.dropout_backward(d, mask, 0.1);
     };
   });

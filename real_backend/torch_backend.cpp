@@ -134,6 +134,7 @@ TorchBackend::TorchBackend(Communicator& communicator, const ModelSpec& model, T
       weights_(model, options.weight_seed),
       dropout_generator_(at::make_generator<at::CPUGeneratorImpl>(
           options.weight_seed * 7919 + static_cast<uint64_t>(communicator.rank()))),
+      replicated_dropout_generator_(at::make_generator<at::CPUGeneratorImpl>(options.weight_seed * 7919 - 1)),
       start_time_(std::chrono::steady_clock::now()) {
   keep_freed_host_memory();
 }
@@ -473,11 +474,13 @@ Tensor TorchBackend::swiglu_backward(const Tensor& d_y, const Tensor& x) {
   return make(at::cat({d_gate, dy * gate * sig}, -1).to(storage_type(DType::bf16)), DType::bf16);
 }
 
-DropoutOutput TorchBackend::dropout(const Tensor& x, double probability) {
+DropoutOutput TorchBackend::dropout(const Tensor& x, double probability, MaskStream stream) {
   OpTimer timer(*this, Kernel::dropout);
   const at::Tensor& t = unwrap(x);
+  at::Generator& generator =
+      stream == MaskStream::replicated ? replicated_dropout_generator_ : dropout_generator_;
   const at::Tensor keep =
-      at::bernoulli(at::full(t.sizes(), 1 - probability, at::kFloat), dropout_generator_).to(options_.device);
+      at::bernoulli(at::full(t.sizes(), 1 - probability, at::kFloat), generator).to(options_.device);
   return {make(t * keep.to(t.scalar_type()) / (1 - probability), DType::bf16),
           make(keep.to(at::kByte), DType::u8)};
 }

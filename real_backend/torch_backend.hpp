@@ -118,7 +118,7 @@ class TorchBackend final : public Backend {
   Tensor gelu_backward(const Tensor& d_y, const Tensor& x) override;
   Tensor swiglu(const Tensor& x) override;
   Tensor swiglu_backward(const Tensor& d_y, const Tensor& x) override;
-  DropoutOutput dropout(const Tensor& x, double probability) override;
+  DropoutOutput dropout(const Tensor& x, double probability, MaskStream stream) override;
   Tensor dropout_backward(const Tensor& d_y, const Tensor& mask, double probability) override;
   Tensor add(const Tensor& a, const Tensor& b) override;
   void add_(Tensor& accumulator, const Tensor& x) override;
@@ -166,7 +166,8 @@ class TorchBackend final : public Backend {
   int64_t next_token_ = 0;
   std::unordered_map<int64_t, InFlight> in_flight_;
   std::unordered_map<const TensorImpl*, std::unique_ptr<AdamState>> adam_;
-  at::Generator dropout_generator_;
+  at::Generator dropout_generator_;             // MaskStream::per_rank: seeded by rank
+  at::Generator replicated_dropout_generator_;  // MaskStream::replicated: seeded alike on every rank
   std::vector<CommunicationCall> calls_;
   std::vector<OpTiming> op_times_;
   std::vector<PhaseTiming> phase_times_;

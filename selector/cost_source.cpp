@@ -11,7 +11,7 @@ costmodel::CostTable AnalyticCostSource::table(int64_t tokens, const std::vector
 
 std::vector<CandidateKey> all_candidates(bool recompute_choices) {
   std::vector<CandidateKey> keys;
-  for (const Strategy* strategy : all_strategies()) {
+  for (const Strategy* strategy : paper_strategies()) {
     keys.emplace_back(strategy, Recompute::none);
     // METP always recomputes: its other settings are the same layer.
     if (!recompute_choices || strategy->always_recomputes()) continue;

@@ -9,7 +9,7 @@ using costmodel::CostTable;
 
 ParadysePolicy::ParadysePolicy(CostSource& source, ParadyseOptions options)
     : source_(source), options_(std::move(options)) {
-  for (const Strategy* strategy : all_strategies())
+  for (const Strategy* strategy : paper_strategies())
     if (std::find(options_.excluded.begin(), options_.excluded.end(), strategy) == options_.excluded.end())
       candidates_.emplace_back(strategy, Recompute::none);
 }

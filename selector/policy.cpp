@@ -60,7 +60,7 @@ std::unique_ptr<Policy> make_policy(const std::string& spec, CostSource& source,
 
 std::vector<std::string> default_policy_names() {
   std::vector<std::string> names;
-  for (const Strategy* strategy : all_strategies())
+  for (const Strategy* strategy : paper_strategies())
     names.push_back("static:" + std::string(strategy->name()));
   names.emplace_back("paradyse");
   names.emplace_back("optimal");

@@ -70,6 +70,13 @@ struct DropoutOutput {
   Tensor mask;  // u8, same shape as the input
 };
 
+// Which random stream a dropout mask is drawn from. per_rank: the tensor is this rank's own part
+// (its tokens, its heads), so ranks draw different masks. replicated: every rank holds the whole
+// tensor and computes it alike, so every rank must draw the same mask. Megatron-LM likewise draws
+// the second kind from its default generator, seeded alike on the tensor-parallel ranks, and the
+// first from its model-parallel generator, seeded per rank (tensor_parallel/random.py).
+enum class MaskStream : uint8_t { per_rank, replicated };
+
 struct LossOutput {
   Tensor loss;      // [1] fp32: sum over the chunk's tokens
   Tensor d_logits;  // same shape as the logits: gradient of the summed loss
@@ -151,7 +158,8 @@ class Backend {
   // x [..., 2f] holds (gate, up) → silu(gate) · up [..., f].
   virtual Tensor swiglu(const Tensor& x) = 0;
   virtual Tensor swiglu_backward(const Tensor& d_y, const Tensor& x) = 0;
-  virtual DropoutOutput dropout(const Tensor& x, double probability) = 0;
+  // `stream`: where the mask's random bits come from (MaskStream).
+  virtual DropoutOutput dropout(const Tensor& x, double probability, MaskStream stream) = 0;
   virtual Tensor dropout_backward(const Tensor& d_y, const Tensor& mask, double probability) = 0;
 
   virtual Tensor add(const Tensor& a, const Tensor& b) = 0;

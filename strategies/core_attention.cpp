@@ -9,7 +9,8 @@ Saved unfused_probabilities(Backend& be, const ModelSpec& model, const Tensor& s
   Saved saved;
   saved.probs = be.softmax(scores, softmax_scale(model), mask);
   if (model.attention_dropout > 0) {
-    DropoutOutput dropped = be.dropout(saved.probs, model.attention_dropout);
+    DropoutOutput dropped =
+        be.dropout(saved.probs, model.attention_dropout, MaskStream::per_rank);  // this rank's heads
     saved.dropout_mask = std::move(dropped.mask);
     saved.dropped_probs = std::move(dropped.y);
   }

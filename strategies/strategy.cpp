@@ -79,9 +79,18 @@ std::string plan_runs_name(const Plan& plan) {
   return text;
 }
 
-const std::vector<const Strategy*>& all_strategies() {
+const std::vector<const Strategy*>& paper_strategies() {
   static const std::vector<const Strategy*> strategies{&megatron_ts(), &megatron_cz(), &ulysses_z(),
                                                        &colossal_z(), &metp()};
+  return strategies;
+}
+
+const std::vector<const Strategy*>& all_strategies() {
+  static const std::vector<const Strategy*> strategies = [] {
+    std::vector<const Strategy*> all = paper_strategies();
+    all.push_back(&megatron_tp());
+    return all;
+  }();
   return strategies;
 }
 

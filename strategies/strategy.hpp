@@ -71,11 +71,16 @@ class Strategy {
   virtual std::optional<std::string> unsupported(const ModelSpec& model, int degree) const;
   // True when the strategy always keeps only the layer input and recomputes (METP).
   virtual bool always_recomputes() const { return false; }
+  // True when every rank runs the layer on all s tokens (tensor parallelism without sequence
+  // parallelism): the layer gathers its input, runs its norms, dropouts and residuals on every token
+  // alike on every rank, and keeps this rank's s/p slice of its output (layer.hpp).
+  virtual bool replicates_tokens() const { return false; }
 
-  // x is the normalised sublayer input [b, s/p, h]; the result is the sublayer output [b, s/p, h].
+  // x is the normalised sublayer input [b, s/p, h] ([b, s, h] when the strategy replicates tokens);
+  // the result is the sublayer output of the same shape.
   virtual SublayerOutput attention_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                                            const Tensor& x) const = 0;
-  // Returns d_x [b, s/p, h]; adds this rank's weight-shard gradients into `grads`.
+  // Returns d_x, shaped as x; adds this rank's weight-shard gradients into `grads`.
   virtual Tensor attention_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                                     SavedActivations& saved, const Tensor& d_y,
                                     LayerWeights& grads) const = 0;
@@ -99,9 +104,13 @@ std::string plan_name(const Plan& plan);
 // Runs of equal layers, for tables: "megatron_ts×6,metp×2" (written "x"); "-" for no plan.
 std::string plan_runs_name(const Plan& plan);
 
-// The strategies of the paper, by name; nullptr for an unknown name.
+// Every strategy, by name; nullptr for an unknown name.
 const Strategy* find_strategy(std::string_view name);
 const std::vector<const Strategy*>& all_strategies();
+// The paper's five: what its selector chooses among and its comparison's static baselines. Megatron
+// TP without SP is not one of them: megatron_ts is its sequence-parallel successor, moving the same
+// bytes and keeping a p-th of its norm and dropout activations.
+const std::vector<const Strategy*>& paper_strategies();
 std::string strategy_names();  // "megatron_ts, megatron_cz, ..." for messages
 
 // Downcast of a strategy's own saved state.

@@ -411,7 +411,7 @@ Tensor TracingBackend::swiglu_backward(const Tensor& d_y, const Tensor& x) {
   return d_x;
 }
 
-DropoutOutput TracingBackend::dropout(const Tensor& x, double) {
+DropoutOutput TracingBackend::dropout(const Tensor& x, double, MaskStream) {
   DropoutOutput result{allocate(x.shape(), DType::bf16), allocate(x.shape(), DType::u8)};
   Op& op = record(OpKind::memory_bound, Kernel::dropout, {&x});
   op.memory_bytes = static_cast<double>(x.bytes() + result.y.bytes() + result.mask.bytes());

@@ -53,7 +53,7 @@ class TracingBackend final : public Backend {
   Tensor gelu_backward(const Tensor& d_y, const Tensor& x) override;
   Tensor swiglu(const Tensor& x) override;
   Tensor swiglu_backward(const Tensor& d_y, const Tensor& x) override;
-  DropoutOutput dropout(const Tensor& x, double probability) override;
+  DropoutOutput dropout(const Tensor& x, double probability, MaskStream stream) override;
   Tensor dropout_backward(const Tensor& d_y, const Tensor& mask, double probability) override;
   Tensor add(const Tensor& a, const Tensor& b) override;
   void add_(Tensor& accumulator, const Tensor& x) override;

@@ -29,7 +29,9 @@ LayerWeights make_layer(Backend& be, const ModelSpec& model, int layer, bool gra
 }
 
 // Norm weights are replicated, so their gradients (summed over this rank's tokens) are all-reduced
-// once per step, as Megatron does for layer norms under sequence parallelism.
+// once per step, as Megatron does for layer norms under sequence parallelism. A layer that replicates
+// tokens has summed over all of them on every rank already, as Megatron's tensor parallelism without
+// sequence parallelism does, and reduces nothing.
 void reduce_replicated(Backend& be, std::vector<Tensor*> grads) {
   for (Tensor* grad : grads)
     if (grad->defined()) *grad = be.all_reduce(*grad);
@@ -178,7 +180,8 @@ Tensor training_step(Backend& be, const StepSpec& spec, ModelShards& shards, con
     be.label("optimizer");
     LayerWeights& w = shards.layers[static_cast<std::size_t>(layer)];
     LayerWeights& g = shards.layer_grads[static_cast<std::size_t>(layer)];
-    reduce_replicated(be, {&g.norm1_gamma, &g.norm1_beta, &g.norm2_gamma, &g.norm2_beta});
+    if (!spec.plan[static_cast<std::size_t>(layer)].strategy->replicates_tokens())
+      reduce_replicated(be, {&g.norm1_gamma, &g.norm1_beta, &g.norm2_gamma, &g.norm2_beta});
     for (auto [weight, grad] : {std::pair{&w.qkv, &g.qkv},
                                 {&w.proj, &g.proj},
                                 {&w.mlp_in, &g.mlp_in},

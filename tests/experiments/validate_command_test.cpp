@@ -11,6 +11,7 @@
 
 #include "hw_models/cluster.hpp"
 #include "strategies/model.hpp"
+#include "strategies/strategy.hpp"
 #include "tests/experiments/run_paradyse.hpp"
 #include "tests/temp_dir.hpp"
 
@@ -37,7 +38,7 @@ TEST_CASE("validate: each row is what simulate and run give for its configuratio
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const auto rows = nlohmann::json::parse(r.out);
-  REQUIRE(rows.size() == 5);  // every strategy runs tiny-llama on 2 ranks
+  REQUIRE(rows.size() == all_strategies().size());  // every strategy runs tiny-llama on 2 ranks
   std::map<std::string, nlohmann::json> by_plan;
   for (const auto& row : rows) {
     INFO(row.dump());
@@ -60,7 +61,7 @@ TEST_CASE("validate: each row is what simulate and run give for its configuratio
     CHECK(row["simulated_s"].get<double>() == Approx(s["iteration_time_s"].get<double>()).epsilon(1e-9));
     CHECK(row["simulated_peak_bytes"].get<double>() == s["peak_memory_bytes"].get<double>());
   }
-  REQUIRE(by_plan.size() == 5);
+  REQUIRE(by_plan.size() == all_strategies().size());
 
   // The measurement of `paradyse run` for the same configuration, for the first and the last strategy
   // validated (each run starts two LibTorch processes: the whole list would double this test's time).

@@ -83,9 +83,14 @@ void check_layer(const Strategy& strategy, const ModelSpec& model, int degree, R
   }
   for (const std::string& name : kNormWeights) {
     if (!expected.grads.count(name)) continue;
+    INFO("weight " << name);
+    if (strategy.replicates_tokens()) {  // every rank ran every token: each has the whole gradient
+      for (const LayerResult& r : results)
+        CHECK(relative_error(r.grads.at(name), expected.grads.at(name)) <= kFloat32Tolerance);
+      continue;
+    }
     at::Tensor sum = at::zeros_like(expected.grads.at(name));
     for (const LayerResult& r : results) sum += r.grads.at(name);  // each rank's tokens' share
-    INFO("weight " << name);
     CHECK(relative_error(sum, expected.grads.at(name)) <= kFloat32Tolerance);
   }
 }
@@ -205,16 +210,37 @@ TEST_CASE("colossal_z computes what one device computes", "[real]") {
 TEST_CASE("metp computes what one device computes", "[real]") {
   check_strategy("metp");
 }
+TEST_CASE("megatron_tp computes what one device computes", "[real]") {
+  check_strategy("megatron_tp");
+}
+
+TEST_CASE("dropout: a replicated tensor's mask is the same on every rank, a rank's own part's is not",
+          "[real]") {
+  // megatron_tp's layer runs its dropouts on every token alike on every rank: different masks would
+  // make the ranks' copies of the residual stream drift apart.
+  using Masks = std::pair<at::Tensor, at::Tensor>;
+  const std::vector<Masks> masks = run_ranks<Masks>(
+      2, tiny_model(false, true),
+      [](real::TorchBackend& be) {
+        const Tensor x = be.wrap(at::ones({4, 256}), DType::bf16);
+        return Masks{torch_of(be.dropout(x, 0.5, MaskStream::replicated).mask),
+                     torch_of(be.dropout(x, 0.5, MaskStream::per_rank).mask)};
+      },
+      fp32_options());
+  CHECK(at::equal(masks[0].first, masks[1].first));
+  CHECK_FALSE(at::equal(masks[0].second, masks[1].second));
+}
 
 TEST_CASE("a plan that switches strategy at every layer computes what every pure plan does", "[real]") {
   // The unified layout makes switching free: no collective between layers, and the same numbers.
   const bool causal = GENERATE(true, false);
-  const ModelSpec model = tiny_model(true, causal, 5);
+  const int layers = static_cast<int>(all_strategies().size());
+  const ModelSpec model = tiny_model(true, causal, layers);
   at::manual_seed(11);
   const StepInputs in = step_inputs(model, 32);
   const int degree = 2;
   const ReferenceStep expected =
-      reference_step(model, reference_weights(model, 5, degree, kSeed), 5, in.tokens, in.targets);
+      reference_step(model, reference_weights(model, layers, degree, kSeed), layers, in.tokens, in.targets);
   Plan mixed;
   for (const Strategy* s : all_strategies()) mixed.push_back({s, Recompute::none});
   std::reverse(mixed.begin() + 2, mixed.end());  // neighbours differ in both directions
@@ -223,7 +249,7 @@ TEST_CASE("a plan that switches strategy at every layer computes what every pure
   check_step(switching, expected);
   for (const Strategy* s : all_strategies()) {
     INFO("pure plan " << s->name());
-    const StepResult pure = run_step(model, degree, uniform_plan(*s, 5), in.tokens, in.targets);
+    const StepResult pure = run_step(model, degree, uniform_plan(*s, layers), in.tokens, in.targets);
     CHECK(relative_error(switching.loss, pure.loss) <= kFloat32Tolerance);
     for (const auto& [name, grad] : pure.grads) {
       INFO("weight " << name);

@@ -1,0 +1,150 @@
+#include "evaluation/published_runs.hpp"
+
+#include <map>
+#include <string_view>
+
+#include "common/errors.hpp"
+#include "common/json_input.hpp"
+#include "common/statistics.hpp"
+#include "costmodel/estimate.hpp"
+#include "hw_models/cluster.hpp"
+
+namespace paradyse::evaluation {
+
+const std::map<std::string_view, std::string_view>& published_table_files();  // generated
+
+namespace {
+
+using json_input::Json;
+using json_input::Object;
+
+constexpr PublishedMeasure kMeasures[] = {PublishedMeasure::layer_forward, PublishedMeasure::layer_backward,
+                                          PublishedMeasure::iteration};
+
+std::string measure_names() {
+  std::string names;
+  for (PublishedMeasure m : kMeasures) names += (names.empty() ? "" : ", ") + std::string(to_string(m));
+  return names;
+}
+
+PublishedRun read_run(const Object& run, const std::string& source) {
+  run.require_keys(
+      {"name", "table", "cluster", "model", "strategy", "degree", "seq", "measure", "measured_s"},
+      {"attention_kernel", "recompute", "batch", "micro_batches"});
+  PublishedRun r;
+  r.name = run.string("name");
+  r.source = source;
+  r.table = run.string("table");
+  r.cluster = run.string("cluster");
+  r.model = run.string("model");
+  if (run.has("attention_kernel")) {
+    r.attention_kernel = attention_kernel_named(run.string("attention_kernel"));
+    if (!r.attention_kernel)
+      run.fail("attention_kernel", "expected flash or unfused, got '" + run.string("attention_kernel") + "'");
+  }
+  r.strategy = find_strategy(run.string("strategy"));
+  if (r.strategy == nullptr)
+    run.fail("strategy", "expected one of " + strategy_names() + ", got '" + run.string("strategy") + "'");
+  if (run.has("recompute")) {
+    const std::optional<Recompute> recompute = parse_recompute(run.string("recompute"));
+    if (!recompute)
+      run.fail("recompute", "expected none, selective or full, got '" + run.string("recompute") + "'");
+    r.recompute = *recompute;
+  }
+  const int64_t degree = run.positive_integer("degree");
+  if (degree > 1 << 20) run.fail("degree", "expected at most 1048576 GPUs, got " + std::to_string(degree));
+  r.degree = static_cast<int>(degree);
+  r.seq = run.positive_integer("seq");
+  if (run.has("batch")) r.batch = run.positive_integer("batch");
+  if (run.has("micro_batches")) r.micro_batches = run.positive_integer("micro_batches");
+  const std::string measure = run.string("measure");
+  bool known = false;
+  for (PublishedMeasure m : kMeasures)
+    if (to_string(m) == measure) {
+      r.measure = m;
+      known = true;
+    }
+  if (!known) run.fail("measure", "expected one of " + measure_names() + ", got '" + measure + "'");
+  r.measured_s = run.positive_number("measured_s");
+  return r;
+}
+
+std::vector<PublishedRun> read_table(std::string_view text, const std::string& where) {
+  const Json json = json_input::parse(text, where);
+  const Object table(json, where);
+  table.require_keys({"source", "runs"}, {"setup"});
+  const std::string source = table.string("source");
+  if (table.has("setup")) table.string("setup");  // a string when given
+  const Json& runs = table.json().at("runs");
+  if (!runs.is_array() || runs.empty()) table.fail("runs", "expected a non-empty array of runs");
+  std::vector<PublishedRun> out;
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    out.push_back(read_run(Object(runs[i], where, "runs[" + std::to_string(i) + "]"), source));
+  return out;
+}
+
+}  // namespace
+
+std::string_view to_string(PublishedMeasure measure) {
+  switch (measure) {
+    case PublishedMeasure::layer_forward:
+      return "layer_forward";
+    case PublishedMeasure::layer_backward:
+      return "layer_backward";
+    case PublishedMeasure::iteration:
+      return "iteration";
+  }
+  return "?";
+}
+
+std::vector<PublishedRun> bundled_published_runs() {
+  std::vector<PublishedRun> runs;
+  for (const auto& [name, text] : published_table_files()) {
+    std::vector<PublishedRun> table = read_table(text, "bundled table " + std::string(name));
+    runs.insert(runs.end(), table.begin(), table.end());
+  }
+  return runs;
+}
+
+std::vector<PublishedRun> load_published_runs(const std::string& path) {
+  return read_table(json_input::load_file(path).dump(), path);
+}
+
+std::vector<PublishedPrediction> predict_published_runs(const std::vector<PublishedRun>& runs) {
+  std::vector<PublishedPrediction> out;
+  for (const PublishedRun& run : runs) {
+    ModelOverrides overrides;
+    overrides.attention_kernel = run.attention_kernel;
+    costmodel::Estimator estimator(load_model(run.model, overrides), hw::load_cluster(run.cluster));
+    const costmodel::EstimateRequest request{
+        .tokens = run.seq, .degree = run.degree, .batch = run.batch, .micro_batches = run.micro_batches};
+    const costmodel::Estimate estimate = estimator.estimate(*run.strategy, request, run.recompute);
+    PublishedPrediction p{run, estimate.time.total_s, 0, estimate.fits};
+    if (run.measure != PublishedMeasure::iteration) {
+      const costmodel::CostTable table = estimator.cost_table({{run.strategy, run.recompute}}, request);
+      PARADYSE_CHECK(table.candidates.size() == 1, "no layer cost for a plan the estimate priced");
+      const costmodel::LayerCost& layer = table.candidates.front().layer;
+      p.predicted_s = run.measure == PublishedMeasure::layer_forward ? layer.forward_s : layer.backward_s;
+    }
+    p.error = (p.predicted_s - run.measured_s) / run.measured_s;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<RankAgreement> rank_agreement(const std::vector<PublishedPrediction>& predictions) {
+  std::vector<RankAgreement> out;
+  for (PublishedMeasure measure : kMeasures) {
+    std::vector<double> measured, predicted;
+    for (const PublishedPrediction& p : predictions)
+      if (p.run.measure == measure) {
+        measured.push_back(p.run.measured_s);
+        predicted.push_back(p.predicted_s);
+      }
+    if (measured.size() < 2) continue;
+    out.push_back({measure, static_cast<int>(measured.size()), spearman(measured, predicted)});
+  }
+  return out;
+}
+
+}  // namespace paradyse::evaluation

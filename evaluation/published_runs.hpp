@@ -1,0 +1,67 @@
+// Published measurements of real training runs, and how far paradyse's predictions are from them.
+//
+// A table is a JSON file: its "source" (the paper, or the repository), the "setup" the runs share,
+// and "runs", each naming the configuration in paradyse's terms (cluster, model, attention kernel,
+// strategy, recompute, degree, seq, batch, micro-batches) and what was measured: one layer's forward
+// or backward, or a whole iteration, in seconds. The bundled tables (evaluation/published/) hold
+// only configurations paradyse can express. These rows validate the model; no constant is fitted to
+// them (hardware constants come from component measurements, hw_models/presets).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strategies/model.hpp"
+#include "strategies/strategy.hpp"
+
+namespace paradyse::evaluation {
+
+enum class PublishedMeasure { layer_forward, layer_backward, iteration };
+std::string_view to_string(PublishedMeasure measure);
+
+struct PublishedRun {
+  std::string name;    // "22B layer forward, TP 8"
+  std::string source;  // the table's source
+  std::string table;   // where in it: "Table 4, Baseline no recompute"
+  std::string cluster;
+  std::string model;
+  std::optional<AttentionKernel> attention_kernel;  // the model's own when absent
+  const Strategy* strategy = nullptr;
+  Recompute recompute = Recompute::none;
+  int degree = 0;
+  int64_t seq = 0;
+  int64_t batch = 1;
+  int64_t micro_batches = 1;
+  PublishedMeasure measure = PublishedMeasure::iteration;
+  double measured_s = 0;
+};
+
+// The tables bundled with paradyse, in the order of their names.
+std::vector<PublishedRun> bundled_published_runs();
+// A table file of the same schema; throws InputError naming the file and field on bad input.
+std::vector<PublishedRun> load_published_runs(const std::string& path);
+
+struct PublishedPrediction {
+  PublishedRun run;
+  double predicted_s = 0;
+  double error = 0;   // (predicted − measured) / measured
+  bool fits = false;  // whether paradyse predicts the whole model fits in memory
+};
+
+// Each run priced by the analytic model (Estimator): a layer's forward or backward from the cost
+// table, an iteration from the estimate. Throws InputError when a run's configuration cannot be
+// expressed (its cluster, model or strategy at that degree).
+std::vector<PublishedPrediction> predict_published_runs(const std::vector<PublishedRun>& runs);
+
+// Whether the predictions order the runs of one measure as the measurements do.
+struct RankAgreement {
+  PublishedMeasure measure;
+  int runs = 0;
+  double spearman = 0;  // Spearman's ρ of predicted against measured times (ties: average ranks)
+};
+std::vector<RankAgreement> rank_agreement(const std::vector<PublishedPrediction>& predictions);
+
+}  // namespace paradyse::evaluation

@@ -1,0 +1,127 @@
+#include "experiments/published_command.hpp"
+
+#include <fmt/core.h>
+
+#include <cmath>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "common/statistics.hpp"
+#include "evaluation/published_runs.hpp"
+
+namespace paradyse::cli {
+namespace {
+
+struct PublishedOptions {
+  std::string table;  // empty: the bundled tables
+  bool json = false;
+};
+
+std::string plan_text(const evaluation::PublishedRun& run) {
+  std::string plan(run.strategy->name());
+  if (run.recompute != Recompute::none) plan += ":" + std::string(to_string(run.recompute));
+  return plan;
+}
+
+// What else the run is: model, batch × seq (× micro-batches), cluster × degree, attention kernel.
+std::string configuration(const evaluation::PublishedRun& run) {
+  std::string text = fmt::format("{} {}×{}", run.model, run.batch, run.seq);
+  if (run.micro_batches > 1) text += fmt::format("×{}", run.micro_batches);
+  text += fmt::format(", {} ×{}", run.cluster, run.degree);
+  if (run.attention_kernel) text += fmt::format(", {}", to_string(*run.attention_kernel));
+  return text;
+}
+
+// In the unit of the measurement `scale_s` it stands beside.
+std::string time_text(double s, double scale_s) {
+  return scale_s < 1 ? fmt::format("{:.2f} ms", s * 1e3) : fmt::format("{:.3f} s", s);
+}
+
+void print_json(const std::vector<evaluation::PublishedPrediction>& predictions,
+                const PercentageErrors& errors, const std::vector<evaluation::RankAgreement>& ranks) {
+  nlohmann::json out;
+  out["runs"] = nlohmann::json::array();
+  for (const evaluation::PublishedPrediction& p : predictions)
+    out["runs"].push_back({{"name", p.run.name},
+                           {"source", p.run.source},
+                           {"table", p.run.table},
+                           {"plan", plan_text(p.run)},
+                           {"model", p.run.model},
+                           {"cluster", p.run.cluster},
+                           {"degree", p.run.degree},
+                           {"batch", p.run.batch},
+                           {"seq", p.run.seq},
+                           {"micro_batches", p.run.micro_batches},
+                           {"measure", to_string(p.run.measure)},
+                           {"measured_s", p.run.measured_s},
+                           {"predicted_s", p.predicted_s},
+                           {"error", p.error},
+                           {"fits", p.fits}});
+  out["mean_abs_error_pct"] = errors.mean_pct();
+  out["max_abs_error_pct"] = errors.max_pct();
+  out["rank_agreement"] = nlohmann::json::array();
+  for (const evaluation::RankAgreement& r : ranks)
+    out["rank_agreement"].push_back(
+        {{"measure", to_string(r.measure)},
+         {"runs", r.runs},
+         {"spearman", std::isnan(r.spearman) ? nlohmann::json() : nlohmann::json(r.spearman)}});
+  std::cout << out.dump(2) << "\n";
+}
+
+void print_table(const std::vector<evaluation::PublishedPrediction>& predictions,
+                 const PercentageErrors& errors, const std::vector<evaluation::RankAgreement>& ranks) {
+  std::string source;
+  for (const evaluation::PublishedPrediction& p : predictions) {
+    if (p.run.source != source) {
+      source = p.run.source;
+      fmt::print("{}\n{:<50} {:<22} {:>10} {:>10} {:>8}  {:<6} {}\n", source, "run", "plan", "measured",
+                 "predicted", "error", "memory", "configuration; where in the source");
+    }
+    fmt::print("{:<50} {:<22} {:>10} {:>10} {:>+7.1f}%  {:<6} {}; {}\n", p.run.name, plan_text(p.run),
+               time_text(p.run.measured_s, p.run.measured_s), time_text(p.predicted_s, p.run.measured_s), 100 * p.error, p.fits ? "fits" : "OOM",
+               configuration(p.run), p.run.table);
+  }
+  fmt::print("\n{} runs: mean |error| {:.1f}%, max |error| {:.1f}%\n", errors.count(), errors.mean_pct(),
+             errors.max_pct());
+  for (const evaluation::RankAgreement& r : ranks)
+    fmt::print("order of the {} {} runs: Spearman {}\n", r.runs, to_string(r.measure),
+               std::isnan(r.spearman) ? std::string("n/a (the measurements are all equal)")
+                                      : fmt::format("{:+.2f}", r.spearman));
+  fmt::print("memory: whether paradyse predicts the whole model fits; a layer's time is priced either way\n");
+}
+
+void run(const PublishedOptions& options) {
+  const std::vector<evaluation::PublishedRun> runs = options.table.empty()
+                                                         ? evaluation::bundled_published_runs()
+                                                         : evaluation::load_published_runs(options.table);
+  const std::vector<evaluation::PublishedPrediction> predictions = evaluation::predict_published_runs(runs);
+  PercentageErrors errors;
+  for (const evaluation::PublishedPrediction& p : predictions) errors.add(p.predicted_s, p.run.measured_s);
+  const std::vector<evaluation::RankAgreement> ranks = evaluation::rank_agreement(predictions);
+  if (options.json)
+    print_json(predictions, errors, ranks);
+  else
+    print_table(predictions, errors, ranks);
+}
+
+}  // namespace
+
+void add_published_command(CLI::App& app) {
+  auto options = std::make_shared<PublishedOptions>();
+  CLI::App* command = app.add_subcommand(
+      "published",
+      "How far paradyse's predictions are from published measurements of real training runs: for each run of "
+      "the bundled tables (or of --table), the measured and predicted time, the error, the mean and max "
+      "|error|, and whether the predictions order the runs of each measure as the measurements do "
+      "(Spearman). Predictions come from the analytic model on the run's cluster preset; the measurements "
+      "validate it and are never used to fit it.");
+  command
+      ->add_option("--table", options->table,
+                   "a JSON table of your own measurements instead of the bundled ones (schema: "
+                   "evaluation/published_runs.hpp; example: evaluation/published/korthikanti-2022.json)")
+      ->check(CLI::ExistingFile);
+  command->add_flag("--json", options->json, "print JSON instead of a table");
+  command->callback([options] { run(*options); });
+}
+
+}  // namespace paradyse::cli

@@ -1,0 +1,116 @@
+#include "evaluation/published_runs.hpp"
+
+#include <catch2/catch.hpp>
+#include <fstream>
+
+#include "common/errors.hpp"
+#include "costmodel/estimate.hpp"
+#include "hw_models/cluster.hpp"
+#include "tests/temp_dir.hpp"
+
+using namespace paradyse;
+using namespace paradyse::evaluation;
+
+namespace {
+
+std::string write_table(const testing::TempDir& dir, const std::string& runs) {
+  const std::string path = dir.file("table.json");
+  std::ofstream(path) << R"({"source": "a test", "runs": [)" << runs << "]}";
+  return path;
+}
+
+const std::string kRun =
+    R"("name": "one", "table": "T1", "cluster": "dgx-a100", "model": "gpt-8l", "strategy": "megatron_ts",
+       "degree": 8, "seq": 4096)";
+
+}  // namespace
+
+TEST_CASE("published runs: a layer's predicted time is what one more layer adds to a whole estimate",
+          "[evaluation]") {
+  // Two routes to one number: the cost table's price of one layer, and the difference of the
+  // estimates of the model with L and with L − 1 layers.
+  for (const PublishedRun& run : bundled_published_runs()) {
+    if (run.measure == PublishedMeasure::iteration) continue;
+    INFO(run.name);
+    ModelSpec model =
+        load_model(run.model, {.causal = std::nullopt, .attention_kernel = run.attention_kernel});
+    const costmodel::EstimateRequest request{.tokens = run.seq, .degree = run.degree, .batch = run.batch};
+    const hw::ClusterSpec cluster = hw::load_cluster(run.cluster);
+    const costmodel::Estimate whole =
+        costmodel::Estimator(model, cluster).estimate(*run.strategy, request, run.recompute);
+    model.num_layers -= 1;
+    const costmodel::Estimate fewer =
+        costmodel::Estimator(model, cluster).estimate(*run.strategy, request, run.recompute);
+    const double layer_s = run.measure == PublishedMeasure::layer_forward
+                               ? whole.time.forward_s - fewer.time.forward_s
+                               : whole.time.backward_s - fewer.time.backward_s;
+    const std::vector<PublishedPrediction> predicted = predict_published_runs({run});
+    CHECK(predicted.at(0).predicted_s == Approx(layer_s).epsilon(1e-6));
+    CHECK(predicted.at(0).error == Approx(layer_s / run.measured_s - 1).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("published runs: the bundled tables are expressible and have every measure", "[evaluation]") {
+  const std::vector<PublishedRun> runs = bundled_published_runs();
+  REQUIRE(runs.size() >= 12);
+  const std::vector<PublishedPrediction> predictions = predict_published_runs(runs);
+  for (const PublishedPrediction& p : predictions) {
+    INFO(p.run.name);
+    CHECK(p.predicted_s > 0);
+    CHECK_FALSE(p.run.source.empty());
+    CHECK_FALSE(p.run.table.empty());
+  }
+  const std::vector<RankAgreement> ranks = rank_agreement(predictions);
+  REQUIRE(ranks.size() == 3);
+  for (const RankAgreement& r : ranks) {
+    CHECK(r.runs >= 2);
+    CHECK(r.spearman >= -1);
+    CHECK(r.spearman <= 1);
+  }
+}
+
+TEST_CASE("published runs: a measure with one run has no rank agreement", "[evaluation]") {
+  const testing::TempDir dir;
+  const std::string path = write_table(dir, "{" + kRun + R"(, "measure": "iteration", "measured_s": 0.3})");
+  const std::vector<PublishedPrediction> predictions = predict_published_runs(load_published_runs(path));
+  REQUIRE(predictions.size() == 1);
+  CHECK(rank_agreement(predictions).empty());
+}
+
+TEST_CASE("published runs: a bad table names its file and field", "[evaluation]") {
+  const testing::TempDir dir;
+  struct Case {
+    std::string runs, field, expected;
+  };
+  const std::vector<Case> cases{
+      {"{" + kRun + R"(, "measure": "step", "measured_s": 0.3})", "runs[0].measure", "layer_forward"},
+      {"{" + kRun + R"(, "measure": "iteration", "measured_ms": 300})", "runs[0]", "measured"},
+      {"{" + kRun + R"(, "measure": "iteration", "measured_s": -1})", "runs[0].measured_s", ""},
+      {R"({"name": "x", "table": "T", "cluster": "dgx-a100", "model": "gpt-8l", "strategy": "megatron_zz",
+          "degree": 8, "seq": 4096, "measure": "iteration", "measured_s": 1})",
+       "runs[0].strategy", "megatron_tp"},
+      {"{" + kRun + R"(, "recompute": "some", "measure": "iteration", "measured_s": 1})", "runs[0].recompute",
+       "selective"},
+      {"", "runs", "non-empty"}};
+  for (const Case& c : cases) {
+    INFO(c.runs);
+    const std::string path = write_table(dir, c.runs);
+    try {
+      load_published_runs(path);
+      FAIL("no error");
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      CHECK_THAT(what, Catch::Contains(path) && Catch::Contains(c.field) && Catch::Contains(c.expected));
+    }
+  }
+}
+
+TEST_CASE("published runs: a configuration paradyse cannot express is refused with the reason",
+          "[evaluation]") {
+  const testing::TempDir dir;
+  // gpt-8l's 96 heads are not divisible by 5: no rank would own whole heads.
+  std::string run = kRun;
+  run.replace(run.find("\"degree\": 8"), 11, "\"degree\": 5");
+  const std::string path = write_table(dir, "{" + run + R"(, "measure": "iteration", "measured_s": 1})");
+  CHECK_THROWS_WITH(predict_published_runs(load_published_runs(path)), Catch::Contains("degree 5"));
+}

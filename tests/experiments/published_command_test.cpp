@@ -1,0 +1,47 @@
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "evaluation/published_runs.hpp"
+#include "tests/experiments/run_paradyse.hpp"
+#include "tests/temp_dir.hpp"
+
+using namespace paradyse::testing;
+
+TEST_CASE("published: every bundled run with its error, the mean and max, and the rank agreement",
+          "[experiments]") {
+  // The errors are printed for a reader, not asserted: they are the model's, against reality.
+  const RunResult table = run_paradyse("published");
+  INFO(table.err);
+  REQUIRE(table.exit_code == 0);
+  std::cout << table.out;
+  const std::vector<paradyse::evaluation::PublishedRun> runs = paradyse::evaluation::bundled_published_runs();
+  for (const auto& run : runs) CHECK_THAT(table.out, Catch::Contains(run.name));
+  CHECK_THAT(table.out, Catch::Contains("mean |error|") && Catch::Contains("Spearman"));
+
+  const RunResult json = run_paradyse("published --json");
+  REQUIRE(json.exit_code == 0);
+  const auto j = nlohmann::json::parse(json.out);
+  REQUIRE(j.at("runs").size() == runs.size());
+  for (const auto& row : j.at("runs")) {
+    CHECK(row.at("predicted_s").get<double>() > 0);
+    CHECK(row.at("fits").is_boolean());
+  }
+  CHECK(j.at("max_abs_error_pct").get<double>() >= j.at("mean_abs_error_pct").get<double>());
+  CHECK(j.at("rank_agreement").size() == 3);
+}
+
+TEST_CASE("published --table: a user's table with a mistake is refused, naming the file and field",
+          "[experiments]") {
+  const TempDir dir;
+  const std::string path = dir.file("mine.json");
+  std::ofstream(path)
+      << R"({"source": "my cluster", "runs": [{"name": "a", "table": "-", "cluster": "dgx-h100",
+    "model": "llama3-8b", "strategy": "ulysses_z", "degree": 8, "seq": 8192, "measure": "iteration",
+    "measured_s": "fast"}]})";
+  const RunResult r = run_paradyse("published --table " + path);
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK_THAT(r.err, Catch::Contains(path) && Catch::Contains("runs[0].measured_s"));
+}
