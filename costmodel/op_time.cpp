@@ -23,6 +23,26 @@ int latency_hops(OpKind kind, int p) {
   }
 }
 
+double gemm_arithmetic_s(const hw::GpuSpec& gpu, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  const double flops = 2.0 * static_cast<double>(batch * m) * static_cast<double>(n * k);
+  if (!gpu.gemm_tiles) return flops / (gpu.bf16_flops_per_second * gpu.gemm_efficiency_by_flops.at(flops));
+  const hw::GemmTiles& tiles = *gpu.gemm_tiles;
+  const double sm_flops_per_second =
+      gpu.bf16_flops_per_second / tiles.streaming_multiprocessors * tiles.peak_efficiency;
+  constexpr std::array<std::pair<int64_t, int64_t>, 5> kTileShapes{
+      {{256, 128}, {128, 256}, {128, 128}, {128, 64}, {64, 128}}};
+  double best_s = 0;
+  for (const auto& [tile_m, tile_n] : kTileShapes) {
+    const int64_t count = batch * ((m + tile_m - 1) / tile_m) * ((n + tile_n - 1) / tile_n);
+    const int64_t waves = (count + tiles.streaming_multiprocessors - 1) / tiles.streaming_multiprocessors;
+    const double wave_s = 2.0 * static_cast<double>(tile_m * tile_n) *
+                          (static_cast<double>(k) + tiles.setup_k) / sm_flops_per_second;
+    const double seconds = static_cast<double>(waves) * wave_s;
+    if (best_s == 0 || seconds < best_s) best_s = seconds;
+  }
+  return best_s;
+}
+
 OpTimer::OpTimer(const hw::ClusterSpec& cluster, int degree)
     : cluster_(cluster),
       fabric_(degree > cluster.gpus_per_node ? cluster.inter_node : cluster.intra_node),
@@ -55,8 +75,10 @@ double OpTimer::compute_s(const Op& op) const {
   double arithmetic = 0;
   switch (op.kind) {
     case OpKind::gemm:
+      arithmetic = gemm_arithmetic_s(gpu, 1, op.dims[0], op.dims[1], op.dims[2]);
+      break;
     case OpKind::scores_gemm:
-      arithmetic = op.flops / (gpu.bf16_flops_per_second * gpu.gemm_efficiency_by_flops.at(op.flops));
+      arithmetic = gemm_arithmetic_s(gpu, op.dims[0], op.dims[1], op.dims[2], op.dims[3]);
       break;
     case OpKind::attention_forward:
     case OpKind::attention_backward: {

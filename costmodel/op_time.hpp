@@ -17,6 +17,16 @@ namespace paradyse::costmodel {
 // reduce, one for all-to-all (all pairs at once) and for a point-to-point transfer.
 int latency_hops(OpKind kind, int p);
 
+// Seconds of the arithmetic of `batch` GEMMs of [m, k]·[k, n] on `gpu` (not its launch, nor its
+// memory traffic). With gemm_tiles, as cuBLAS runs them: the outputs split into tiles of one of
+// its large shapes (256×128, 128×256, 128×128, 128×64, 64×128), a tile per thread block and per SM
+// at a time, the SMs running the tiles in waves, each tile taking its main loop over k plus its
+// prologue and epilogue (setup_k more steps) at peak_efficiency of an SM's share of the peak; the
+// tile shape that finishes first (NVIDIA, Matrix Multiplication Background User's Guide: tile
+// quantisation at the matrix edges, wave quantisation in the last wave). Otherwise FLOPs over the
+// peak times gemm_efficiency_by_flops.
+double gemm_arithmetic_s(const hw::GpuSpec& gpu, int64_t batch, int64_t m, int64_t n, int64_t k);
+
 class OpTimer {
  public:
   // `degree` ranks form the group; a group wider than one node goes over the NICs. Throws InputError

@@ -147,22 +147,43 @@ std::map<std::string, KernelRate> read_kernel_rates(const Object& kernels) {
   return rates;
 }
 
+GemmTiles read_gemm_tiles(const Object& tiles) {
+  tiles.require_keys({"streaming_multiprocessors", "peak_efficiency", "setup_k", "source"});
+  require_sources(tiles, {"streaming_multiprocessors", "peak_efficiency", "setup_k"});
+  GemmTiles spec;
+  spec.streaming_multiprocessors = count(tiles, "streaming_multiprocessors");
+  spec.peak_efficiency = tiles.fraction("peak_efficiency");
+  if (spec.peak_efficiency == 0) tiles.fail("peak_efficiency", "expected a fraction above 0, got 0");
+  spec.setup_k = non_negative_number(tiles, "setup_k");
+  return spec;
+}
+
 GpuSpec read_gpu(const Object& gpu) {
-  gpu.require_keys(
-      {"name", "bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second", "gemm_efficiency_by_flops",
-       "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq", "kernel_launch_seconds",
-       "reserved_bytes", "allocator_fragmentation", "source"},
-      {"kernels"});
-  require_sources(
-      gpu, {"bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second", "gemm_efficiency_by_flops",
-            "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq", "kernel_launch_seconds",
-            "reserved_bytes", "allocator_fragmentation"});
+  gpu.require_keys({"name", "bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second",
+                    "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq",
+                    "kernel_launch_seconds", "reserved_bytes", "allocator_fragmentation", "source"},
+                   {"gemm_tiles", "gemm_efficiency_by_flops", "kernels"});
+  const bool tiles = gpu.has("gemm_tiles");
+  if (tiles == gpu.has("gemm_efficiency_by_flops"))
+    gpu.fail("gemm_tiles", "expected exactly one of gemm_tiles (a GPU's SMs) and gemm_efficiency_by_flops");
+  if (tiles)
+    require_sources(gpu, {"bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second",
+                          "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq",
+                          "kernel_launch_seconds", "reserved_bytes", "allocator_fragmentation"});
+  else
+    require_sources(
+        gpu, {"bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second", "gemm_efficiency_by_flops",
+              "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq", "kernel_launch_seconds",
+              "reserved_bytes", "allocator_fragmentation"});
   GpuSpec spec;
   spec.name = non_empty_string(gpu, "name");
   spec.bf16_flops_per_second = gpu.positive_number("bf16_flops_per_second");
   spec.hbm_bytes = gpu.positive_number("hbm_bytes");
   spec.hbm_bytes_per_second = gpu.positive_number("hbm_bytes_per_second");
-  spec.gemm_efficiency_by_flops = efficiency_curve(gpu, "gemm_efficiency_by_flops");
+  if (tiles)
+    spec.gemm_tiles = read_gemm_tiles(gpu.object("gemm_tiles"));
+  else
+    spec.gemm_efficiency_by_flops = efficiency_curve(gpu, "gemm_efficiency_by_flops");
   spec.attention_efficiency_by_seq = efficiency_curve(gpu, "attention_efficiency_by_seq");
   spec.causal_attention_efficiency_by_seq = efficiency_curve(gpu, "causal_attention_efficiency_by_seq");
   spec.kernel_launch_s = non_negative_number(gpu, "kernel_launch_seconds");

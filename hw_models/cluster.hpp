@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -33,11 +34,22 @@ struct KernelRate {
   double seconds(double size) const;
 };
 
+// A GEMM as cuBLAS runs it on a GPU: the output split into tiles, one thread block each, run by the
+// SMs in waves (NVIDIA, Matrix Multiplication Background User's Guide, section 3); costmodel/op_time
+// prices a GEMM of shape (M, N, K) from it.
+struct GemmTiles {
+  int streaming_multiprocessors = 0;
+  double peak_efficiency = 0;  // fraction of the peak an SM reaches in a tile's main loop
+  double setup_k = 0;          // a tile's prologue and epilogue, in steps of its main loop over K
+};
+
 struct GpuSpec {
   std::string name;
   double bf16_flops_per_second = 0;  // dense tensor-core peak
   double hbm_bytes = 0;
-  double hbm_bytes_per_second = 0;           // achievable copy bandwidth, for memory-bound kernels
+  double hbm_bytes_per_second = 0;  // achievable copy bandwidth, for memory-bound kernels
+  // Exactly one of the two: GEMMs by shape on a GPU, or a measured curve by FLOPs (a calibrated CPU).
+  std::optional<GemmTiles> gemm_tiles;
   Curve gemm_efficiency_by_flops;            // fraction of peak reached by one GEMM of that many FLOPs
   Curve attention_efficiency_by_seq;         // FlashAttention fwd+bwd, fraction of peak, by key length
   Curve causal_attention_efficiency_by_seq;  // same, causal mask

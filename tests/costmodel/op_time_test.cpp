@@ -1,21 +1,72 @@
 #include "costmodel/op_time.hpp"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "common/errors.hpp"
 
 using namespace paradyse;
 
-TEST_CASE("OpTimer: a GEMM runs at the preset's efficiency for its size", "[costmodel]") {
-  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
-  const costmodel::OpTimer timer(cluster, 8);
-  // 8192³ GEMM: 2·8192³ FLOPs at the cuBLASLt figure of REFERENCE.md §3 (254 of 312 TFLOP/s).
+namespace {
+
+Op gemm_op(int64_t m, int64_t n, int64_t k) {
   Op op;
   op.kind = OpKind::gemm;
-  op.flops = 2.0 * 8192 * 8192 * 8192;
-  op.memory_bytes = 3 * 2.0 * 8192 * 8192;
-  const double expected = op.flops / 254e12 + cluster.gpu.kernel_launch_s;
-  REQUIRE(timer.seconds(op) == Approx(expected).epsilon(0.01));
+  op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  op.memory_bytes = 2.0 * static_cast<double>(m * k + k * n + m * n);  // bf16
+  op.dims = {m, n, k, 0};
+  return op;
+}
+
+}  // namespace
+
+TEST_CASE("GEMMs by shape: within 12 % of the public cuBLAS measurements the presets were set from",
+          "[costmodel]") {
+  struct Point {
+    const char* cluster;
+    int64_t m, n, k;
+    double measured_flops_per_second;
+    const char* source;
+  };
+  const Point points[] = {
+      {"dgx-a100", 1024, 1024, 1024, 119e12, "Azure AI-benchmarking-guide, cuBLASLt FP16"},
+      {"dgx-a100", 2048, 2048, 2048, 222e12, "Azure AI-benchmarking-guide, cuBLASLt FP16"},
+      {"dgx-a100", 4096, 4096, 4096, 228e12, "Azure AI-benchmarking-guide, cuBLASLt FP16"},
+      {"dgx-a100", 8192, 8192, 8192, 254e12, "Azure AI-benchmarking-guide, cuBLASLt FP16"},
+      {"dgx-a100", 6912, 16384, 2048, 267.9e12, "ml-engineering MAMF table, A100 SXM, BF16"},
+      {"dgx-h100", 6144, 17920, 2816, 792.1e12, "ml-engineering MAMF table, H100 SXM, BF16"}};
+  for (const Point& p : points) {
+    const hw::ClusterSpec cluster = hw::load_cluster(p.cluster);
+    const Op op = gemm_op(p.m, p.n, p.k);
+    const double predicted = op.flops / costmodel::OpTimer(cluster, 8).seconds(op);
+    INFO(p.cluster << " " << p.m << "x" << p.n << "x" << p.k << " (" << p.source << "): predicted "
+                   << predicted / 1e12 << " TFLOP/s");
+    CHECK(std::abs(predicted / p.measured_flops_per_second - 1) <= 0.12);
+  }
+}
+
+TEST_CASE("GEMMs by shape: one row past a full wave costs a fifth wave of the smallest tiles",
+          "[costmodel]") {
+  // m = 108·256 rows by one 128-wide column: 108 tiles of 256×128 fill the A100's 108 SMs once, as
+  // do 432 tiles of 64×128 in four quarter-size waves. One more row needs a 109th large tile (two
+  // waves) or a 433rd small one (a fifth quarter-size wave): 1.25× the time, the best of the shapes.
+  const hw::GpuSpec gpu = hw::load_cluster("dgx-a100").gpu;
+  const double full = costmodel::gemm_arithmetic_s(gpu, 1, 108 * 256, 128, 4096);
+  CHECK(costmodel::gemm_arithmetic_s(gpu, 1, 108 * 256 + 1, 128, 4096) / full == Approx(1.25));
+  // Fewer rows than a wave holds cost as much as the full wave: the idle SMs do nothing faster.
+  CHECK(costmodel::gemm_arithmetic_s(gpu, 1, 108 * 256 - 255, 128, 4096) == Approx(full));
+  // A batch of GEMMs shares the waves: two of half the rows take what one of all of them does.
+  CHECK(costmodel::gemm_arithmetic_s(gpu, 2, 54 * 256, 128, 4096) == Approx(full));
+}
+
+TEST_CASE("GEMMs by shape: a skinny GEMM is bound by its memory traffic", "[costmodel]") {
+  // 16 tokens through a 12288×12288 weight: 2·16·12288² FLOPs but 302 MB of weight to read.
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  const Op op = gemm_op(16, 12288, 12288);
+  CHECK(costmodel::OpTimer(cluster, 8).seconds(op) ==
+        Approx(op.memory_bytes / cluster.gpu.hbm_bytes_per_second + cluster.gpu.kernel_launch_s));
+  CHECK(costmodel::gemm_arithmetic_s(cluster.gpu, 1, 16, 12288, 12288) <
+        op.memory_bytes / cluster.gpu.hbm_bytes_per_second);
 }
 
 TEST_CASE("OpTimer: memory-bound kernels move their bytes at HBM copy bandwidth", "[costmodel]") {

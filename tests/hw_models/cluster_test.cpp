@@ -76,9 +76,10 @@ TEST_CASE("cluster presets: dgx-a100 carries the A100 figures of REFERENCE.md", 
   CHECK(a100.gpu.bf16_flops_per_second == 312e12);
   CHECK(a100.gpu.hbm_bytes == 80 * kGiB);  // the datasheet's 80 GB are GiB (nvidia-smi: 81920 MiB)
   CHECK(a100.gpu.hbm_bytes_per_second == 1.61e12);
-  // cuBLASLt: a 1024^3 GEMM (2·1024^3 FLOPs) at 119 TFLOP/s, 8192^3 at 254.
-  CHECK(a100.gpu.gemm_efficiency_by_flops.at(2.0 * std::pow(1024, 3)) == Approx(119.0 / 312));
-  CHECK(a100.gpu.gemm_efficiency_by_flops.at(2.0 * std::pow(8192, 3)) == Approx(254.0 / 312));
+  // GEMMs by tiles on the A100's 108 SMs, at MAMF's 85.9% of the peak in their main loops.
+  REQUIRE(a100.gpu.gemm_tiles);
+  CHECK(a100.gpu.gemm_tiles->streaming_multiprocessors == 108);
+  CHECK(a100.gpu.gemm_tiles->peak_efficiency == Approx(267.9 / 312).epsilon(1e-3));
   // FlashAttention-2 fwd+bwd: 4K tokens 196 TFLOP/s, causal 16K 189.
   CHECK(a100.gpu.attention_efficiency_by_seq.at(4096) == Approx(196.0 / 312).epsilon(1e-4));
   CHECK(a100.gpu.causal_attention_efficiency_by_seq.at(16384) == Approx(189.0 / 312).epsilon(1e-4));
@@ -130,9 +131,10 @@ TEST_CASE("cluster presets: the derived multi-node figures agree with the NIC fi
     // All-to-all across nodes at about one NIC's bandwidth (nccl-tests #267).
     CHECK(cluster.inter_node.all_to_all_efficiency * ring == Approx(nic).epsilon(1e-3));
     for (const Curve* curve :
-         {&cluster.gpu.gemm_efficiency_by_flops, &cluster.gpu.attention_efficiency_by_seq,
-          &cluster.gpu.causal_attention_efficiency_by_seq})
+         {&cluster.gpu.attention_efficiency_by_seq, &cluster.gpu.causal_attention_efficiency_by_seq})
       for (const auto& [x, y] : curve->points()) CHECK(y <= 1);
+    REQUIRE(cluster.gpu.gemm_tiles);
+    CHECK(cluster.gpu.gemm_tiles->peak_efficiency <= 1);
   }
 }
 
@@ -271,8 +273,23 @@ TEST_CASE("load_cluster: bad input is an InputError naming the file and field", 
   }
   SECTION("an efficiency above 1") {
     std::string path = write_edited_a100(
-        dir, "efficiency.json", [](auto& json) { json["gpu"]["gemm_efficiency_by_flops"][3][1] = 1.2; });
-    CHECK_THAT(load_error(path).what(), Contains("gpu.gemm_efficiency_by_flops"));
+        dir, "efficiency.json", [](auto& json) { json["gpu"]["attention_efficiency_by_seq"][3][1] = 1.2; });
+    CHECK_THAT(load_error(path).what(), Contains("gpu.attention_efficiency_by_seq"));
+  }
+  SECTION("both GEMM models, or neither") {
+    std::string both = write_edited_a100(dir, "both.json", [](auto& json) {
+      json["gpu"]["gemm_efficiency_by_flops"] = {{1e9, 0.5}};
+      json["gpu"]["source"]["gemm_efficiency_by_flops"] = "a test";
+    });
+    CHECK_THAT(load_error(both).what(), Contains("gpu.gemm_tiles") && Contains("exactly one"));
+    std::string neither =
+        write_edited_a100(dir, "neither.json", [](auto& json) { json["gpu"].erase("gemm_tiles"); });
+    CHECK_THAT(load_error(neither).what(), Contains("gpu.gemm_tiles") && Contains("exactly one"));
+  }
+  SECTION("a GEMM figure without its source") {
+    std::string path = write_edited_a100(
+        dir, "tiles.json", [](auto& json) { json["gpu"]["gemm_tiles"]["source"].erase("setup_k"); });
+    CHECK_THAT(load_error(path).what(), Contains("gpu.gemm_tiles.source"));
   }
   SECTION("a curve at x = 0, which log(x) cannot read") {
     std::string path = write_edited_a100(
