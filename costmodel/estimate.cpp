@@ -62,7 +62,9 @@ const Estimator::StrategyCosts& Estimator::strategy_costs(const Strategy& strate
         costs->embedding_backward = phase.cost;
         break;
       case Phase::optimizer:
-        (phase.layer >= 0 ? costs->layer_optimizer : costs->model_optimizer) = phase.cost;
+        // A layer's gradients are finalised before the clip and its weights updated after: two
+        // phases, one after the other in its cost.
+        (phase.layer >= 0 ? costs->layer_optimizer : costs->model_optimizer).then(phase.cost);
         break;
     }
   }

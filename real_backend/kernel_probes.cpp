@@ -143,6 +143,15 @@ std::vector<KernelProbe> kernel_probes(const ModelSpec& model, int degree, int64
         [&be, logits = be.zeros({1, s, x.vocab}, bf16), t = tokens(be, s)] { be.cross_entropy(logits, t); };
   });
 
+  // The gradient norm and the clip read (and write) fp32 gradients.
+  auto gradient = [x](Backend& be, int64_t s) { return be.zeros({1, s, x.h}, DType::fp32); };
+  add(Kernel::sum_of_squares, false, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, g = gradient(be, s)] { be.sum_of_squares({g}, 1.0); };
+  });
+  add(Kernel::scale_, false, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, g = gradient(be, s)] { be.scale_({g}, 0.5); };
+  });
+
   // Adam on the shard of each weight one layer and the embedding have, smallest first.
   probes.push_back(
       {Kernel::adam_step, false, true, [model](Backend& be, int point) -> KernelCall {

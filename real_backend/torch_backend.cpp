@@ -556,6 +556,18 @@ void TorchBackend::adam_step(Tensor& weight, const Tensor& grad) {
   if (s.master.defined()) w.copy_(s.master);
 }
 
+Tensor TorchBackend::sum_of_squares(const std::vector<Tensor>& tensors, double weight) {
+  OpTimer timer(*this, Kernel::sum_of_squares);
+  at::Tensor sum = at::zeros({1}, at::TensorOptions(at::kFloat).device(options_.device));
+  for (const Tensor& t : tensors) sum += unwrap(t).to(at::kFloat).square().sum();
+  return make(sum * weight, DType::fp32);
+}
+
+void TorchBackend::scale_(const std::vector<Tensor>& tensors, double factor) {
+  OpTimer timer(*this, Kernel::scale_);
+  for (const Tensor& t : tensors) unwrap(t).mul_(factor);
+}
+
 // ---- communication ----
 
 Pending TorchBackend::start(OpKind kind, const Tensor& input, InFlight flight, Tensor result, int root,

@@ -174,6 +174,11 @@ class Backend {
   // moments are the backend's): 18 bytes per parameter in all with the bf16 weight, Megatron-LM's
   // "bf16 parameters, fp32 gradients" (Megatron Core, Distributed Optimizer).
   virtual void adam_step(Tensor& weight, const Tensor& grad) = 0;
+  // weight · Σ of the squares of every element of `tensors`, a [1] fp32 tensor: one multi-tensor kernel
+  // reading each tensor once (Megatron-LM's multi_tensor_l2norm, for the gradient norm).
+  virtual Tensor sum_of_squares(const std::vector<Tensor>& tensors, double weight) = 0;
+  // Every tensor times `factor`, in place: one multi-tensor kernel (multi_tensor_scale, which clips).
+  virtual void scale_(const std::vector<Tensor>& tensors, double factor) = 0;
   // The host reads a one-element tensor (`.item()`: a loss to log, a gradient norm to clip by), so it
   // waits for it, and for everything issued before it on the compute stream, before it issues more.
   virtual double read_scalar(const Tensor& x) = 0;

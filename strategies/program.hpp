@@ -74,6 +74,8 @@ enum class Kernel : uint8_t {
   embedding_backward,
   cross_entropy,
   adam_step,
+  sum_of_squares,
+  scale_,
   read_scalar,
   communication,
   wait,

@@ -488,6 +488,27 @@ void TracingBackend::adam_step(Tensor& weight, const Tensor& grad) {
   produced_by(weight, recorder_->next_op() - 1);
 }
 
+Tensor TracingBackend::sum_of_squares(const std::vector<Tensor>& tensors, double) {
+  Tensor result = allocate({1}, DType::fp32);
+  Op& op = record(OpKind::memory_bound, Kernel::sum_of_squares, {});
+  for (const Tensor& t : tensors) {
+    depend_on(op, t);
+    op.memory_bytes += static_cast<double>(t.bytes());
+  }
+  op.memory_bytes += static_cast<double>(result.bytes());
+  produced_by(result, recorder_->next_op() - 1);
+  return result;
+}
+
+void TracingBackend::scale_(const std::vector<Tensor>& tensors, double) {
+  Op& op = record(OpKind::memory_bound, Kernel::scale_, {});
+  for (const Tensor& t : tensors) {
+    depend_on(op, t);
+    op.memory_bytes += 2.0 * static_cast<double>(t.bytes());
+  }
+  for (const Tensor& t : tensors) produced_by(t, recorder_->next_op() - 1);
+}
+
 CommunicationBytes communication_bytes(OpKind kind, double input_bytes, int degree) {
   const double ring_fraction = static_cast<double>(degree - 1) / degree;
   switch (kind) {
@@ -615,6 +636,8 @@ constexpr std::array<std::string_view, kKernelCount> kKernelNames{"zeros",
                                                                   "embedding_backward",
                                                                   "cross_entropy",
                                                                   "adam_step",
+                                                                  "sum_of_squares",
+                                                                  "scale_",
                                                                   "read_scalar",
                                                                   "communication",
                                                                   "wait"};

@@ -62,6 +62,8 @@ class TracingBackend final : public Backend {
   Tensor embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t vocab) override;
   LossOutput cross_entropy(const Tensor& logits, const Tensor& targets) override;
   void adam_step(Tensor& weight, const Tensor& grad) override;
+  Tensor sum_of_squares(const std::vector<Tensor>& tensors, double weight) override;
+  void scale_(const std::vector<Tensor>& tensors, double factor) override;
   double read_scalar(const Tensor& x) override;
 
   Pending all_gather_async(const Tensor& x, int dim) override;

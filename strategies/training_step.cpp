@@ -1,6 +1,7 @@
 #include "strategies/training_step.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "strategies/tracing_backend.hpp"
 
@@ -171,17 +172,58 @@ Tensor training_step(Backend& be, const StepSpec& spec, ModelShards& shards, con
                      " micro-batches of " + std::to_string(spec.batch));
   // Allocated before the first micro-batch, so that each one's memory is the same.
   Tensor loss = be.zeros({1}, DType::fp32);
+  const bool clips = spec.clip_grad_norm > 0;
+  Tensor norm_squared = clips ? be.zeros({1}, DType::fp32) : Tensor();
   for (int64_t i = 0; i < spec.micro_batches; ++i)
     forward_backward(be, spec, shards, be.slice(tokens, 0, i * spec.batch, spec.batch),
                      be.slice(targets, 0, i * spec.batch, spec.batch), loss);
 
+  // Megatron-LM's optimizer step (optimizer/clip_grads.py): the replicated gradients summed over the
+  // ranks, the squared norm of every gradient summed on each rank and over the ranks, read by the
+  // host, which scales the gradients when the norm exceeds the clip; then Adam on every weight. A
+  // gradient every rank holds whole counts 1/p on each, so that it counts once (Megatron counts it
+  // on tensor-parallel rank 0 only: the same sum, with every rank's work alike).
+  const double replicated_share = 1.0 / be.degree();
+  const auto add_norm = [&](std::vector<Tensor*> sharded, std::vector<Tensor*> replicated) {
+    if (!clips) return;
+    for (auto [grads, weight] : {std::pair{&sharded, 1.0}, {&replicated, replicated_share}}) {
+      std::vector<Tensor> defined;
+      for (Tensor* grad : *grads)
+        if (grad->defined()) defined.push_back(*grad);
+      be.add_(norm_squared, be.sum_of_squares(defined, weight));
+    }
+  };
+  for (int layer = 0; layer < num_layers; ++layer) {
+    be.begin_phase(Phase::optimizer, layer);
+    be.label("gradients");
+    LayerWeights& g = shards.layer_grads[static_cast<std::size_t>(layer)];
+    if (!spec.plan[static_cast<std::size_t>(layer)].strategy->replicates_tokens())
+      reduce_replicated(be, {&g.norm1_gamma, &g.norm1_beta, &g.norm2_gamma, &g.norm2_beta});
+    add_norm({&g.qkv, &g.proj, &g.mlp_in, &g.mlp_out},
+             {&g.norm1_gamma, &g.norm1_beta, &g.norm2_gamma, &g.norm2_beta});
+  }
+  be.begin_phase(Phase::optimizer, -1);
+  be.label("gradients");
+  reduce_replicated(be, {&shards.final_norm_gamma_grad, &shards.final_norm_beta_grad});
+  if (clips) {
+    add_norm({&shards.embedding_grad, &shards.head_grad},
+             {&shards.final_norm_gamma_grad, &shards.final_norm_beta_grad});
+    be.label("clip");
+    const double norm = std::sqrt(be.read_scalar(be.all_reduce(norm_squared)));
+    norm_squared = Tensor();
+    const double coefficient = spec.clip_grad_norm / (norm + 1e-6);
+    if (coefficient < 1) {
+      std::vector<Tensor> grads;
+      for (Tensor* grad : shards.gradients())
+        if (grad->defined()) grads.push_back(*grad);
+      be.scale_(grads, coefficient);
+    }
+  }
   for (int layer = 0; layer < num_layers; ++layer) {
     be.begin_phase(Phase::optimizer, layer);
     be.label("optimizer");
     LayerWeights& w = shards.layers[static_cast<std::size_t>(layer)];
     LayerWeights& g = shards.layer_grads[static_cast<std::size_t>(layer)];
-    if (!spec.plan[static_cast<std::size_t>(layer)].strategy->replicates_tokens())
-      reduce_replicated(be, {&g.norm1_gamma, &g.norm1_beta, &g.norm2_gamma, &g.norm2_beta});
     for (auto [weight, grad] : {std::pair{&w.qkv, &g.qkv},
                                 {&w.proj, &g.proj},
                                 {&w.mlp_in, &g.mlp_in},
@@ -194,7 +236,6 @@ Tensor training_step(Backend& be, const StepSpec& spec, ModelShards& shards, con
   }
   be.begin_phase(Phase::optimizer, -1);
   be.label("optimizer");
-  reduce_replicated(be, {&shards.final_norm_gamma_grad, &shards.final_norm_beta_grad});
   update(be, shards.embedding, shards.embedding_grad);
   update(be, shards.head, shards.head_grad);
   update(be, shards.final_norm_gamma, shards.final_norm_gamma_grad);

@@ -19,7 +19,11 @@ struct StepSpec {
   int64_t tokens = 0;         // per sequence, already padded (SequenceLayout::padded_length)
   int64_t batch = 1;          // sequences per micro-batch
   int64_t micro_batches = 1;  // of a global batch: run one after another, gradients accumulating
-  Plan plan;                  // one strategy (and recomputation) per layer; plan.size() layers are run
+  // The global gradient norm the optimizer clips to (Megatron-LM's --clip-grad, default 1.0); 0: no
+  // clipping and no norm. The host reads the norm, so a traced step, which reads 0, never clips: the
+  // steady state where clipping is rare.
+  double clip_grad_norm = 1.0;
+  Plan plan;  // one strategy (and recomputation) per layer; plan.size() layers are run
   // The fused head + loss runs over chunks of this many local tokens, and over at most
   // max_loss_chunks chunks: a longer sequence gets longer chunks (chunked cross-entropies bound the
   // count likewise: torchtune's 8 chunks, Liger's about V/h), so that a step's program has the same

@@ -101,13 +101,15 @@ struct StepResult {
   std::map<std::string, at::Tensor> grads;
 };
 
+// `clip_grad_norm` 0: the gradients as backward leaves them, to compare with the reference's.
 StepResult run_step(const ModelSpec& model, int degree, const Plan& plan, const at::Tensor& tokens,
-                    const at::Tensor& targets) {
+                    const at::Tensor& targets, double clip_grad_norm = 0) {
   StepSpec spec;
   spec.model = &model;
   spec.tokens = tokens.size(1);
   spec.batch = tokens.size(0);
   spec.plan = plan;
+  spec.clip_grad_norm = clip_grad_norm;
   spec.loss_chunk_tokens = 5;  // several chunks per rank
   const SequenceLayout layout = step_layout(spec, degree);
   using Shards = std::map<std::string, at::Tensor>;
@@ -229,6 +231,33 @@ TEST_CASE("dropout: a replicated tensor's mask is the same on every rank, a rank
       fp32_options());
   CHECK(at::equal(masks[0].first, masks[1].first));
   CHECK_FALSE(at::equal(masks[0].second, masks[1].second));
+}
+
+TEST_CASE("gradient clipping: above the clip every gradient is the reference's scaled to it, below untouched",
+          "[real]") {
+  // One layer of every strategy, so that each one's sharded and replicated gradients count in the norm.
+  const int layers = static_cast<int>(all_strategies().size());
+  const ModelSpec model = tiny_model(true, true, layers);
+  at::manual_seed(13);
+  const StepInputs in = step_inputs(model, 32);
+  const int degree = 2;
+  const ReferenceStep expected =
+      reference_step(model, reference_weights(model, layers, degree, kSeed), layers, in.tokens, in.targets);
+  double norm_squared = 0;
+  for (const auto& [name, grad] : expected.grads)
+    norm_squared += grad.to(at::kDouble).square().sum().item<double>();
+  const double norm = std::sqrt(norm_squared);
+  Plan mixed;
+  for (const Strategy* s : all_strategies()) mixed.push_back({s, Recompute::none});
+  for (const double clip : {norm / 4, 2 * norm}) {
+    INFO("clip " << clip << ", norm " << norm);
+    const StepResult clipped = run_step(model, degree, mixed, in.tokens, in.targets, clip);
+    const double coefficient = std::min(1.0, clip / (norm + 1e-6));
+    for (const auto& [name, grad] : expected.grads) {
+      INFO("weight " << name);
+      CHECK(relative_error(clipped.grads.at(name), grad * coefficient) <= kFloat32Tolerance);
+    }
+  }
 }
 
 TEST_CASE("a plan that switches strategy at every layer computes what every pure plan does", "[real]") {

@@ -61,3 +61,53 @@ TEST_CASE("training step: a global batch runs each micro-batch's forward and bac
     CHECK(peak_live_bytes(three) == peak_live_bytes(one) + 2 * 4 * 2048 * 8);
   }
 }
+
+TEST_CASE("training step: the host reads the gradient norm, over every gradient once, before any Adam step",
+          "[strategies]") {
+  for (const Strategy* strategy : {&megatron_ts(), &megatron_tp(), &ulysses_z()})
+    for (bool tied : {false, true}) {
+      ModelSpec model = small_model(true);
+      model.tied_embeddings = tied;
+      const int p = 4, layers = 3;
+      INFO(strategy->name() << (tied ? ", tied embeddings" : ""));
+      StepSpec spec;
+      spec.model = &model;
+      spec.tokens = 4096;
+      spec.plan = uniform_plan(*strategy, layers);
+      const Program program = trace_training_step(spec, 0, p);
+      std::vector<std::size_t> reads, adams, norms;
+      double norm_read_bytes = 0, last_backward = 0;
+      for (std::size_t i = 0; i < program.ops.size(); ++i) {
+        const Op& op = program.ops[i];
+        if (op.kernel == Kernel::read_scalar) reads.push_back(i);
+        if (op.kernel == Kernel::adam_step) adams.push_back(i);
+        if (op.kernel == Kernel::sum_of_squares) {
+          norms.push_back(i);
+          norm_read_bytes += op.memory_bytes - 4;  // less its [1] fp32 result
+        }
+        if (op.phase == Phase::layer_backward || op.phase == Phase::embedding_backward)
+          last_backward = static_cast<double>(i);
+      }
+      REQUIRE(reads.size() == 2);  // the norm, then the loss
+      CHECK(static_cast<double>(norms.front()) > last_backward);
+      CHECK(reads.front() > norms.back());
+      CHECK(reads.front() < adams.front());
+      CHECK(reads.back() > adams.back());
+      // Every gradient read once: the fp32 main gradients, 4 of the 18 bytes a parameter keeps.
+      // This rank's parameters: matrices and tables sharded 1/p, the LayerNorms' gamma and beta whole.
+      const double h = as_double(model.hidden);
+      const double parameters = layers * (layer_matrix_elements(model) / p + 4 * h) +
+                                as_double(padded_vocab(model, p)) * h * (tied ? 1 : 2) / p + 2 * h;
+      CHECK(norm_read_bytes == Approx(4 * parameters).epsilon(1e-12));
+      // Without a clip there is no norm: the loss is the only read.
+      spec.clip_grad_norm = 0;
+      const Program unclipped = trace_training_step(spec, 0, p);
+      int unclipped_reads = 0, unclipped_norms = 0;
+      for (const Op& op : unclipped.ops) {
+        unclipped_reads += op.kernel == Kernel::read_scalar;
+        unclipped_norms += op.kernel == Kernel::sum_of_squares;
+      }
+      CHECK(unclipped_reads == 1);
+      CHECK(unclipped_norms == 0);
+    }
+}
