@@ -27,7 +27,7 @@ struct MemoryStep {
 };
 
 struct LayerCost {
-  double seconds = 0;     // forward, backward and optimizer step of one layer
+  double seconds = 0;  // forward, backward and optimizer step of one layer
   // Its forward, and its backward with any recomputation; 0 from a source that prices only whole
   // layers (a learned model).
   double forward_s = 0;

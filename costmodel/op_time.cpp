@@ -24,8 +24,10 @@ int latency_hops(OpKind kind, int p) {
 }
 
 double gemm_arithmetic_s(const hw::GpuSpec& gpu, int64_t batch, int64_t m, int64_t n, int64_t k) {
-  const double flops = 2.0 * static_cast<double>(batch * m) * static_cast<double>(n * k);
-  if (!gpu.gemm_tiles) return flops / (gpu.bf16_flops_per_second * gpu.gemm_efficiency_by_flops.at(flops));
+  if (!gpu.gemm_tiles) {
+    const double flops = 2.0 * static_cast<double>(batch * m) * static_cast<double>(n * k);
+    return flops / (gpu.bf16_flops_per_second * gpu.gemm_efficiency_by_flops.at(flops));
+  }
   const hw::GemmTiles& tiles = *gpu.gemm_tiles;
   const double sm_flops_per_second =
       gpu.bf16_flops_per_second / tiles.streaming_multiprocessors * tiles.peak_efficiency;

@@ -1,7 +1,9 @@
 #include "evaluation/published_runs.hpp"
 
 #include <map>
+#include <memory>
 #include <string_view>
+#include <tuple>
 
 #include "common/errors.hpp"
 #include "common/json_input.hpp"
@@ -69,8 +71,7 @@ PublishedRun read_run(const Object& run, const std::string& source) {
   return r;
 }
 
-std::vector<PublishedRun> read_table(std::string_view text, const std::string& where) {
-  const Json json = json_input::parse(text, where);
+std::vector<PublishedRun> read_table(const Json& json, const std::string& where) {
   const Object table(json, where);
   table.require_keys({"source", "runs"}, {"setup"});
   const std::string source = table.string("source");
@@ -100,22 +101,30 @@ std::string_view to_string(PublishedMeasure measure) {
 std::vector<PublishedRun> bundled_published_runs() {
   std::vector<PublishedRun> runs;
   for (const auto& [name, text] : published_table_files()) {
-    std::vector<PublishedRun> table = read_table(text, "bundled table " + std::string(name));
+    const std::string where = "bundled table " + std::string(name);
+    std::vector<PublishedRun> table = read_table(json_input::parse(text, where), where);
     runs.insert(runs.end(), table.begin(), table.end());
   }
   return runs;
 }
 
 std::vector<PublishedRun> load_published_runs(const std::string& path) {
-  return read_table(json_input::load_file(path).dump(), path);
+  return read_table(json_input::load_file(path), path);
 }
 
 std::vector<PublishedPrediction> predict_published_runs(const std::vector<PublishedRun>& runs) {
   std::vector<PublishedPrediction> out;
+  // Runs of one model, kernel and cluster share an estimator, and so its traced layers.
+  std::map<std::tuple<std::string, std::optional<AttentionKernel>, std::string>,
+           std::unique_ptr<costmodel::Estimator>>
+      estimators;
   for (const PublishedRun& run : runs) {
-    ModelOverrides overrides;
-    overrides.attention_kernel = run.attention_kernel;
-    costmodel::Estimator estimator(load_model(run.model, overrides), hw::load_cluster(run.cluster));
+    std::unique_ptr<costmodel::Estimator>& found = estimators[{run.model, run.attention_kernel, run.cluster}];
+    if (!found)
+      found = std::make_unique<costmodel::Estimator>(
+          load_model(run.model, {.causal = std::nullopt, .attention_kernel = run.attention_kernel}),
+          hw::load_cluster(run.cluster));
+    costmodel::Estimator& estimator = *found;
     const costmodel::EstimateRequest request{
         .tokens = run.seq, .degree = run.degree, .batch = run.batch, .micro_batches = run.micro_batches};
     const costmodel::Estimate estimate = estimator.estimate(*run.strategy, request, run.recompute);

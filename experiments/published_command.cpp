@@ -78,8 +78,8 @@ void print_table(const std::vector<evaluation::PublishedPrediction>& predictions
                  "predicted", "error", "memory", "configuration; where in the source");
     }
     fmt::print("{:<50} {:<22} {:>10} {:>10} {:>+7.1f}%  {:<6} {}; {}\n", p.run.name, plan_text(p.run),
-               time_text(p.run.measured_s, p.run.measured_s), time_text(p.predicted_s, p.run.measured_s), 100 * p.error, p.fits ? "fits" : "OOM",
-               configuration(p.run), p.run.table);
+               time_text(p.run.measured_s, p.run.measured_s), time_text(p.predicted_s, p.run.measured_s),
+               100 * p.error, p.fits ? "fits" : "OOM", configuration(p.run), p.run.table);
   }
   fmt::print("\n{} runs: mean |error| {:.1f}%, max |error| {:.1f}%\n", errors.count(), errors.mean_pct(),
              errors.max_pct());

@@ -85,10 +85,19 @@ std::string got(const Object& block, std::string_view key) {
 }
 
 // The block's `source` object must name a source for exactly these figures, none of them empty.
-void require_sources(const Object& block, std::initializer_list<std::string_view> figures) {
+// `also`: one more figure, when the block has one that others do not (none when empty).
+void require_sources(const Object& block, std::initializer_list<std::string_view> figures,
+                     std::string_view also = {}) {
   Object sources = block.object("source");
-  sources.require_keys(figures);
-  for (std::string_view figure : figures)
+  if (also.empty()) {
+    sources.require_keys(figures);
+  } else {
+    sources.require_keys(figures, {also});
+    if (!sources.has(also)) sources.fail(also, "missing required field");
+  }
+  std::vector<std::string_view> all(figures);
+  if (!also.empty()) all.push_back(also);
+  for (std::string_view figure : all)
     if (sources.string(figure).empty())
       sources.fail(figure, "expected where this figure came from (or 'assumed: why'), got \"\"");
 }
@@ -166,15 +175,12 @@ GpuSpec read_gpu(const Object& gpu) {
   const bool tiles = gpu.has("gemm_tiles");
   if (tiles == gpu.has("gemm_efficiency_by_flops"))
     gpu.fail("gemm_tiles", "expected exactly one of gemm_tiles (a GPU's SMs) and gemm_efficiency_by_flops");
-  if (tiles)
-    require_sources(gpu, {"bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second",
-                          "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq",
-                          "kernel_launch_seconds", "reserved_bytes", "allocator_fragmentation"});
-  else
-    require_sources(
-        gpu, {"bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second", "gemm_efficiency_by_flops",
-              "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq", "kernel_launch_seconds",
-              "reserved_bytes", "allocator_fragmentation"});
+  // The tiles carry their own sources; the curve's is the GPU's.
+  require_sources(gpu,
+                  {"bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second",
+                   "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq",
+                   "kernel_launch_seconds", "reserved_bytes", "allocator_fragmentation"},
+                  tiles ? "" : "gemm_efficiency_by_flops");
   GpuSpec spec;
   spec.name = non_empty_string(gpu, "name");
   spec.bf16_flops_per_second = gpu.positive_number("bf16_flops_per_second");
