@@ -11,7 +11,8 @@
 #include "common/statistics.hpp"
 #include "real_backend/calibration.hpp"
 #include "real_backend/connect.hpp"
-#include "real_backend/memory_meter.hpp"
+#include "real_backend/held_bytes.hpp"
+#include "real_backend/host_allocator.hpp"
 #include "real_backend/torch_backend.hpp"
 #include "strategies/training_step.hpp"
 
@@ -107,7 +108,7 @@ RunReport run_request(const RankEnvironment& env, Communicator* communicator, co
           be.wrap(at::randint(model.vocab, {request.batch, local}, tokens_generator), DType::int64);
       communicator->barrier();
       if (measured && step == request.warmup_steps) {
-        MemoryMeter::reset_peak();
+        HostAllocator::reset_peak();
         be.held_bytes().reset_peak();
       }
       be.clear_records();
@@ -135,7 +136,7 @@ RunReport run_request(const RankEnvironment& env, Communicator* communicator, co
     // Step times are already the slowest rank's (each step ends at a barrier); peaks and loss are not.
     const std::vector<double> peaks = max_over_ranks(
         *communicator,
-        {static_cast<double>(be.held_bytes().peak()), static_cast<double>(MemoryMeter::peak_bytes())});
+        {static_cast<double>(be.held_bytes().peak()), static_cast<double>(HostAllocator::peak_bytes())});
     m.peak_bytes = static_cast<int64_t>(peaks[0]);
     m.process_peak_bytes = static_cast<int64_t>(peaks[1]);
     at::Tensor total_loss = at::tensor({loss}, at::kDouble);
@@ -149,7 +150,7 @@ RunReport run_request(const RankEnvironment& env, Communicator* communicator, co
 }
 
 void prepare_process(const RankEnvironment& env) {
-  MemoryMeter::install();  // before any tensor, so that every byte is counted
+  HostAllocator::install();  // before any tensor, so that every byte is counted
   at::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / env.size));
 }
 

@@ -48,7 +48,7 @@ struct LengthMeasurement {
   double median_step_s = 0;
   double loss_per_token = 0;            // last step, over the ranks' tokens
   int64_t peak_bytes = 0;               // most any rank's backend held (HeldBytes) during the measured steps
-  int64_t process_peak_bytes = 0;       // most any rank's process allocated (MemoryMeter): op temporaries too
+  int64_t process_peak_bytes = 0;       // most any rank's process allocated (HostAllocator): op temporaries too
   int64_t saved_bytes_per_layer = 0;    // rank 0: live bytes each layer's forward left, mean
   std::vector<double> layer_forward_s;  // rank 0, last step, per layer
   std::vector<double> layer_backward_s;  // rank 0, last step, per layer

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <limits>
 
-#include "real_backend/host_memory.hpp"
-#include "real_backend/memory_meter.hpp"
+#include "real_backend/held_bytes.hpp"
+#include "real_backend/host_allocator.hpp"
 
 namespace paradyse::real {
 namespace {
@@ -136,7 +136,7 @@ TorchBackend::TorchBackend(Communicator& communicator, const ModelSpec& model, T
           options.weight_seed * 7919 + static_cast<uint64_t>(communicator.rank()))),
       replicated_dropout_generator_(at::make_generator<at::CPUGeneratorImpl>(options.weight_seed * 7919 - 1)),
       start_time_(std::chrono::steady_clock::now()) {
-  keep_freed_host_memory();
+  HostAllocator::install();
 }
 
 TorchBackend::~TorchBackend() {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "real_backend/communicator.hpp"
-#include "real_backend/memory_meter.hpp"
+#include "real_backend/held_bytes.hpp"
 #include "real_backend/model_weights.hpp"
 #include "strategies/backend.hpp"
 #include "strategies/program.hpp"
@@ -75,7 +75,7 @@ class TorchBackend final : public Backend {
   const std::vector<CommunicationCall>& communication_calls() const { return calls_; }
   const std::vector<OpTiming>& ops_timed() const { return op_times_; }
   const std::vector<PhaseTiming>& phases_timed() const { return phase_times_; }
-  // Bytes this backend holds (memory_meter.hpp): what the simulator's memory timeline predicts.
+  // Bytes this backend holds (held_bytes.hpp): what the simulator's memory timeline predicts.
   HeldBytes& held_bytes() { return *held_; }
   void clear_records();
   void set_profile_ops(bool on) { options_.profile_ops = on; }
