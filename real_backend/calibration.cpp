@@ -96,7 +96,7 @@ Points attention_flops_per_second(const Timer& timer, TorchBackend& backend, int
   Points points;
   for (int64_t s = std::min<int64_t>(128, max_tokens);; s = std::min(2 * s, max_tokens)) {
     const Positions sequence{TokenRange{0, s}};
-    const AttentionMask mask{causal, sequence, sequence};
+    const AttentionMask mask{causal, sequence, sequence, nullptr};
     const Tensor q = backend.wrap(at::randn({1, s, heads, head_dim}), DType::bf16);
     const Tensor k = backend.wrap(at::randn({1, s, kv_heads, head_dim}), DType::bf16);
     const Tensor v = backend.wrap(at::randn({1, s, kv_heads, head_dim}), DType::bf16);

@@ -36,7 +36,7 @@ KernelProbe by_tokens(Kernel kernel, bool by_flops, int64_t max_tokens,
 
 AttentionMask causal_mask(int64_t s) {
   const Positions all{TokenRange{0, s}};
-  return {true, all, all};
+  return {true, all, all, nullptr};
 }
 
 }  // namespace

@@ -58,11 +58,20 @@ at::Tensor positions(const Positions& ranges, const at::Device& device) {
   return at::cat(parts).to(device);
 }
 
-// [s_q, s_k] true where the pair is computed.
+// [s_q, s_k] true where the pair is computed: within one document and, for a causal mask, key ≤ query.
 at::Tensor allowed_pairs(const AttentionMask& mask, const at::Device& device) {
   const at::Tensor q = positions(mask.queries, device), k = positions(mask.keys, device);
-  if (!mask.causal) return at::ones({q.size(0), k.size(0)}, at::TensorOptions(at::kBool).device(device));
-  return k.unsqueeze(0) <= q.unsqueeze(1);
+  at::Tensor allowed = mask.causal
+                           ? k.unsqueeze(0) <= q.unsqueeze(1)
+                           : at::ones({q.size(0), k.size(0)}, at::TensorOptions(at::kBool).device(device));
+  if (mask.document_ends) {
+    const at::Tensor ends = at::tensor(*mask.document_ends, at::kLong).to(device);
+    // A position's document: the first whose end lies beyond it.
+    const at::Tensor q_document = at::searchsorted(ends, q, /*out_int32=*/false, /*right=*/true);
+    const at::Tensor k_document = at::searchsorted(ends, k, /*out_int32=*/false, /*right=*/true);
+    allowed.logical_and_(k_document.unsqueeze(0) == q_document.unsqueeze(1));
+  }
+  return allowed;
 }
 
 // Queries per block of the exact attention: its fp32 score block stays under about 64 MiB.

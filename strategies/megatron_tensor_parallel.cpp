@@ -48,7 +48,7 @@ HeadViews split_heads(Backend& be, const ModelSpec& model, const Tensor& qkv) {
 
 AttentionMask full_sequence_mask(const LayerContext& ctx) {
   Positions all = ctx.layout.gathered();
-  return {ctx.model.causal, all, all};
+  return {ctx.model.causal, all, all, ctx.layout.document_ends()};
 }
 
 class MegatronTensorParallel final : public Strategy {

@@ -59,7 +59,7 @@ void PendingBlock::wait(KvBlock& block) {
 }
 
 AttentionMask block_mask(const LayerContext& ctx, int rank, int owner) {
-  return {ctx.model.causal, ctx.layout.local(rank), ctx.layout.local(owner)};
+  return {ctx.model.causal, ctx.layout.local(rank), ctx.layout.local(owner), ctx.layout.document_ends()};
 }
 
 AttentionOutput attention_forward(Backend& be, const LayerContext& ctx, const Tensor& q, const KvBlock& kv,
@@ -69,7 +69,7 @@ AttentionOutput attention_forward(Backend& be, const LayerContext& ctx, const Te
   for_each_block(be, kv, [&](const Step& step, const KvBlock& block) {
     if (step.last && before_last_block) before_last_block();
     const AttentionMask mask = block_mask(ctx, be.rank(), step.owner);
-    if (mask.empty()) return;  // entirely above the causal diagonal: nothing to compute, the block travels on
+    if (mask.empty()) return;  // no pair to compute (causal diagonal, documents): the block travels on
     AttentionOutput part = be.attention_forward(q, keys(be, block), values(be, block), mask);
     if (!merged.out.defined())
       merged = std::move(part);

@@ -11,7 +11,9 @@
 //
 // Flash ring attention: this rank's queries q [b, n, a', d] (n = s/p tokens, a' query heads) attend to
 // each block with a mask by position (block_mask), so that the zig-zag chunks of a causal layout stay
-// where they are; a block entirely above the causal diagonal costs no compute but still travels. Blocks
+// where they are; a block with no pair to compute costs no compute but still travels. A packed sequence's
+// blocks mask by document too; as the layout splits every document over every rank
+// (sequence_layout.hpp), no block pair is empty for lack of a shared document. Blocks
 // merge into (out, lse) by log-sum-exp. Backward (ring_flash_attn_backward): K/V circulate again; dq
 // sums locally in fp32; the fp32 dK/dV accumulator of the block held at step j ≥ 1 starts on the rank
 // that holds it at step 1 and follows it around the ring, so that after p−1 hops it lands on the

@@ -1,23 +1,47 @@
 #include "strategies/sequence_layout.hpp"
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "common/errors.hpp"
 
 namespace paradyse {
 
-SequenceLayout::SequenceLayout(int64_t tokens, int degree, bool zigzag)
-    : tokens_(tokens), degree_(degree), zigzag_(zigzag) {
-  PARADYSE_CHECK(degree >= 1, "degree must be positive");
-  const int64_t multiple = required_multiple(degree, zigzag);
+namespace {
+
+void check_divisible(int64_t tokens, int degree, bool zigzag, const std::string& field,
+                     const std::string& what) {
+  const int64_t multiple = SequenceLayout::required_multiple(degree, zigzag);
   if (tokens <= 0 || tokens % multiple != 0)
     throw InputError(
-        "", 0, "seq",
-        "expected a sequence length that is a positive multiple of " + std::to_string(multiple) +
+        "", 0, field,
+        "expected " + what + " that is a positive multiple of " + std::to_string(multiple) +
             (zigzag ? " (2 × degree: causal models split each rank's tokens into two zig-zag chunks)"
                     : " (the degree)") +
             ", got " + std::to_string(tokens));
+}
+
+}  // namespace
+
+SequenceLayout::SequenceLayout(int64_t tokens, int degree, bool zigzag)
+    : tokens_(tokens), degree_(degree), zigzag_(zigzag), document_tokens_{tokens} {
+  PARADYSE_CHECK(degree >= 1, "degree must be positive");
+  check_divisible(tokens, degree, zigzag, "seq", "a sequence length");
+}
+
+SequenceLayout::SequenceLayout(const std::vector<int64_t>& document_tokens, int degree, bool zigzag)
+    : degree_(degree), zigzag_(zigzag), document_tokens_(document_tokens) {
+  PARADYSE_CHECK(degree >= 1, "degree must be positive");
+  if (document_tokens.empty()) throw InputError("", 0, "docs", "expected at least one document");
+  DocumentEnds ends;
+  for (size_t i = 0; i < document_tokens.size(); ++i) {
+    check_divisible(document_tokens[i], degree, zigzag, "docs",
+                    "document " + std::to_string(i + 1) + "'s padded length");
+    tokens_ += document_tokens[i];
+    ends.push_back(tokens_);
+  }
+  if (ends.size() > 1) document_ends_ = std::make_shared<const DocumentEnds>(std::move(ends));
 }
 
 int64_t SequenceLayout::padded_length(int64_t tokens, int degree, bool zigzag) {
@@ -25,10 +49,28 @@ int64_t SequenceLayout::padded_length(int64_t tokens, int degree, bool zigzag) {
   return (tokens + multiple - 1) / multiple * multiple;
 }
 
+std::vector<int64_t> SequenceLayout::padded_lengths(const std::vector<int64_t>& document_tokens, int degree,
+                                                    bool zigzag) {
+  std::vector<int64_t> padded;
+  padded.reserve(document_tokens.size());
+  for (const int64_t tokens : document_tokens) padded.push_back(padded_length(tokens, degree, zigzag));
+  return padded;
+}
+
 Positions SequenceLayout::local(int rank) const {
-  if (!zigzag_) return {{rank * local_tokens(), local_tokens()}};
-  const int64_t chunk = tokens_ / (2 * degree_);
-  return {{rank * chunk, chunk}, {(2 * degree_ - 1 - rank) * chunk, chunk}};
+  Positions ranges;
+  int64_t begin = 0;
+  for (const int64_t length : document_tokens_) {
+    if (zigzag_) {
+      const int64_t chunk = length / (2 * degree_);
+      ranges.push_back({begin + rank * chunk, chunk});
+      ranges.push_back({begin + (2 * degree_ - 1 - rank) * chunk, chunk});
+    } else {
+      ranges.push_back({begin + rank * (length / degree_), length / degree_});
+    }
+    begin += length;
+  }
+  return ranges;
 }
 
 Positions SequenceLayout::gathered() const {
@@ -71,12 +113,52 @@ int64_t AttentionMask::key_count() const {
   return count(keys);
 }
 
+namespace {
+
+double pairs_of(bool causal, const TokenRange& q, const TokenRange& k) {
+  return causal ? causal_pairs(q, k) : static_cast<double>(q.length) * static_cast<double>(k.length);
+}
+
+// The ranges cut at the documents' ends, each piece with its document's index, grouped by document.
+std::map<size_t, Positions> by_document(const Positions& ranges, const DocumentEnds& ends) {
+  std::map<size_t, Positions> pieces;
+  for (const TokenRange& range : ranges) {
+    for (int64_t begin = range.begin; begin < range.begin + range.length;) {
+      const auto end = std::upper_bound(ends.begin(), ends.end(), begin);
+      PARADYSE_CHECK(end != ends.end(), "a token position lies beyond the last document");
+      const int64_t piece_end = std::min(range.begin + range.length, *end);
+      pieces[static_cast<size_t>(end - ends.begin())].push_back({begin, piece_end - begin});
+      begin = piece_end;
+    }
+  }
+  return pieces;
+}
+
+}  // namespace
+
 double AttentionMask::computed_pairs() const {
-  if (!causal) return static_cast<double>(query_count()) * static_cast<double>(key_count());
   double pairs = 0;
-  for (const TokenRange& q : queries)
-    for (const TokenRange& k : keys) pairs += causal_pairs(q, k);
+  if (!document_ends) {
+    for (const TokenRange& q : queries)
+      for (const TokenRange& k : keys) pairs += pairs_of(causal, q, k);
+    return pairs;
+  }
+  const std::map<size_t, Positions> key_pieces = by_document(keys, *document_ends);
+  for (const auto& [document, query_pieces] : by_document(queries, *document_ends)) {
+    const auto same = key_pieces.find(document);
+    if (same == key_pieces.end()) continue;
+    for (const TokenRange& q : query_pieces)
+      for (const TokenRange& k : same->second) pairs += pairs_of(causal, q, k);
+  }
   return pairs;
+}
+
+int64_t AttentionMask::longest_document_keys() const {
+  if (!document_ends) return key_count();
+  int64_t longest = 0;
+  for (const auto& [document, pieces] : by_document(keys, *document_ends))
+    longest = std::max(longest, count(pieces));
+  return longest;
 }
 
 }  // namespace paradyse

@@ -6,9 +6,19 @@
 // are the contiguous chunk r. Every strategy uses the same assignment, so switching strategy between
 // layers never moves data; a strategy that gathers the whole sequence sees it in rank order and
 // passes the token positions to attention, which masks by position, not by index.
+//
+// A packed micro-batch lays several documents end to end in one sequence; attention never crosses a
+// document boundary. Each document is split across the ranks as a whole sequence is (its own 2p
+// zig-zag chunks, or p contiguous ones) and padded to that multiple on its own, as Megatron-LM with
+// TransformerEngine splits a packed (THD) batch for context parallelism
+// (get_batch_on_this_cp_rank, tex.thd_get_partitioned_indices): every rank then holds the same share of
+// every document, so causal work is balanced exactly, document by document, whatever the lengths. A
+// rank's tokens are its chunks of the first document, then of the second, and so on. The cost is up to
+// 2p − 1 padding tokens per document.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace paradyse {
@@ -19,41 +29,59 @@ struct TokenRange {
 };
 using Positions = std::vector<TokenRange>;  // positions of a tensor's sequence dim, in order
 
+// End positions of a packed sequence's documents, ascending (FlashAttention's cu_seqlens without the
+// leading 0); the last is the sequence's length.
+using DocumentEnds = std::vector<int64_t>;
+
 class SequenceLayout {
  public:
-  // Throws InputError when `tokens` is not divisible as required (see required_multiple).
+  // One document of `tokens`. Throws InputError when `tokens` is not divisible as required (see
+  // required_multiple).
   SequenceLayout(int64_t tokens, int degree, bool zigzag);
+  // Documents of these lengths packed end to end, each divisible as required.
+  SequenceLayout(const std::vector<int64_t>& document_tokens, int degree, bool zigzag);
 
-  // Tokens must be a multiple of this: 2p with zig-zag chunks, p otherwise.
+  // A document's tokens must be a multiple of this: 2p with zig-zag chunks, p otherwise.
   static int64_t required_multiple(int degree, bool zigzag) { return zigzag ? 2 * degree : degree; }
   // The padding rule: round up to the next multiple. Padded tokens are computed and masked out of
   // the loss; reported wherever a length is padded.
   static int64_t padded_length(int64_t tokens, int degree, bool zigzag);
+  // Every document padded on its own.
+  static std::vector<int64_t> padded_lengths(const std::vector<int64_t>& document_tokens, int degree,
+                                             bool zigzag);
 
   int64_t tokens() const { return tokens_; }
   int degree() const { return degree_; }
   bool zigzag() const { return zigzag_; }
   int64_t local_tokens() const { return tokens_ / degree_; }
+  // The documents' ends; null for a single document (nothing to mask between documents).
+  const std::shared_ptr<const DocumentEnds>& document_ends() const { return document_ends_; }
   Positions local(int rank) const;  // rank's own tokens, in its local order
   Positions gathered() const;       // all tokens, as an all-gather in rank order lays them out
 
  private:
-  int64_t tokens_;
+  int64_t tokens_ = 0;
   int degree_;
   bool zigzag_;
+  std::vector<int64_t> document_tokens_;
+  std::shared_ptr<const DocumentEnds> document_ends_;
 };
 
-// Which (query, key) pairs attention computes: all of them, or key position ≤ query position.
+// Which (query, key) pairs attention computes: those within one document (all of them when there is one),
+// and of those all, or key position ≤ query position.
 struct AttentionMask {
   bool causal = false;
-  Positions queries;  // positions of the query tensor's sequence dim
-  Positions keys;     // positions of the key tensor's sequence dim
+  Positions queries;                                  // positions of the query tensor's sequence dim
+  Positions keys;                                     // positions of the key tensor's sequence dim
+  std::shared_ptr<const DocumentEnds> document_ends;  // null: one document
   // Number of (query, key) pairs that are computed, per batch element and head.
   double computed_pairs() const;
   int64_t query_count() const;
   int64_t key_count() const;
-  // True when no pair is computed (a ring step that a causal mask skips entirely).
-  bool empty() const { return causal && computed_pairs() == 0; }
+  // The most keys of one document: what a variable-length kernel's longest tile row spans.
+  int64_t longest_document_keys() const;
+  // True when no pair is computed (a ring step that the causal mask or the documents skip entirely).
+  bool empty() const { return computed_pairs() == 0; }
 };
 
 }  // namespace paradyse

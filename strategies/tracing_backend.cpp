@@ -233,6 +233,14 @@ void check_attention_shapes(const Tensor& q, const Tensor& k, const Tensor& v, c
 double attention_forward_flops(const Tensor& q, const AttentionMask& mask) {
   return 4.0 * static_cast<double>(q.size(0) * q.size(2) * q.size(3)) * mask.computed_pairs();
 }
+// The shape the cost model prices a fused kernel by: its key length is the longest document's keys,
+// since a variable-length kernel tiles each document apart; partially masked when the causal mask or
+// the documents leave out some pairs.
+void describe_attention(Op& op, const Tensor& q, const AttentionMask& mask) {
+  op.dims = {q.size(0) * q.size(2), q.size(1), mask.longest_document_keys(), q.size(3)};
+  op.partially_masked = mask.computed_pairs() < static_cast<double>(mask.query_count() * mask.key_count());
+}
+
 }  // namespace
 
 AttentionOutput TracingBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -244,8 +252,7 @@ AttentionOutput TracingBackend::attention_forward(const Tensor& q, const Tensor&
   op.flops = attention_forward_flops(q, mask);
   op.memory_bytes =
       static_cast<double>(q.bytes() + k.bytes() + v.bytes() + result.out.bytes() + result.lse.bytes());
-  op.dims = {q.size(0) * q.size(2), q.size(1), k.size(1), q.size(3)};
-  op.partially_masked = mask.causal && mask.computed_pairs() < static_cast<double>(q.size(1) * k.size(1));
+  describe_attention(op, q, mask);
   produced_by(result.out, recorder_->next_op() - 1);
   produced_by(result.lse, recorder_->next_op() - 1);
   return result;
@@ -264,8 +271,7 @@ AttentionGrads TracingBackend::attention_backward(const Tensor& d_out, const Ten
   op.memory_bytes =
       static_cast<double>(d_out.bytes() + q.bytes() + k.bytes() + v.bytes() + out.bytes() + lse.bytes() +
                           grads.d_q.bytes() + grads.d_k.bytes() + grads.d_v.bytes());
-  op.dims = {q.size(0) * q.size(2), q.size(1), k.size(1), q.size(3)};
-  op.partially_masked = mask.causal && mask.computed_pairs() < static_cast<double>(q.size(1) * k.size(1));
+  describe_attention(op, q, mask);
   const OpId id = recorder_->next_op() - 1;
   produced_by(grads.d_q, id);
   produced_by(grads.d_k, id);

@@ -130,7 +130,10 @@ int64_t padded_vocab(const ModelSpec& model, int degree) {
 }
 
 SequenceLayout step_layout(const StepSpec& spec, int degree) {
-  return SequenceLayout(spec.tokens, degree, spec.model->causal);
+  if (spec.documents.empty()) return SequenceLayout(spec.tokens, degree, spec.model->causal);
+  SequenceLayout layout(spec.documents, degree, spec.model->causal);
+  PARADYSE_CHECK(layout.tokens() == spec.tokens, "a packed sequence's documents must sum to its tokens");
+  return layout;
 }
 
 ModelShards::ModelShards(Backend& be, const ModelSpec& model, int num_layers) {

@@ -16,7 +16,10 @@ namespace paradyse {
 
 struct StepSpec {
   const ModelSpec* model = nullptr;
-  int64_t tokens = 0;         // per sequence, already padded (SequenceLayout::padded_length)
+  int64_t tokens = 0;  // per sequence, already padded (SequenceLayout::padded_length)
+  // A packed sequence: the lengths of its documents, each already padded (SequenceLayout::padded_lengths),
+  // summing to `tokens`; attention stays within each. Empty: one document of `tokens`.
+  std::vector<int64_t> documents;
   int64_t batch = 1;          // sequences per micro-batch
   int64_t micro_batches = 1;  // of a global batch: run one after another, gradients accumulating
   // The global gradient norm the optimizer clips to (Megatron-LM's --clip-grad, default 1.0); 0: no

@@ -36,7 +36,7 @@ struct AttentionSaved final : SavedActivations {
 
 AttentionMask full_sequence_mask(const LayerContext& ctx) {
   Positions all = ctx.layout.gathered();
-  return {ctx.model.causal, all, all};
+  return {ctx.model.causal, all, all, ctx.layout.document_ends()};
 }
 
 // [b, s/p, heads, d] → [b, s, heads/p, d]: part j of the heads goes to rank j, which concatenates

@@ -31,17 +31,18 @@ std::vector<real::CommunicationCall> traced_calls(const Program& program) {
 }  // namespace
 
 TEST_CASE("tracer and real backend issue the same communication calls", "[real]") {
-  const Strategy& strategy = *find_strategy(
-      GENERATE(as<std::string>{}, "megatron_ts", "megatron_cz", "ulysses_z", "colossal_z", "metp"));
+  const Strategy& strategy = *all_strategies()[GENERATE(range(size_t{0}, all_strategies().size()))];
   const bool gqa = GENERATE(false, true);
+  const bool packed = GENERATE(false, true);  // documents of 8, 16 and 8 tokens, or one of 32
   const ModelSpec model = tiny_model(gqa, /*causal=*/true);
   const int degree = 4;
   StepSpec spec;
   spec.model = &model;
   spec.tokens = 32;
+  if (packed) spec.documents = {8, 16, 8};
   spec.plan = uniform_plan(strategy, 2, Recompute::selective);
   spec.loss_chunk_tokens = 5;
-  INFO(strategy.name() << (gqa ? ", GQA" : ", MHA"));
+  INFO(strategy.name() << (gqa ? ", GQA" : ", MHA") << (packed ? ", packed" : ""));
 
   const auto real_calls =
       run_ranks<std::vector<real::CommunicationCall>>(degree, model, [&](real::TorchBackend& be) {

@@ -1,6 +1,7 @@
 // Every strategy, run for real on 2 and 4 ranks, against the one-device reference (reference_model.hpp):
 // one layer's output, input gradient and weight gradients, and a 2-layer model's loss and every
-// weight's gradient, causal and not, MHA with GELU/LayerNorm and GQA with SwiGLU/RMSNorm.
+// weight's gradient, causal and not, MHA with GELU/LayerNorm and GQA with SwiGLU/RMSNorm; and a packed
+// sequence of documents against the reference run document by document.
 // Tolerance: kFloat32Tolerance (max |a − b| / max |b| ≤ 1e-4) in float32.
 #include <map>
 
@@ -43,9 +44,56 @@ std::map<std::string, const Tensor*> by_name(const LayerWeights& w) {
           {"norm2.beta", &w.norm2_beta}};
 }
 
-void check_layer(const Strategy& strategy, const ModelSpec& model, int degree, Recompute recompute) {
-  const int64_t b = 2, s = 32;
-  const SequenceLayout layout(s, degree, model.causal);
+// A packed sequence's documents (each a multiple of 2p for p = 2 and 4): the short ones give each rank
+// a single token per zig-zag chunk at p = 4.
+const std::vector<int64_t> kDocuments = {8, 32, 8, 16};
+
+// The one-device reference over packed documents: each document a sequence of its own; outputs and
+// input gradients laid end to end, weight gradients summed.
+ReferenceLayer reference_layer_by_document(const ModelSpec& model, const NamedTensors& weights,
+                                           const at::Tensor& x, const at::Tensor& d_y,
+                                           const std::vector<int64_t>& documents) {
+  ReferenceLayer whole;
+  std::vector<at::Tensor> ys, d_xs;
+  int64_t begin = 0;
+  for (const int64_t length : documents) {
+    ReferenceLayer part =
+        reference_layer(model, weights, 0, x.narrow(1, begin, length), d_y.narrow(1, begin, length));
+    ys.push_back(part.y);
+    d_xs.push_back(part.d_x);
+    for (auto& [name, grad] : part.grads)
+      whole.grads[name] = whole.grads.count(name) ? whole.grads[name] + grad : grad;
+    begin += length;
+  }
+  whole.y = at::cat(ys, 1);
+  whole.d_x = at::cat(d_xs, 1);
+  return whole;
+}
+
+ReferenceStep reference_step_by_document(const ModelSpec& model, const NamedTensors& weights, int num_layers,
+                                         const at::Tensor& tokens, const at::Tensor& targets,
+                                         const std::vector<int64_t>& documents) {
+  ReferenceStep whole{at::zeros({}), {}};
+  int64_t begin = 0;
+  for (const int64_t length : documents) {
+    ReferenceStep part = reference_step(model, weights, num_layers, tokens.narrow(1, begin, length),
+                                        targets.narrow(1, begin, length));
+    whole.loss = whole.loss + part.loss;
+    for (auto& [name, grad] : part.grads)
+      whole.grads[name] = whole.grads.count(name) ? whole.grads[name] + grad : grad;
+    begin += length;
+  }
+  return whole;
+}
+
+// `documents`: a packed sequence of them, against the reference run document by document; empty: one
+// sequence of 32 tokens.
+void check_layer(const Strategy& strategy, const ModelSpec& model, int degree, Recompute recompute,
+                 const std::vector<int64_t>& documents = {}) {
+  const int64_t b = 2;
+  const SequenceLayout layout = documents.empty() ? SequenceLayout(32, degree, model.causal)
+                                                  : SequenceLayout(documents, degree, model.causal);
+  const int64_t s = layout.tokens();
   const at::Tensor x = at::randn({b, s, model.hidden}, at::TensorOptions(at::kFloat));
   const at::Tensor d_y = at::randn({b, s, model.hidden});
   const std::vector<LayerResult> results = run_ranks<LayerResult>(
@@ -66,7 +114,9 @@ void check_layer(const Strategy& strategy, const ModelSpec& model, int degree, R
       fp32_options());
 
   const NamedTensors weights = reference_weights(model, 1, degree, kSeed);
-  const ReferenceLayer expected = reference_layer(model, weights, 0, x, d_y);
+  const ReferenceLayer expected = documents.empty()
+                                      ? reference_layer(model, weights, 0, x, d_y)
+                                      : reference_layer_by_document(model, weights, x, d_y, documents);
   std::vector<at::Tensor> ys, d_xs;
   for (const LayerResult& r : results) {
     ys.push_back(r.y);
@@ -103,10 +153,12 @@ struct StepResult {
 
 // `clip_grad_norm` 0: the gradients as backward leaves them, to compare with the reference's.
 StepResult run_step(const ModelSpec& model, int degree, const Plan& plan, const at::Tensor& tokens,
-                    const at::Tensor& targets, double clip_grad_norm = 0) {
+                    const at::Tensor& targets, double clip_grad_norm = 0,
+                    const std::vector<int64_t>& documents = {}) {
   StepSpec spec;
   spec.model = &model;
   spec.tokens = tokens.size(1);
+  spec.documents = documents;
   spec.batch = tokens.size(0);
   spec.plan = plan;
   spec.clip_grad_norm = clip_grad_norm;
@@ -192,6 +244,13 @@ void check_strategy(const std::string& name) {
     const StepInputs in = step_inputs(model, 32);
     check_step(run_step(model, degree, uniform_plan(strategy, 2), in.tokens, in.targets),
                reference_step(model, reference_weights(model, 2, degree, kSeed), 2, in.tokens, in.targets));
+  }
+  SECTION("packed documents: one layer and a 2-layer model, against the reference run document by document") {
+    check_layer(strategy, model, degree, Recompute::none, kDocuments);
+    const StepInputs in = step_inputs(model, 64);
+    check_step(run_step(model, degree, uniform_plan(strategy, 2), in.tokens, in.targets, 0, kDocuments),
+               reference_step_by_document(model, reference_weights(model, 2, degree, kSeed), 2, in.tokens,
+                                          in.targets, kDocuments));
   }
 }
 

@@ -36,13 +36,24 @@ void require_each_exchange_waited_once(const Program& program) {
     if (is_communication(program.ops[id].kind)) REQUIRE(waits[id] == 1);
 }
 
+// The document of a position, by walking the ends: the first end beyond it.
+int64_t document_of(const AttentionMask& mask, int64_t position) {
+  if (!mask.document_ends) return 0;
+  int64_t document = 0;
+  for (const int64_t end : *mask.document_ends) {
+    if (position < end) return document;
+    ++document;
+  }
+  return -1;
+}
+
 // The (query, key) position pairs a mask computes, with their multiplicity.
 void count_pairs(const AttentionMask& mask, std::map<std::pair<int64_t, int64_t>, int>& pairs) {
   for (const TokenRange& queries : mask.queries)
     for (int64_t q = queries.begin; q < queries.begin + queries.length; ++q)
       for (const TokenRange& keys : mask.keys)
         for (int64_t k = keys.begin; k < keys.begin + keys.length; ++k)
-          if (!mask.causal || k <= q) ++pairs[{q, k}];
+          if ((!mask.causal || k <= q) && document_of(mask, q) == document_of(mask, k)) ++pairs[{q, k}];
 }
 
 // A block of a_kv' = 2 KV heads of dimension 64 over n local tokens, packed or apart.
@@ -160,6 +171,51 @@ TEST_CASE("ring: each rank's block masks cover its causal pairs exactly once, an
         if (zigzag || !causal)
           for (double share : pairs_by_rank) REQUIRE(share == Approx(total / p));
       }
+}
+
+TEST_CASE("ring over packed documents: every pair within a document exactly once, the same share per rank",
+          "[strategies]") {
+  // Documents of 8, 40, 8 and 24 tokens: each a multiple of 2p for p = 1, 2, 4, so none is padded;
+  // the short ones give each rank a single token per zig-zag chunk at p = 4.
+  const std::vector<int64_t> documents{8, 40, 8, 24};
+  const int64_t s = 80;
+  for (int p : {1, 2, 4})
+    for (bool causal : {true, false}) {
+      INFO("p " << p << " causal " << causal);
+      const ModelSpec model = small_model(causal);
+      const SequenceLayout layout(documents, p, causal);
+      const LayerContext ctx{model, layout, 1, Recompute::none};
+      std::map<std::pair<int64_t, int64_t>, int> all_pairs;
+      for (int rank = 0; rank < p; ++rank) {
+        TracingBackend be(rank, p);
+        double computed = 0;
+        std::map<std::pair<int64_t, int64_t>, int> pairs;
+        ring::for_each_block(be, be.zeros({1, s / p, 8}, DType::bf16),
+                             [&](const ring::Step& step, const Tensor&) {
+                               const AttentionMask mask = ring::block_mask(ctx, rank, step.owner);
+                               count_pairs(mask, pairs);
+                               computed += mask.computed_pairs();
+                             });
+        INFO("rank " << rank);
+        REQUIRE(computed == static_cast<double>(pairs.size()));
+        // Each document split alike over the ranks: every rank computes 1/p of each document's pairs.
+        double share = 0;
+        for (const int64_t length : documents)
+          share += (causal ? static_cast<double>(length * (length + 1)) / 2
+                           : static_cast<double>(length * length)) /
+                   p;
+        REQUIRE(computed == Approx(share));
+        for (const auto& [pair, count] : pairs) all_pairs[pair] += count;
+      }
+      std::map<std::pair<int64_t, int64_t>, int> expected;
+      int64_t begin = 0;
+      for (const int64_t length : documents) {
+        for (int64_t q = begin; q < begin + length; ++q)
+          for (int64_t k = begin; k < (causal ? q + 1 : begin + length); ++k) expected[{q, k}] = 1;
+        begin += length;
+      }
+      REQUIRE(all_pairs == expected);
+    }
 }
 
 TEST_CASE("ring attention: messages and bytes of forward and backward in closed form, packed or apart",
