@@ -1,5 +1,7 @@
 #include "costmodel/estimate.hpp"
 
+#include <numeric>
+
 #include "common/limits.hpp"
 #include "strategies/training_step.hpp"
 
@@ -25,16 +27,17 @@ std::optional<std::string> Estimator::unsupported(const Strategy& strategy, int 
 }
 
 const Estimator::StrategyCosts& Estimator::strategy_costs(const Strategy& strategy, int degree,
-                                                          int64_t padded_tokens, int64_t batch,
-                                                          Recompute recompute) {
-  auto key = std::make_tuple(&strategy, degree, padded_tokens, batch, recompute);
+                                                          const std::vector<int64_t>& padded_documents,
+                                                          int64_t batch, Recompute recompute) {
+  auto key = std::make_tuple(&strategy, degree, padded_documents, batch, recompute);
   auto found = traced_.find(key);
   if (found != traced_.end()) return *found->second;
 
   // One layer of this strategy inside a whole step, so that its phases are those of any layer.
   StepSpec spec;
   spec.model = &model_;
-  spec.tokens = padded_tokens;
+  spec.tokens = std::accumulate(padded_documents.begin(), padded_documents.end(), int64_t{0});
+  if (padded_documents.size() > 1) spec.documents = padded_documents;
   spec.batch = batch;
   spec.plan = {{&strategy, recompute}};
   const Program program = trace_training_step(spec, 0, degree);
@@ -71,20 +74,44 @@ const Estimator::StrategyCosts& Estimator::strategy_costs(const Strategy& strate
   return *traced_.emplace(key, std::move(costs)).first->second;
 }
 
-double model_flops(const ModelSpec& model, int64_t tokens, int64_t batch) {
-  const double b = static_cast<double>(batch), s = static_cast<double>(tokens),
+double model_flops(const ModelSpec& model, const MicroBatch& micro_batch, int64_t batch) {
+  const double b = static_cast<double>(batch), s = static_cast<double>(micro_batch.tokens()),
                h = static_cast<double>(model.hidden);
-  // Per layer forward: 2·b·s per matmul parameter, and 4·b·s²·h of attention (half of it when causal).
+  double squares = 0;  // Σ sᵢ²: attention pairs within each document
+  for (const int64_t document : micro_batch.documents)
+    squares += static_cast<double>(document) * static_cast<double>(document);
+  // Per layer forward: 2·b·s per matmul parameter, and 4·b·sᵢ²·h of attention per document (half of it
+  // when causal).
   const double matmul_parameters = static_cast<double>(
       (model.hidden + 2 * model.kv_hidden()) * model.hidden + model.hidden * model.hidden +
       model.mlp_in_rows() * model.hidden + model.ffn_hidden * model.hidden);
-  const double layer = 2 * b * s * matmul_parameters + 4 * b * s * s * h * (model.causal ? 0.5 : 1.0);
+  const double layer = 2 * b * s * matmul_parameters + 4 * b * squares * h * (model.causal ? 0.5 : 1.0);
   const double logits = 2 * b * s * h * static_cast<double>(model.vocab);
   return 3 * (static_cast<double>(model.num_layers) * layer + logits);  // backward is twice the forward
 }
 
+double model_flops(const ModelSpec& model, int64_t tokens, int64_t batch) {
+  return model_flops(model, MicroBatch::sequence(tokens), batch);
+}
+
+MicroBatch micro_batch_of(const EstimateRequest& request) {
+  return request.documents.empty() ? MicroBatch::sequence(request.tokens) : MicroBatch{request.documents};
+}
+
 EstimateRequest checked_request(const hw::ClusterSpec& cluster, EstimateRequest request) {
   if (request.degree == 0) request.degree = cluster.num_gpus();
+  for (std::size_t i = 0; i < request.documents.size(); ++i)
+    if (request.documents[i] <= 0)
+      throw InputError("", 0, "docs",
+                       "expected documents of at least one token, got " +
+                           std::to_string(request.documents[i]) + " for document " + std::to_string(i + 1));
+  if (!request.documents.empty()) {
+    const int64_t sum = MicroBatch{request.documents}.tokens();
+    PARADYSE_CHECK(request.tokens == 0 || request.tokens == sum,
+                   "a request's documents must sum to its tokens");
+    request.tokens = sum;
+    if (request.documents.size() == 1) request.documents.clear();
+  }
   if (request.tokens <= 0 || request.tokens > kMaxSequenceTokens)
     throw InputError("", 0, "seq",
                      "expected a positive sequence length of at most " + max_sequence_tokens_text() +
@@ -153,12 +180,14 @@ CostTable Estimator::cost_table(const std::vector<std::pair<const Strategy*, Rec
   table.tokens = request.tokens;
   table.degree = request.degree;
   table.batch = request.batch;
-  table.padded_tokens = SequenceLayout::padded_length(request.tokens, request.degree, model_.causal);
+  const MicroBatch micro_batch = micro_batch_of(request);
+  const std::vector<int64_t> cost_key = micro_batch.cost_key(request.degree, model_.causal);
+  table.padded_tokens = micro_batch.padded_tokens(request.degree, model_.causal);
   for (const auto& [strategy, recompute] : candidates) {
     if (strategy->unsupported(model_, request.degree)) continue;
     const StrategyCosts* found = nullptr;
     try {
-      found = &strategy_costs(*strategy, request.degree, table.padded_tokens, request.batch, recompute);
+      found = &strategy_costs(*strategy, request.degree, cost_key, request.batch, recompute);
     } catch (const TensorTooLarge&) {
       continue;  // no GPU holds it: not a candidate at this length
     }
@@ -200,13 +229,15 @@ Estimate Estimator::estimate(const Strategy& strategy, const EstimateRequest& re
 Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in) {
   const EstimateRequest request = checked_request(model_, cluster_, plan, request_in);
   const int p = request.degree;
-  const int64_t padded = SequenceLayout::padded_length(request.tokens, p, model_.causal);
-  auto key = std::make_tuple(plan, p, request.tokens, request.batch, request.micro_batches);
+  const MicroBatch trained = micro_batch_of(request);
+  const std::vector<int64_t> cost_key = trained.cost_key(p, model_.causal);
+  const int64_t padded = trained.padded_tokens(p, model_.causal);
+  auto key = std::make_tuple(plan, p, trained.documents, request.batch, request.micro_batches);
   if (auto found = estimates_.find(key); found != estimates_.end()) return found->second;
 
   std::vector<const StrategyCosts*> costs;
   for (const LayerChoice& layer : plan)
-    costs.push_back(&strategy_costs(*layer.strategy, p, padded, request.batch, layer.recompute));
+    costs.push_back(&strategy_costs(*layer.strategy, p, cost_key, request.batch, layer.recompute));
   const StrategyCosts& ends = *costs.front();
 
   // The iteration in execution order; memory folds along it.
@@ -233,6 +264,7 @@ Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in
   e.plan = plan_name(plan);
   e.tokens = request.tokens;
   e.padded_tokens = padded;
+  e.documents = static_cast<int64_t>(trained.documents.size());
   e.degree = p;
   e.batch = request.batch;
   e.micro_batches = request.micro_batches;
@@ -260,7 +292,7 @@ Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in
   e.fits = e.memory.peak_bytes <= e.memory.capacity_bytes;
 
   e.flops = iteration.flops * p;
-  e.model_flops = n * model_flops(model_, request.tokens, request.batch);  // padding is not useful work
+  e.model_flops = n * model_flops(model_, trained, request.batch);  // padding is not useful work
   e.mfu = e.model_flops / (e.time.total_s * p * cluster_.gpu.bf16_flops_per_second);
   e.comm_bytes = iteration.bus_bytes;
   return estimates_.emplace(key, e).first->second;

@@ -23,6 +23,7 @@
 #include "costmodel/cost_table.hpp"
 #include "costmodel/program_cost.hpp"
 #include "hw_models/cluster.hpp"
+#include "strategies/micro_batch.hpp"
 #include "strategies/strategy.hpp"
 
 namespace paradyse::costmodel {
@@ -32,6 +33,9 @@ struct EstimateRequest {
   int degree = 0;             // 0: every GPU of the cluster
   int64_t batch = 1;          // sequences per micro-batch
   int64_t micro_batches = 1;  // of the global batch: gradients accumulate, the optimizer runs once
+  // A packed sequence: its documents' tokens before padding, summing to `tokens` (which may be left 0);
+  // attention stays within each. Empty: one document.
+  std::vector<int64_t> documents = {};
 };
 
 struct TimeBreakdown {
@@ -58,6 +62,7 @@ struct Estimate {
   std::string plan;  // plan_name(): the strategy, or one name per layer
   int64_t tokens = 0;
   int64_t padded_tokens = 0;  // SequenceLayout::padded_length: the next multiple of p (2p when causal)
+  int64_t documents = 1;      // packed in the sequence, each padded on its own
   int degree = 0;
   int64_t batch = 1;
   int64_t micro_batches = 1;
@@ -94,15 +99,22 @@ class Estimator {
   struct StrategyCosts;  // one traced layer of a strategy, priced by phase
 
  private:
-  const StrategyCosts& strategy_costs(const Strategy& strategy, int degree, int64_t padded_tokens,
-                                      int64_t batch, Recompute recompute);
+  // `padded_documents`: the cost key of the micro-batch (MicroBatch::cost_key).
+  const StrategyCosts& strategy_costs(const Strategy& strategy, int degree,
+                                      const std::vector<int64_t>& padded_documents, int64_t batch,
+                                      Recompute recompute);
 
   ModelSpec model_;
   hw::ClusterSpec cluster_;
-  std::map<std::tuple<const Strategy*, int, int64_t, int64_t, Recompute>, std::unique_ptr<StrategyCosts>>
+  std::map<std::tuple<const Strategy*, int, std::vector<int64_t>, int64_t, Recompute>,
+           std::unique_ptr<StrategyCosts>>
       traced_;
-  std::map<std::tuple<Plan, int, int64_t, int64_t, int64_t>, Estimate> estimates_;  // by requested tokens
+  // By plan, degree, requested documents, batch and micro-batches.
+  std::map<std::tuple<Plan, int, std::vector<int64_t>, int64_t, int64_t>, Estimate> estimates_;
 };
+
+// The request's micro-batch: its documents, or one sequence of its tokens.
+MicroBatch micro_batch_of(const EstimateRequest& request);
 
 // `request` with its degree filled in (0: every GPU); throws InputError unless its length, batch and
 // degree are in range.
@@ -117,7 +129,9 @@ EstimateRequest checked_request(const ModelSpec& model, const hw::ClusterSpec& c
 // gradient, fp32 master weight and Adam moments), as Megatron-LM keeps them.
 void static_memory(const ModelSpec& model, int degree, MemoryBreakdown& memory);
 
-// Model FLOPs of one iteration (forward and backward, no recomputation), as MFU counts them.
+// Model FLOPs of one iteration (forward and backward, no recomputation), as MFU counts them: attention
+// over the pairs within each document of a packed micro-batch.
+double model_flops(const ModelSpec& model, const MicroBatch& micro_batch, int64_t batch);
 double model_flops(const ModelSpec& model, int64_t tokens, int64_t batch);
 
 }  // namespace paradyse::costmodel

@@ -67,7 +67,8 @@ AblationResult run_ablation(const AblationRequest& request, const Progress& prog
                  all[v].name);
     };
     CompareResult compared =
-        run_compare({set.policies.front().get()}, run.prepared.lengths, engine, variant_progress, 0);
+        run_compare({set.policies.front().get()}, traces::unpacked_steps(run.prepared.lengths, 1), engine,
+                    variant_progress, 0);
     AblationVariant& variant = result.variants.emplace_back();
     variant.name = all[v].name;
     variant.result = std::move(compared.policies.front());

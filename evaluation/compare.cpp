@@ -11,11 +11,11 @@ namespace paradyse::evaluation {
 namespace {
 
 // Gradient accumulation over each global batch: the optimizer step runs once, after its last trained
-// sequence, so the others give back the optimizer step their engine time includes.
-void accumulate(PolicyResult& result, const std::vector<double>& optimizer_s, int64_t global_batch) {
-  for (std::size_t first = 0; first < result.sequences.size();
-       first += static_cast<std::size_t>(global_batch)) {
-    const std::size_t end = std::min(result.sequences.size(), first + static_cast<std::size_t>(global_batch));
+// micro-batch, so the others give back the optimizer step their engine time includes.
+void accumulate(PolicyResult& result, const std::vector<double>& optimizer_s) {
+  for (std::size_t first = 0, end = 0; first < result.sequences.size(); first = end) {
+    end = first;
+    while (end < result.sequences.size() && result.sequences[end].step == result.sequences[first].step) ++end;
     std::size_t last_trained = end;
     for (std::size_t i = first; i < end; ++i)
       if (result.sequences[i].fits) last_trained = i;
@@ -26,18 +26,19 @@ void accumulate(PolicyResult& result, const std::vector<double>& optimizer_s, in
   }
 }
 
-void summarise(PolicyResult& result, const ModelSpec& model, const hw::ClusterSpec& cluster, int degree) {
+void summarise(PolicyResult& result, const hw::ClusterSpec& cluster, int degree) {
   std::string previous_plan;
   for (const SequenceResult& s : result.sequences) {
     if (!s.fits) {
       ++result.oom_count;
+      result.oom_tokens += static_cast<double>(s.tokens);
       if (result.first_oom < 0) result.first_oom = s.index;
       continue;
     }
     ++result.trained;
     result.total_s += s.seconds;
     result.trained_tokens += static_cast<double>(s.tokens);
-    result.model_flops += costmodel::model_flops(model, s.tokens, 1);
+    result.model_flops += s.model_flops;
     if (result.first_oom < 0) result.max_len_before_oom = std::max(result.max_len_before_oom, s.tokens);
     if (!previous_plan.empty() && s.plan != previous_plan) ++result.plan_switches;
     previous_plan = s.plan;
@@ -61,12 +62,21 @@ StepEngine::StepEngine(const ModelSpec& model, const hw::ClusterSpec& cluster, i
 
 StepEngine::~StepEngine() = default;
 
-StepEngine::Step StepEngine::step(const Plan& plan, int64_t tokens) {
+StepEngine::Step StepEngine::step(const Plan& plan, const MicroBatch& micro_batch) {
   const costmodel::Estimate estimate =
-      estimator_.estimate(plan, {.tokens = tokens, .degree = degree_, .batch = 1});
+      estimator_.estimate(plan, {.degree = degree_, .batch = 1, .documents = micro_batch.documents});
   Step step{estimate.padded_tokens, 0, estimate.memory.peak_bytes, estimate.fits, estimate.time.optimizer_s};
-  if (step.fits)
-    step.seconds = simulated_ ? simulated_->seconds(plan, estimate.padded_tokens) : estimate.time.total_s;
+  if (!step.fits) return step;
+  if (!simulated_) {
+    step.seconds = estimate.time.total_s;
+  } else if (!micro_batch.packed()) {
+    step.seconds = simulated_->seconds(plan, estimate.padded_tokens);
+  } else {
+    const costmodel::Estimate sequence =
+        estimator_.estimate(plan, {.tokens = estimate.padded_tokens, .degree = degree_, .batch = 1});
+    step.seconds = simulated_->seconds(plan, micro_batch.cost_key(degree_, model_.causal),
+                                       estimate.time.total_s / sequence.time.total_s);
+  }
   return step;
 }
 
@@ -84,54 +94,61 @@ int64_t StepEngine::simulations() const {
   return simulated_ ? simulated_->simulations() : 0;
 }
 
-CompareResult run_compare(const std::vector<selector::Policy*>& policies, const std::vector<int64_t>& lengths,
-                          StepEngine& engine, const Progress& progress, int error_samples,
-                          int64_t global_batch) {
-  PARADYSE_CHECK(global_batch >= 1, "a global batch of " + std::to_string(global_batch));
+CompareResult run_compare(const std::vector<selector::Policy*>& policies,
+                          const traces::TrainingSchedule& schedule, StepEngine& engine,
+                          const Progress& progress, int error_samples) {
+  PARADYSE_CHECK(schedule.step_of.size() == schedule.micro_batches.size(),
+                 "a schedule's steps and micro-batches");
   CompareResult result;
   result.engine = engine.name();
-  result.method = engine.method();
-  const int64_t total = static_cast<int64_t>(lengths.size() * policies.size());
+  const std::size_t count = schedule.micro_batches.size();
+  const int64_t total = static_cast<int64_t>(count * policies.size());
   int64_t done = 0;
   for (selector::Policy* policy : policies) {
     PolicyResult& out = result.policies.emplace_back();
     out.policy = policy->name();
-    std::map<int64_t, selector::Decision> decided;  // by length, for policies that do not remember
-    std::vector<double> optimizer_s(lengths.size(), 0.0);
-    for (std::size_t i = 0; i < lengths.size(); ++i, ++done) {
+    // By documents, for policies that do not remember.
+    std::map<std::vector<int64_t>, selector::Decision> decided;
+    std::vector<double> optimizer_s(count, 0.0);
+    for (std::size_t i = 0; i < count; ++i, ++done) {
       if (progress && done % 256 == 0) progress(done, total, out.policy);
-      const int64_t tokens = lengths[i];
+      const MicroBatch micro_batch{schedule.micro_batches[i]};
       const selector::Decision* decision = nullptr;
       selector::Decision fresh;
       if (policy->remembers()) {
-        fresh = policy->decide(tokens);
+        fresh = policy->decide(micro_batch);
         decision = &fresh;
       } else {
-        auto found = decided.find(tokens);
-        if (found == decided.end()) found = decided.emplace(tokens, policy->decide(tokens)).first;
+        auto found = decided.find(micro_batch.documents);
+        if (found == decided.end())
+          found = decided.emplace(micro_batch.documents, policy->decide(micro_batch)).first;
         decision = &found->second;
       }
       SequenceResult& s = out.sequences.emplace_back();
       s.index = static_cast<int64_t>(i);
-      s.tokens = tokens;
+      s.step = schedule.step_of[i];
+      s.tokens = micro_batch.tokens();
+      s.documents = static_cast<int64_t>(micro_batch.documents.size());
+      s.model_flops = costmodel::model_flops(engine.model(), micro_batch, 1);
       s.padded_tokens = decision->padded_tokens;
       s.predicted_s = decision->predicted_s;
       s.predicted_peak_bytes = decision->predicted_peak_bytes;
       s.layer_switches = decision->switches;
       if (decision->plan.empty()) continue;
       s.plan = plan_name(decision->plan);
-      const StepEngine::Step step = engine.step(decision->plan, tokens);
+      const StepEngine::Step step = engine.step(decision->plan, micro_batch);
       s.padded_tokens = step.padded_tokens;
       s.peak_bytes = step.peak_bytes;
       s.fits = step.fits;
       s.seconds = step.seconds;
       optimizer_s[i] = step.optimizer_s;
     }
-    accumulate(out, optimizer_s, global_batch);
-    summarise(out, engine.model(), engine.cluster(), engine.degree());
+    accumulate(out, optimizer_s);
+    summarise(out, engine.cluster(), engine.degree());
   }
   if (progress) progress(total, total, "measuring the interpolation error");
   result.interpolation = engine.measure_error(error_samples);
+  result.method = engine.method();
   result.simulations = engine.simulations();
   return result;
 }

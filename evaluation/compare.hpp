@@ -1,8 +1,9 @@
-// A compare run: every policy over the same sequence of lengths, one training step per sequence
-// (batch 1, as in the paper) or per global batch of N consecutive sequences, each its own micro-batch
-// with its own plan (gradient accumulation: the optimizer steps once per global batch), timed and sized
-// by an engine: the analytic model, or the simulator.
-// A sequence whose plan does not fit (by the engine's memory, whatever the policy predicted) is not
+// A compare run: every policy over the same micro-batches (traces/packing.hpp): one sequence each and
+// one training step per sequence (batch 1, as in the paper), N consecutive sequences a step, or global
+// batches of a token budget packed into micro-batches of documents. Each micro-batch has its own plan;
+// gradients accumulate and the optimizer steps once per global batch. Times and memory come from an
+// engine: the analytic model, or the simulator.
+// A micro-batch whose plan does not fit (by the engine's memory, whatever the policy predicted) is not
 // trained: it counts as out of memory, and the policy's curve of cumulative time ends at its first.
 #pragma once
 
@@ -15,19 +16,25 @@
 #include "costmodel/estimate.hpp"
 #include "evaluation/options.hpp"
 #include "evaluation/simulated_times.hpp"
+#include "traces/packing.hpp"
 
 namespace paradyse::evaluation {
 
+// One micro-batch (one sequence, unless packed).
 struct SequenceResult {
   int64_t index = 0;  // position in the run
+  int64_t step = 0;   // the global batch it belongs to
   int64_t tokens = 0;
+  int64_t documents = 1;
   int64_t padded_tokens = 0;
+  double model_flops = 0;
   std::string plan;  // plan_name(); "" when the policy had none
   int layer_switches = 0;
   double predicted_s = 0;
   double predicted_peak_bytes = 0;
   // The engine's time of its step; in a global batch, less the optimizer step for all but the batch's
-  // last trained sequence (they accumulate gradients; one optimizer step runs for all). 0 when not trained.
+  // last trained micro-batch (they accumulate gradients; one optimizer step runs for all). 0 when not
+  // trained.
   double seconds = 0;
   double peak_bytes = 0;  // the engine's
   bool fits = false;
@@ -42,11 +49,12 @@ struct PolicyResult {
   double model_flops = 0;
   double tokens_per_second = 0;
   double mfu = 0;
-  int64_t oom_count = 0;
-  int64_t first_oom = -1;          // index of the first sequence out of memory
-  int64_t max_len_before_oom = 0;  // longest sequence trained before the first out of memory
-  int64_t plan_switches = 0;       // trained sequences whose plan differs from the previous trained one
-  int64_t steps = 0;               // optimizer steps: global batches with a trained sequence
+  int64_t oom_count = 0;           // micro-batches out of memory
+  double oom_tokens = 0;           // their tokens
+  int64_t first_oom = -1;          // index of the first micro-batch out of memory
+  int64_t max_len_before_oom = 0;  // longest micro-batch trained before the first out of memory
+  int64_t plan_switches = 0;       // trained micro-batches whose plan differs from the previous trained one
+  int64_t steps = 0;               // optimizer steps: global batches with a trained micro-batch
 };
 
 struct CompareResult {
@@ -74,7 +82,7 @@ class StepEngine {
     bool fits = false;
     double optimizer_s = 0;  // the analytic estimate's optimizer step, the same for every plan
   };
-  Step step(const Plan& plan, int64_t tokens);
+  Step step(const Plan& plan, const MicroBatch& micro_batch);
 
   const std::string& name() const { return name_; }
   std::string method() const;
@@ -99,10 +107,10 @@ class StepEngine {
 // Called now and then with (work done, work total, what is running).
 using Progress = std::function<void(int64_t, int64_t, const std::string&)>;
 
-// Every policy over `lengths`, in order, `global_batch` sequences a step; then the interpolation error
-// (sim engine) on `error_samples`.
-CompareResult run_compare(const std::vector<selector::Policy*>& policies, const std::vector<int64_t>& lengths,
-                          StepEngine& engine, const Progress& progress = {}, int error_samples = 24,
-                          int64_t global_batch = 1);
+// Every policy over the schedule's micro-batches, in order; then the interpolation error (sim engine)
+// on `error_samples`.
+CompareResult run_compare(const std::vector<selector::Policy*>& policies,
+                          const traces::TrainingSchedule& schedule, StepEngine& engine,
+                          const Progress& progress = {}, int error_samples = 24);
 
 }  // namespace paradyse::evaluation

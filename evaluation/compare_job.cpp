@@ -56,20 +56,40 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
     throw InputError("--global-batch", 0, "",
                      fmt::format("expected between 1 and {} sequences a step, got {}", kMaxMicroBatches,
                                  job.global_batch));
+  const int64_t global_batch_tokens =
+      job.global_batch_tokens == "0" ? 0 : parse_length(job.global_batch_tokens, "--global-batch-tokens");
+  const int64_t micro_batch_tokens =
+      job.micro_batch_tokens == "0" ? 0 : parse_length(job.micro_batch_tokens, "--micro-batch-tokens");
+  if ((global_batch_tokens > 0) != (micro_batch_tokens > 0))
+    throw InputError(global_batch_tokens > 0 ? "--micro-batch-tokens" : "--global-batch-tokens", 0, "",
+                     "packed training needs both --global-batch-tokens and --micro-batch-tokens");
+  if (global_batch_tokens > 0 && job.global_batch != 1)
+    throw InputError("--global-batch", 0, "",
+                     "expected 1 with --global-batch-tokens: a global batch is counted in sequences or in "
+                     "tokens, not both");
   const JobTrace run = load_job_trace(job);
   const traces::Trace& trace = run.trace;
   const traces::PreparedTrace& prepared = run.prepared;
   PolicySet set = job.policies.build(job.machine, job.cluster ? &*job.cluster : nullptr);
+  const traces::TrainingSchedule schedule =
+      global_batch_tokens > 0
+          ? traces::packed_steps(prepared.lengths,
+                                 {.global_batch_tokens = global_batch_tokens,
+                                  .micro_batch_tokens = micro_batch_tokens,
+                                  .quantum = SequenceLayout::required_multiple(set.degree, set.model.causal)})
+          : traces::unpacked_steps(prepared.lengths, job.global_batch);
 
   StepEngine engine(set.model, set.cluster, set.degree, job.engine, job.grid_ratio);
   std::vector<selector::Policy*> policies;
   for (auto& policy : set.policies) policies.push_back(policy.get());
-  CompareJobResult out{run_compare(policies, prepared.lengths, engine, progress, 24, job.global_batch), {}};
+  CompareJobResult out{run_compare(policies, schedule, engine, progress, 24), {}};
   RunDescription& description = out.description;
   description.model = set.model.name;
   description.cluster = set.cluster.name;
   description.degree = set.degree;
   description.global_batch = job.global_batch;
+  description.global_batch_tokens = global_batch_tokens;
+  description.micro_batch_tokens = micro_batch_tokens;
   description.trace = trace.name;
   description.trace_about = trace.description;
   description.preparation = prepared.description;

@@ -27,7 +27,10 @@ struct CompareJob {
   double sample = 1;
   std::string engine = "sim";
   double grid_ratio = 1.05;
-  int64_t global_batch = 1;      // sequences a step, each its own micro-batch
+  int64_t global_batch = 1;  // sequences a step, each its own micro-batch
+  // Packed training (traces/packing.hpp), lengths as parse_length reads them ("1M"); "0": not packed.
+  std::string global_batch_tokens = "0";
+  std::string micro_batch_tokens = "0";
   std::vector<int64_t> lengths;  // when not empty: these lengths instead of a trace
 };
 

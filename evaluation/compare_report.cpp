@@ -31,13 +31,15 @@ void write_text(const fs::path& path, const std::string& text) {
 }
 
 std::string csv(const CompareResult& result) {
-  std::string text = csv::row({"policy", "index", "seq", "padded_seq", "plan", "layer_switches",
-                               "predicted_time_s", "time_s", "predicted_peak_bytes", "peak_bytes", "fits"});
+  std::string text =
+      csv::row({"policy", "index", "step", "documents", "seq", "padded_seq", "plan", "layer_switches",
+                "predicted_time_s", "time_s", "predicted_peak_bytes", "peak_bytes", "fits"});
   for (const PolicyResult& p : result.policies)
     for (const SequenceResult& s : p.sequences)
       text += csv::row(
-          {p.policy, fmt::to_string(s.index), fmt::to_string(s.tokens), fmt::to_string(s.padded_tokens),
-           s.plan, fmt::to_string(s.layer_switches), fmt::to_string(s.predicted_s), fmt::to_string(s.seconds),
+          {p.policy, fmt::to_string(s.index), fmt::to_string(s.step), fmt::to_string(s.documents),
+           fmt::to_string(s.tokens), fmt::to_string(s.padded_tokens), s.plan,
+           fmt::to_string(s.layer_switches), fmt::to_string(s.predicted_s), fmt::to_string(s.seconds),
            fmt::to_string(s.predicted_peak_bytes), fmt::to_string(s.peak_bytes), s.fits ? "1" : "0"});
   return text;
 }
@@ -148,10 +150,15 @@ std::pair<double, double> common_time_s(const PolicyResult& a, const PolicyResul
   return {ta, tb};
 }
 
-std::string steps_text(int64_t global_batch) {
-  if (global_batch == 1) return "one sequence per training step";
+std::string steps_text(const RunDescription& run) {
+  if (run.global_batch_tokens > 0)
+    return fmt::format(
+        "global batches of at most {} tokens per training step, packed (first-fit decreasing) into "
+        "micro-batches of at most {} padded tokens (gradient accumulation)",
+        run.global_batch_tokens, run.micro_batch_tokens);
+  if (run.global_batch == 1) return "one sequence per training step";
   return fmt::format("{} sequences per training step, each its own micro-batch (gradient accumulation)",
-                     global_batch);
+                     run.global_batch);
 }
 
 void to_json(nlohmann::json& j, const PolicyResult& policy) {
@@ -159,10 +166,12 @@ void to_json(nlohmann::json& j, const PolicyResult& policy) {
        {"tokens_per_s", policy.tokens_per_second},
        {"mfu", policy.mfu},
        {"oom_count", policy.oom_count},
+       {"oom_tokens", policy.oom_tokens},
        {"max_len_before_oom", policy.max_len_before_oom},
        {"switches", policy.plan_switches},
        {"steps", policy.steps},
        {"trained", policy.trained},
+       {"micro_batches", policy.sequences.size()},
        {"sequences", policy.sequences.size()}};
 }
 
@@ -184,13 +193,14 @@ nlohmann::json summary_json(const CompareResult& result, const RunDescription& r
 }
 
 std::string summary_table(const CompareResult& result) {
-  std::string text =
-      fmt::format("{:<20} {:>12} {:>12} {:>7} {:>9} {:>10} {:>16} {:>9}\n", "policy", "total_time",
-                  "tokens_per_s", "MFU_%", "trained", "oom_count", "max_len_before_oom", "switches");
+  std::string text = fmt::format("{:<20} {:>12} {:>12} {:>7} {:>7} {:>9} {:>9} {:>10} {:>11} {:>16} {:>9}\n",
+                                 "policy", "total_time", "tokens_per_s", "MFU_%", "steps", "micro_bs",
+                                 "trained", "oom_count", "oom_tokens", "max_len_before_oom", "switches");
   for (const PolicyResult& p : result.policies)
-    text += fmt::format("{:<20} {:>12} {:>12.0f} {:>7.1f} {:>9} {:>10} {:>16} {:>9}\n", p.policy,
-                        hours(p.total_s), p.tokens_per_second, 100 * p.mfu, p.trained, p.oom_count,
-                        p.max_len_before_oom, p.plan_switches);
+    text +=
+        fmt::format("{:<20} {:>12} {:>12.0f} {:>7.1f} {:>7} {:>9} {:>9} {:>10} {:>11.0f} {:>16} {:>9}\n",
+                    p.policy, hours(p.total_s), p.tokens_per_second, 100 * p.mfu, p.steps, p.sequences.size(),
+                    p.trained, p.oom_count, p.oom_tokens, p.max_len_before_oom, p.plan_switches);
   return text;
 }
 
@@ -221,7 +231,7 @@ void write_compare_outputs(const CompareResult& result, const RunDescription& ru
   report += fmt::format("- Trace: {} ({}).\n", run.trace, run.trace_about);
   report += fmt::format("- Trained: {}\n", run.preparation);
   report += fmt::format("- Machine: {} GPUs of {}, degree {}, {}.\n", run.degree, run.cluster, run.degree,
-                        steps_text(run.global_batch));
+                        steps_text(run));
   report += fmt::format("- Times: {}.\n", result.method);
   if (result.interpolation && result.interpolation->count() > 0)
     report += fmt::format(
@@ -233,13 +243,13 @@ void write_compare_outputs(const CompareResult& result, const RunDescription& ru
   report += fmt::format("- Wall time of the run: {:.1f} s.\n\n", run.wall_s);
   report += "## Per policy\n\n```\n" + summary_table(result) + "```\n\n";
   report +=
-      "`trained`: sequences whose plan fit in memory; `oom_count`: those that did not (not trained); "
-      "`max_len_before_oom`: the longest sequence trained before the first out of memory; `switches`: "
-      "trained "
-      "sequences whose plan differs from the previous one's.\n\n";
+      "`steps`: optimizer steps; `micro_bs`: micro-batches (one sequence each unless packed); `trained`: "
+      "micro-batches whose plan fit in memory; `oom_count`: those that did not (not trained), and "
+      "`oom_tokens` their tokens; `max_len_before_oom`: the longest micro-batch trained before the first out "
+      "of memory; `switches`: trained micro-batches whose plan differs from the previous one's.\n\n";
   report += "## Each policy against each other\n\n";
   report +=
-      "Time of the row's policy over the sequences both policies trained, against the column's policy "
+      "Time of the row's policy over the micro-batches both policies trained, against the column's policy "
       "(negative: the row is faster).\n\n" +
       comparisons(result) + "\n";
   report += "## Cumulative training time\n\n![cumulative training time](cumulative_time.png)\n\n";

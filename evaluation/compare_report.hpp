@@ -20,24 +20,27 @@ struct RunDescription {
   std::string cluster;
   int degree = 0;
   int64_t global_batch = 1;  // sequences a step
-  std::string trace;         // name or path
-  std::string trace_about;   // where it comes from
-  std::string preparation;   // order, cap rule, limit: what was trained
-  bool sorted = false;       // cumulative time is drawn against length when sorted, else against position
+  // Packed training: tokens a step and padded tokens a micro-batch (0: not packed).
+  int64_t global_batch_tokens = 0;
+  int64_t micro_batch_tokens = 0;
+  std::string trace;        // name or path
+  std::string trace_about;  // where it comes from
+  std::string preparation;  // order, cap rule, limit: what was trained
+  bool sorted = false;      // cumulative time is drawn against length when sorted, else against position
   double wall_s = 0;
 };
 
 // What summary.json says of the run: not `sorted` (it only shapes a plot) nor the wall time (which
 // would make two identical runs' summaries differ).
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RunDescription, model, cluster, degree, global_batch, trace, trace_about,
-                                   preparation)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RunDescription, model, cluster, degree, global_batch, global_batch_tokens,
+                                   micro_batch_tokens, trace, trace_about, preparation)
 
-// "one sequence per training step", or how many a global batch holds.
-std::string steps_text(int64_t global_batch);
+// "one sequence per training step", how many a global batch holds, or how it is packed.
+std::string steps_text(const RunDescription& run);
 
-// A policy's totals: "total_time_s", "tokens_per_s", "mfu", "oom_count", "max_len_before_oom",
-// "switches" (plan switches), "steps" (optimizer steps), "trained" and "sequences" (how many), not each
-// sequence.
+// A policy's totals: "total_time_s", "tokens_per_s", "mfu", "oom_count" and "oom_tokens" (micro-batches
+// out of memory and their tokens), "max_len_before_oom", "switches" (plan switches), "steps" (optimizer
+// steps), "trained" and "micro_batches" (how many; also as "sequences"), not each micro-batch.
 void to_json(nlohmann::json& j, const PolicyResult& policy);
 // The engine and how times were obtained, the interpolation error when there is one, and every
 // policy's totals under "policies", by policy name.

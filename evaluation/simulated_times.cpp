@@ -20,19 +20,32 @@ SimulatedTimes::SimulatedTimes(sim::Simulator& simulator, int degree, int64_t ba
       ratio_(ratio),
       quantum_(SequenceLayout::padded_length(1, degree, simulator.model().causal)) {}
 
-double SimulatedTimes::simulate(const Plan& plan, int64_t padded_tokens) {
-  const auto key = std::make_pair(plan, padded_tokens);
+double SimulatedTimes::simulate(const Plan& plan, const std::vector<int64_t>& padded_documents) {
+  auto key = std::make_pair(plan, padded_documents);
   if (auto found = simulated_.find(key); found != simulated_.end()) return found->second;
   ++simulations_;
   const double seconds =
-      simulator_.simulate(plan, {.tokens = padded_tokens, .degree = degree_, .batch = batch_})
+      simulator_.simulate(plan, {.degree = degree_, .batch = batch_, .documents = padded_documents})
           .iteration_time_s;
-  return simulated_.emplace(key, seconds).first->second;
+  return simulated_.emplace(std::move(key), seconds).first->second;
+}
+
+double SimulatedTimes::seconds(const Plan& plan, const std::vector<int64_t>& cost_key,
+                               double analytic_ratio) {
+  if (cost_key.size() == 1) return seconds(plan, cost_key.front());
+  if (ratio_ <= 1) return simulate(plan, cost_key);
+  ++scaled_;
+  int64_t padded_tokens = 0;
+  for (const int64_t document : cost_key) padded_tokens += document;
+  if (auto found = simulated_.find({plan, cost_key}); found != simulated_.end()) return found->second;
+  const double scaled = seconds(plan, padded_tokens) * analytic_ratio;
+  interpolated_.emplace(std::make_pair(plan, cost_key), scaled);
+  return scaled;
 }
 
 double SimulatedTimes::seconds(const Plan& plan, int64_t padded_tokens) {
   const int64_t units = padded_tokens / quantum_;
-  if (ratio_ <= 1 || units <= kDenseQuanta) return simulate(plan, padded_tokens);
+  if (ratio_ <= 1 || units <= kDenseQuanta) return simulate(plan, {padded_tokens});
   // The grid lengths around `units`: round(64·ratio^k) quanta.
   const auto grid = [&](double k) {
     return static_cast<int64_t>(std::llround(kDenseQuanta * std::pow(ratio_, k)));
@@ -41,19 +54,19 @@ double SimulatedTimes::seconds(const Plan& plan, int64_t padded_tokens) {
   while (grid(k) > units) --k;
   while (grid(k + 1) <= units) ++k;
   const int64_t low = grid(k), high = grid(k + 1);
-  if (low == units) return simulate(plan, padded_tokens);
-  const double t_low = simulate(plan, low * quantum_), t_high = simulate(plan, high * quantum_);
+  if (low == units) return simulate(plan, {padded_tokens});
+  const double t_low = simulate(plan, {low * quantum_}), t_high = simulate(plan, {high * quantum_});
   const double seconds =
       t_low + (t_high - t_low) * static_cast<double>(units - low) / static_cast<double>(high - low);
-  interpolated_.emplace(std::make_pair(plan, padded_tokens), seconds);
+  interpolated_.emplace(std::make_pair(plan, std::vector<int64_t>{padded_tokens}), seconds);
   return seconds;
 }
 
 PercentageErrors SimulatedTimes::measure_error(int samples) {
   PercentageErrors error;
   if (interpolated_.empty() || samples <= 0) return error;
-  const std::vector<std::pair<std::pair<Plan, int64_t>, double>> all(interpolated_.begin(),
-                                                                     interpolated_.end());
+  const std::vector<std::pair<std::pair<Plan, std::vector<int64_t>>, double>> all(interpolated_.begin(),
+                                                                                  interpolated_.end());
   const auto count = std::min<std::size_t>(static_cast<std::size_t>(samples), all.size());
   for (std::size_t i = 0; i < count; ++i) {
     const auto& [key, interpolated] = all[i * all.size() / count];
@@ -63,13 +76,18 @@ PercentageErrors SimulatedTimes::measure_error(int samples) {
 }
 
 std::string SimulatedTimes::method() const {
-  if (ratio_ <= 1) return "every (plan, padded length) simulated once and reused";
-  return fmt::format(
+  if (ratio_ <= 1) return "every (plan, padded documents) simulated once and reused";
+  std::string text = fmt::format(
       "every (plan, length) simulated once and reused, on a grid of lengths: every padded length up to {} "
       "tokens, "
       "then lengths {:.0f} % apart, with times read off the line between the two grid lengths around a "
       "sequence",
       kDenseQuanta * quantum_, (ratio_ - 1) * 100);
+  if (scaled_ > 0)
+    text +=
+        "; a packed micro-batch takes the time of one sequence of its padded length times the analytic "
+        "model's ratio of the two";
+  return text;
 }
 
 }  // namespace paradyse::evaluation

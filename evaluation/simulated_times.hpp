@@ -23,6 +23,12 @@ class SimulatedTimes {
 
   // Seconds of one iteration of `plan` at `padded_tokens` (already a multiple of the layout quantum).
   double seconds(const Plan& plan, int64_t padded_tokens);
+  // Seconds of one iteration of `plan` on a packed micro-batch whose padded documents are `cost_key`
+  // (MicroBatch::cost_key): the time of one sequence of the same padded length (as above) times
+  // `analytic_ratio`, the analytic model's time of the packed micro-batch over that sequence's. What
+  // packing changes is the attention within each document, which the analytic model prices op by op
+  // as the simulator does; measure_error simulates a sample of packed micro-batches directly.
+  double seconds(const Plan& plan, const std::vector<int64_t>& cost_key, double analytic_ratio);
   // Simulates up to `samples` of the interpolated (plan, length) pairs met so far, spread evenly over
   // them, and compares; no samples when nothing was interpolated.
   PercentageErrors measure_error(int samples);
@@ -31,16 +37,18 @@ class SimulatedTimes {
   std::string method() const;
 
  private:
-  double simulate(const Plan& plan, int64_t padded_tokens);
+  double simulate(const Plan& plan, const std::vector<int64_t>& padded_documents);
 
   sim::Simulator& simulator_;
   int degree_;
   int64_t batch_;
   double ratio_;
   int64_t quantum_;
-  std::map<std::pair<Plan, int64_t>, double> simulated_;
-  std::map<std::pair<Plan, int64_t>, double> interpolated_;
+  // By plan and padded documents (one for a sequence).
+  std::map<std::pair<Plan, std::vector<int64_t>>, double> simulated_;
+  std::map<std::pair<Plan, std::vector<int64_t>>, double> interpolated_;
   int64_t simulations_ = 0;
+  int64_t scaled_ = 0;  // packed micro-batches priced by the analytic ratio
 };
 
 }  // namespace paradyse::evaluation

@@ -20,10 +20,12 @@ std::vector<ValidationRow> simulate_measurements(const std::vector<real::RunRequ
   for (std::size_t i = 0; i < requests.size(); ++i)
     for (const real::LengthMeasurement& m : reports[i].lengths) {
       const sim::SimulationResult s = simulator.simulate(
-          requests[i].plan, {.tokens = m.seq, .degree = ranks, .batch = requests[i].batch});
+          requests[i].plan,
+          {.tokens = m.seq, .degree = ranks, .batch = requests[i].batch, .documents = requests[i].documents});
       ValidationRow& row = rows.emplace_back();
       row.plan = plan_name(requests[i].plan);
       row.seq = m.seq;
+      row.documents = std::max<int64_t>(1, static_cast<int64_t>(requests[i].documents.size()));
       row.measured_s = m.median_step_s;
       row.simulated_s = s.iteration_time_s;
       row.time_error = (row.simulated_s - row.measured_s) / row.measured_s;
@@ -59,6 +61,7 @@ std::vector<KernelTimeRow> kernel_times(const std::vector<real::RunRequest>& req
       StepSpec spec;
       spec.model = &model;
       spec.tokens = m.seq;
+      spec.documents = requests[i].documents;
       spec.batch = requests[i].batch;
       spec.plan = requests[i].plan;
       // A measured call's time includes its host's dispatch, as the model's does.

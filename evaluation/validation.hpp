@@ -19,10 +19,11 @@ namespace paradyse::evaluation {
 struct ValidationRow {
   std::string plan;
   int64_t seq = 0;
+  int64_t documents = 1;  // packed in the sequence (--docs)
   double measured_s = 0, simulated_s = 0, time_error = 0;
   double measured_peak_bytes = 0, simulated_peak_bytes = 0, memory_error = 0;
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ValidationRow, plan, seq, measured_s, simulated_s, time_error,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ValidationRow, plan, seq, documents, measured_s, simulated_s, time_error,
                                    measured_peak_bytes, simulated_peak_bytes, memory_error)
 
 // Where rank 0's step time goes, by backend call (Kernel's name; collectives by their kind): measured

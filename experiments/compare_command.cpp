@@ -40,7 +40,7 @@ void run(const CompareCommandOptions& options) {
     return;
   }
   fmt::print("{} on {} (degree {}, {}), trace {}: {}\n", description.model, description.cluster,
-             description.degree, evaluation::steps_text(description.global_batch), description.trace,
+             description.degree, evaluation::steps_text(description), description.trace,
              description.preparation);
   fmt::print("times: {}\n", result.method);
   if (result.interpolation && result.interpolation->count() > 0)
@@ -90,6 +90,18 @@ void add_compare_command(CLI::App& app) {
           "its own plan, gradients accumulate, the optimizer steps once per global batch (1: the "
           "paper's one sequence per step)")
       ->check(positive_whole_number())
+      ->capture_default_str();
+  command
+      ->add_option(
+          "--global-batch-tokens", options->job.global_batch_tokens,
+          "packed training: tokens per training step (256K, 1M), consecutive sequences in the trace's "
+          "order, packed into micro-batches of --micro-batch-tokens by first-fit decreasing; each "
+          "micro-batch has its own plan and attention stays within each document (0: not packed)")
+      ->capture_default_str();
+  command
+      ->add_option("--micro-batch-tokens", options->job.micro_batch_tokens,
+                   "packed training: padded tokens per micro-batch (32K, 128K); a longer sequence is a "
+                   "micro-batch of its own")
       ->capture_default_str();
   command->add_option("--engine", options->job.engine, "sim (the simulator times every step) or analytic")
       ->capture_default_str();

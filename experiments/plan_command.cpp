@@ -88,7 +88,7 @@ struct BenchPlanOptions {
 // A table of `layers` layers from the model's real layer costs at one length, with the memory limit
 // half way between the leanest and the fastest uniform plan, so that the decision must mix.
 costmodel::CostTable bench_table(selector::AnalyticCostSource& source, int64_t tokens, int layers) {
-  costmodel::CostTable table = source.table(tokens, selector::all_candidates());
+  costmodel::CostTable table = source.table(MicroBatch::sequence(tokens), selector::all_candidates());
   table.num_layers = layers;
   double fastest_s = 0, fastest_peak = 0, leanest_peak = 0;
   for (int c = 0; c < static_cast<int>(table.candidates.size()); ++c) {

@@ -5,6 +5,7 @@
 #include "common/errors.hpp"
 #include "evaluation/options.hpp"
 #include "experiments/inputs.hpp"
+#include "strategies/micro_batch.hpp"
 #include "strategies/training_step.hpp"
 
 namespace paradyse::cli {
@@ -24,8 +25,13 @@ void RealRunOptions::add_to(CLI::App& command) {
   command.add_option("--layers", layers, "layers to run (default: the model's)");
   command.add_option("--recompute", recompute, "none, selective or full, for every layer")
       ->capture_default_str();
-  command.add_option("--seq", seq, "tokens per sequence, comma-separated (16K = 16384)")
-      ->capture_default_str();
+  seq_option = command.add_option("--seq", seq, "tokens per sequence, comma-separated (16K = 16384)")
+                   ->capture_default_str();
+  command.add_option(
+      "--docs", docs,
+      "one packed micro-batch instead of --seq: its documents' tokens, comma-separated "
+      "(512,2048,700); each is padded on its own to the layout's multiple, laid end to end, and "
+      "attention stays within each");
   command.add_option("--batch", batch, "sequences per step")
       ->check(positive_whole_number())
       ->capture_default_str();
@@ -66,7 +72,17 @@ real::RunRequest RealRunOptions::request(const ModelSpec& spec) const {
       throw InputError("--ranks", 0, "",
                        std::string(choice.strategy->name()) + " cannot run " + spec.name + " on " +
                            std::to_string(ranks) + " ranks: " + *reason);
-  r.lengths = evaluation::parse_lengths(seq, "--seq");
+  if (!docs.empty()) {
+    if (seq_option != nullptr && seq_option->count() > 0)
+      throw InputError("--docs", 0, "",
+                       "expected --seq or --docs, not both: --docs is one packed micro-batch");
+    r.documents =
+        SequenceLayout::padded_lengths(evaluation::parse_lengths(docs, "--docs"), ranks, spec.causal);
+    r.lengths = {MicroBatch{r.documents}.tokens()};
+    if (r.documents.size() == 1) r.documents.clear();
+  } else {
+    r.lengths = evaluation::parse_lengths(seq, "--seq");
+  }
   for (int64_t length : r.lengths) {
     const int64_t multiple = SequenceLayout::required_multiple(ranks, spec.causal);
     if (length % multiple != 0)

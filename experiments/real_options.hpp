@@ -20,6 +20,8 @@ struct RealRunOptions {
   int layers = 0;  // 0: the model's
   std::string recompute = "none";
   std::string seq = "1024";
+  std::string docs;  // a packed micro-batch instead of --seq: its documents' tokens
+  CLI::Option* seq_option = nullptr;
   int64_t batch = 1;
   int steps = 3;
   int warmup = 1;

@@ -58,7 +58,8 @@ void print_rows(const std::vector<evaluation::ValidationRow>& rows, const Valida
              "simulated", "error", "measured", "simulated", "error");
   for (const evaluation::ValidationRow& r : rows)
     fmt::print("{:<12} {:>7}  {:>9.4f} s {:>9.4f} s {:>+7.1f}%  {:>8.2f} MiB {:>8.2f} MiB {:>+7.1f}%\n",
-               r.plan, r.seq, r.measured_s, r.simulated_s, 100 * r.time_error, r.measured_peak_bytes / kMiB,
+               r.plan, r.documents > 1 ? fmt::format("{}/{}d", r.seq, r.documents) : std::to_string(r.seq),
+               r.measured_s, r.simulated_s, 100 * r.time_error, r.measured_peak_bytes / kMiB,
                r.simulated_peak_bytes / kMiB, 100 * r.memory_error);
   PercentageErrors time_errors, memory_errors;
   for (const evaluation::ValidationRow& r : rows) {

@@ -93,6 +93,7 @@ RunReport run_request(const RankEnvironment& env, Communicator* communicator, co
     StepSpec spec;
     spec.model = &model;
     spec.tokens = seq;
+    spec.documents = request.documents;
     spec.batch = request.batch;
     spec.plan = request.plan;
     const int64_t local = seq / env.size;

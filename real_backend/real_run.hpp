@@ -23,6 +23,9 @@ struct RunRequest {
   const ModelSpec* model = nullptr;
   Plan plan;                     // one entry per layer run
   std::vector<int64_t> lengths;  // tokens per sequence; each a multiple of the layout's (checked)
+  // A packed micro-batch: its documents, each a multiple of the layout's, and `lengths` their sum alone.
+  // Empty: one document per sequence.
+  std::vector<int64_t> documents;
   int64_t batch = 1;
   int warmup_steps = 1;  // run, not measured: first-touch allocations and connection setup
   int steps = 3;         // measured, per length
@@ -46,11 +49,11 @@ struct LengthMeasurement {
   int64_t seq = 0;
   std::vector<double> step_s;  // each measured step, slowest rank (steps end at a barrier)
   double median_step_s = 0;
-  double loss_per_token = 0;            // last step, over the ranks' tokens
-  int64_t peak_bytes = 0;               // most any rank's backend held (HeldBytes) during the measured steps
-  int64_t process_peak_bytes = 0;       // most any rank's process allocated (HostAllocator): op temporaries too
-  int64_t saved_bytes_per_layer = 0;    // rank 0: live bytes each layer's forward left, mean
-  std::vector<double> layer_forward_s;  // rank 0, last step, per layer
+  double loss_per_token = 0;          // last step, over the ranks' tokens
+  int64_t peak_bytes = 0;             // most any rank's backend held (HeldBytes) during the measured steps
+  int64_t process_peak_bytes = 0;     // most any rank's process allocated (HostAllocator): op temporaries too
+  int64_t saved_bytes_per_layer = 0;  // rank 0: live bytes each layer's forward left, mean
+  std::vector<double> layer_forward_s;   // rank 0, last step, per layer
   std::vector<double> layer_backward_s;  // rank 0, last step, per layer
 };
 

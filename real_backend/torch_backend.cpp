@@ -80,6 +80,55 @@ int64_t query_block(int64_t batch_heads, int64_t keys) {
   return std::max<int64_t>(1, budget / std::max<int64_t>(1, batch_heads * keys));
 }
 
+// A piece of the exact attention: some queries against some keys (int64 indices into q's and k's
+// sequence dims; `keys` undefined: all of them).
+struct AttentionTile {
+  at::Tensor queries, keys;
+};
+
+// Blocks of queries against every key; with documents, each document's queries (in blocks) against
+// that document's keys alone, as a variable-length kernel runs: pairs across documents cost nothing.
+std::vector<AttentionTile> attention_tiles(const AttentionMask& mask, int64_t batch_heads,
+                                           const at::Device& device) {
+  const at::TensorOptions indices = at::TensorOptions(at::kLong).device(device);
+  std::vector<std::pair<at::Tensor, at::Tensor>> groups;  // (queries, keys) of one document, or of all
+  if (!mask.document_ends) {
+    groups.emplace_back(at::arange(mask.query_count(), indices), at::Tensor());
+  } else {
+    const at::Tensor ends = at::tensor(*mask.document_ends, at::kLong).to(device);
+    const at::Tensor q_document =
+        at::searchsorted(ends, positions(mask.queries, device), /*out_int32=*/false, /*right=*/true);
+    const at::Tensor k_document =
+        at::searchsorted(ends, positions(mask.keys, device), /*out_int32=*/false, /*right=*/true);
+    const at::Tensor documents = std::get<0>(at::_unique2(q_document)).cpu();
+    for (int64_t i = 0; i < documents.numel(); ++i) {
+      const int64_t document = documents[i].item<int64_t>();
+      const at::Tensor keys = at::nonzero(k_document == document).view({-1});
+      if (keys.numel() == 0) continue;  // no key of this document here: its rows stay empty
+      groups.emplace_back(at::nonzero(q_document == document).view({-1}), keys);
+    }
+  }
+  std::vector<AttentionTile> tiles;
+  for (const auto& [queries, keys] : groups) {
+    const int64_t key_count = keys.defined() ? keys.numel() : mask.key_count();
+    const int64_t block = query_block(batch_heads, key_count);
+    for (int64_t start = 0; start < queries.numel(); start += block)
+      tiles.push_back({queries.narrow(0, start, std::min(block, queries.numel() - start)), keys});
+  }
+  return tiles;
+}
+
+// The tile's rows (and columns) of a [s_q, s_k] mask.
+at::Tensor tile_of(const at::Tensor& allowed, const AttentionTile& tile) {
+  const at::Tensor rows = allowed.index_select(0, tile.queries);
+  return tile.keys.defined() ? rows.index_select(1, tile.keys) : rows;
+}
+
+// The tile's keys (or values) of [b, heads, s_k, d].
+at::Tensor tile_keys(const at::Tensor& heads, const AttentionTile& tile) {
+  return tile.keys.defined() ? heads.index_select(2, tile.keys) : heads;
+}
+
 // q [b, s_q, a, d] → [b, a_kv, g·s_q, d] (fp32): query head i = kv head i / g, so each kv head's
 // query group is contiguous and one batched GEMM against [b, a_kv, s_k, d] serves all of it.
 at::Tensor grouped_queries(const at::Tensor& q, int64_t kv_heads) {
@@ -293,17 +342,17 @@ AttentionOutput TorchBackend::attention_forward(const Tensor& q, const Tensor& k
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const at::Tensor k_heads = heads_first(unwrap(k)), v_heads = heads_first(unwrap(v));
   const at::Tensor allowed = allowed_pairs(mask, options_.device);
-  at::Tensor out = at::empty({b, kv, g, sq, d}, at::TensorOptions(at::kFloat).device(options_.device));
-  at::Tensor lse = at::empty({b, kv, g, sq}, out.options());
-  const int64_t block = query_block(b * a, k.size(1));
-  for (int64_t start = 0; start < sq; start += block) {
-    const int64_t n = std::min(block, sq - start);
-    const at::Tensor qb = grouped_queries(tq.narrow(1, start, n), kv);
-    const at::Tensor s = masked_scores(qb, k_heads, allowed.narrow(0, start, n), g, scale);
+  // Rows no tile reaches (a document with no key here) stay empty: output 0, log-sum-exp −inf.
+  at::Tensor out = at::zeros({b, kv, g, sq, d}, at::TensorOptions(at::kFloat).device(options_.device));
+  at::Tensor lse = at::full({b, kv, g, sq}, -std::numeric_limits<float>::infinity(), out.options());
+  for (const AttentionTile& tile : attention_tiles(mask, b * a, options_.device)) {
+    const int64_t n = tile.queries.numel();
+    const at::Tensor qb = grouped_queries(tq.index_select(1, tile.queries), kv);
+    const at::Tensor s = masked_scores(qb, tile_keys(k_heads, tile), tile_of(allowed, tile), g, scale);
     const at::Tensor row_lse = at::logsumexp(s, -1);  // [b, kv, g, n]
     const at::Tensor p = probabilities(s, row_lse).view({b, kv, g * n, -1});
-    out.narrow(3, start, n).copy_(at::matmul(p, v_heads).view({b, kv, g, n, d}));
-    lse.narrow(3, start, n).copy_(row_lse);
+    out.index_copy_(3, tile.queries, at::matmul(p, tile_keys(v_heads, tile)).view({b, kv, g, n, d}));
+    lse.index_copy_(3, tile.queries, row_lse);
   }
   // [b, kv, g, s, d] is [b, a, s, d] with a = kv·g: back to [b, s, a, d].
   return {make(out.view({b, a, sq, d}).permute({0, 2, 1, 3}).to(storage_type(DType::bf16)).contiguous(),
@@ -325,22 +374,30 @@ AttentionGrads TorchBackend::attention_backward(const Tensor& d_out, const Tenso
                                .sum(-1)
                                .permute({0, 2, 1})
                                .reshape({b, kv, g, sq});
-  at::Tensor d_q = at::empty({b, kv, g, sq, d}, at::TensorOptions(at::kFloat).device(options_.device));
+  at::Tensor d_q = at::zeros({b, kv, g, sq, d}, at::TensorOptions(at::kFloat).device(options_.device));
   at::Tensor d_k = at::zeros({b, kv, k.size(1), d}, d_q.options());
   at::Tensor d_v = at::zeros_like(d_k);
-  const int64_t block = query_block(b * a, k.size(1));
-  for (int64_t start = 0; start < sq; start += block) {
-    const int64_t n = std::min(block, sq - start);
-    const at::Tensor qb = grouped_queries(unwrap(q).narrow(1, start, n), kv);       // [b, kv, g·n, d]
-    const at::Tensor dob = grouped_queries(unwrap(d_out).narrow(1, start, n), kv);  // [b, kv, g·n, d]
-    const at::Tensor s = masked_scores(qb, k_heads, allowed.narrow(0, start, n), g, scale);
-    const at::Tensor p = probabilities(s, lse_grouped.narrow(3, start, n)).view({b, kv, g * n, -1});
-    const at::Tensor d_p = at::matmul(dob, v_heads.transpose(-1, -2));  // [b, kv, g·n, s_k]
-    const at::Tensor d_s =
-        (p * (d_p - delta.narrow(3, start, n).reshape({b, kv, g * n, 1}))).mul_(scale);  // of the raw q·kᵀ
-    d_q.narrow(3, start, n).copy_(at::matmul(d_s, k_heads).view({b, kv, g, n, d}));
-    d_k.add_(at::matmul(d_s.transpose(-1, -2), qb));
-    d_v.add_(at::matmul(p.transpose(-1, -2), dob));
+  for (const AttentionTile& tile : attention_tiles(mask, b * a, options_.device)) {
+    const int64_t n = tile.queries.numel();
+    const at::Tensor qb = grouped_queries(unwrap(q).index_select(1, tile.queries), kv);  // [b, kv, g·n, d]
+    const at::Tensor dob =
+        grouped_queries(unwrap(d_out).index_select(1, tile.queries), kv);  // [b, kv, g·n, d]
+    const at::Tensor k_tile = tile_keys(k_heads, tile);
+    const at::Tensor s = masked_scores(qb, k_tile, tile_of(allowed, tile), g, scale);
+    const at::Tensor p = probabilities(s, lse_grouped.index_select(3, tile.queries)).view({b, kv, g * n, -1});
+    const at::Tensor d_p = at::matmul(dob, tile_keys(v_heads, tile).transpose(-1, -2));  // [b, kv, g·n, s_k]
+    const at::Tensor d_s = (p * (d_p - delta.index_select(3, tile.queries).reshape({b, kv, g * n, 1})))
+                               .mul_(scale);  // of the raw q·kᵀ
+    d_q.index_copy_(3, tile.queries, at::matmul(d_s, k_tile).view({b, kv, g, n, d}));
+    const at::Tensor d_k_tile = at::matmul(d_s.transpose(-1, -2), qb),
+                     d_v_tile = at::matmul(p.transpose(-1, -2), dob);
+    if (tile.keys.defined()) {
+      d_k.index_add_(2, tile.keys, d_k_tile);
+      d_v.index_add_(2, tile.keys, d_v_tile);
+    } else {
+      d_k.add_(d_k_tile);
+      d_v.add_(d_v_tile);
+    }
   }
   const at::ScalarType type = storage_type(DType::bf16);
   return {make(d_q.view({b, a, sq, d}).permute({0, 2, 1, 3}).to(type).contiguous(), DType::bf16),

@@ -5,8 +5,13 @@ namespace paradyse::selector {
 AnalyticCostSource::AnalyticCostSource(ModelSpec model, hw::ClusterSpec cluster, int degree, int64_t batch)
     : estimator_(std::move(model), std::move(cluster)), degree_(degree), batch_(batch) {}
 
-costmodel::CostTable AnalyticCostSource::table(int64_t tokens, const std::vector<CandidateKey>& wanted) {
-  return estimator_.cost_table(wanted, {.tokens = tokens, .degree = degree_, .batch = batch_});
+costmodel::CostTable AnalyticCostSource::table(const MicroBatch& micro_batch,
+                                               const std::vector<CandidateKey>& wanted) {
+  return estimator_.cost_table(
+      wanted, {.tokens = micro_batch.tokens(),
+               .degree = degree_,
+               .batch = batch_,
+               .documents = micro_batch.packed() ? micro_batch.documents : std::vector<int64_t>{}});
 }
 
 std::vector<CandidateKey> all_candidates(bool recompute_choices) {

@@ -19,9 +19,10 @@ class CostSource {
   virtual ~CostSource() = default;
   virtual std::string name() const = 0;  // "analytic", or the learned model's file
   virtual int64_t batch() const = 0;
-  // Costs at `tokens` of the `wanted` candidates this source can price (others are left out). A
+  // Costs of a micro-batch for the `wanted` candidates this source can price (others are left out). A
   // candidate it prices may still be left out at a length where it needs a tensor no GPU holds.
-  virtual costmodel::CostTable table(int64_t tokens, const std::vector<CandidateKey>& wanted) = 0;
+  virtual costmodel::CostTable table(const MicroBatch& micro_batch,
+                                     const std::vector<CandidateKey>& wanted) = 0;
   // Whether this source prices `candidate` at all (a learned model knows the strategies it was fitted on).
   virtual bool prices(const CandidateKey& candidate) const = 0;
 };
@@ -32,7 +33,7 @@ class AnalyticCostSource final : public CostSource {
   AnalyticCostSource(ModelSpec model, hw::ClusterSpec cluster, int degree = 0, int64_t batch = 1);
   std::string name() const override { return "analytic"; }
   int64_t batch() const override { return batch_; }
-  costmodel::CostTable table(int64_t tokens, const std::vector<CandidateKey>& wanted) override;
+  costmodel::CostTable table(const MicroBatch& micro_batch, const std::vector<CandidateKey>& wanted) override;
   bool prices(const CandidateKey&) const override { return true; }
 
  private:

@@ -35,7 +35,14 @@ bool LearnedCostSource::prices(const CandidateKey& candidate) const {
   return learned_.has(candidate.first->name(), std::string(to_string(candidate.second)));
 }
 
-costmodel::CostTable LearnedCostSource::table(int64_t tokens, const std::vector<CandidateKey>& wanted) {
+costmodel::CostTable LearnedCostSource::table(const MicroBatch& micro_batch,
+                                              const std::vector<CandidateKey>& wanted) {
+  if (micro_batch.packed())
+    throw InputError(
+        "--costmodel", 0, "",
+        "a learned model is fitted to one sequence per step and cannot price a packed micro-batch (" +
+            micro_batch.describe() + "); use --costmodel analytic");
+  const int64_t tokens = micro_batch.tokens();
   costmodel::CostTable table;
   table.num_layers = static_cast<int>(model_.num_layers);
   table.tokens = tokens;

@@ -19,7 +19,7 @@ class LearnedCostSource final : public CostSource {
                     int64_t batch);
   std::string name() const override { return path_; }
   int64_t batch() const override { return batch_; }
-  costmodel::CostTable table(int64_t tokens, const std::vector<CandidateKey>& wanted) override;
+  costmodel::CostTable table(const MicroBatch& micro_batch, const std::vector<CandidateKey>& wanted) override;
   bool prices(const CandidateKey& candidate) const override;
 
  private:

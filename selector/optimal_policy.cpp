@@ -246,8 +246,8 @@ OptimalPolicy::OptimalPolicy(CostSource& source, OptimalOptions options)
       candidates_.push_back(key);
 }
 
-Decision OptimalPolicy::decide(int64_t tokens) {
-  return decide(source_.table(tokens, candidates_));
+Decision OptimalPolicy::decide(const MicroBatch& micro_batch) {
+  return decide(source_.table(micro_batch, candidates_));
 }
 
 Decision OptimalPolicy::decide(const CostTable& table) const {

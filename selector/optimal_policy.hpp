@@ -32,7 +32,8 @@ class OptimalPolicy final : public Policy {
  public:
   OptimalPolicy(CostSource& source, OptimalOptions options);
   const std::string& name() const override { return name_; }
-  Decision decide(int64_t tokens) override;
+  using Policy::decide;
+  Decision decide(const MicroBatch& micro_batch) override;
   Decision decide(const costmodel::CostTable& table) const;
 
  private:

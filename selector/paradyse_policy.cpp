@@ -14,8 +14,10 @@ ParadysePolicy::ParadysePolicy(CostSource& source, ParadyseOptions options)
       candidates_.emplace_back(strategy, Recompute::none);
 }
 
-Decision ParadysePolicy::decide(int64_t tokens) {
-  const auto key = std::make_pair(source_.batch(), tokens);
+Decision ParadysePolicy::decide(const MicroBatch& micro_batch) {
+  std::vector<int64_t> documents = micro_batch.documents;  // what the cost depends on; order does not matter
+  std::sort(documents.begin(), documents.end());
+  const auto key = std::make_pair(source_.batch(), std::move(documents));
   if (options_.cache) {
     if (auto found = cache_.find(key); found != cache_.end()) {
       Decision decision = found->second;
@@ -25,7 +27,7 @@ Decision ParadysePolicy::decide(int64_t tokens) {
       return decision;
     }
   }
-  Decision decision = decide(source_.table(tokens, candidates_));
+  Decision decision = decide(source_.table(micro_batch, candidates_));
   if (options_.cache) cache_[key] = decision;
   return decision;
 }

@@ -1,5 +1,6 @@
 // The paper's Algorithm 1 (ParaDySe, AAAI-26), per input sequence of length s with batch b:
-//  1. cache: a plan decided before at the same (b, s) is reused;
+//  1. cache: a plan decided before at the same (b, s) is reused (for a packed micro-batch, the same b and
+//     documents);
 //  2. Pareto pruning: a strategy slower and not leaner than another (uniform plans) is dropped;
 //  3. early termination: if the fastest remaining strategy fits, every layer uses it;
 //  4. two-strategy mixes: for each pair (faster a, leaner b), m = 1, 2, ... layers of a (first) and
@@ -24,7 +25,8 @@ class ParadysePolicy final : public Policy {
  public:
   ParadysePolicy(CostSource& source, ParadyseOptions options);
   const std::string& name() const override { return name_; }
-  Decision decide(int64_t tokens) override;
+  using Policy::decide;
+  Decision decide(const MicroBatch& micro_batch) override;
   bool remembers() const override { return true; }
   // Steps 2–7 on a given table (no cache).
   Decision decide(const costmodel::CostTable& table);
@@ -34,7 +36,7 @@ class ParadysePolicy final : public Policy {
   ParadyseOptions options_;
   std::string name_ = "paradyse";
   std::vector<CandidateKey> candidates_;
-  std::map<std::pair<int64_t, int64_t>, Decision> cache_;  // by (batch, tokens)
+  std::map<std::pair<int64_t, std::vector<int64_t>>, Decision> cache_;  // by (batch, documents sorted)
   std::optional<Plan> previous_;
 };
 

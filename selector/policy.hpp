@@ -36,9 +36,10 @@ class Policy {
  public:
   virtual ~Policy() = default;
   virtual const std::string& name() const = 0;
-  virtual Decision decide(int64_t tokens) = 0;
-  // Whether a decision depends on earlier ones (smoothing, a cache); if not, it depends on the length
-  // alone and callers may reuse it.
+  virtual Decision decide(const MicroBatch& micro_batch) = 0;
+  Decision decide(int64_t tokens) { return decide(MicroBatch::sequence(tokens)); }
+  // Whether a decision depends on earlier ones (smoothing, a cache); if not, it depends on the
+  // micro-batch alone and callers may reuse it.
   virtual bool remembers() const { return false; }
 };
 

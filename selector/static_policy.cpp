@@ -12,13 +12,13 @@ StaticPolicy::StaticPolicy(const Strategy& strategy, CostSource& source)
         name_ + ": the cost model (" + source_.name() + ") cannot price " + std::string(strategy_.name()));
 }
 
-Decision StaticPolicy::decide(int64_t tokens) {
-  const costmodel::CostTable table = source_.table(tokens, {{&strategy_, Recompute::none}});
+Decision StaticPolicy::decide(const MicroBatch& micro_batch) {
+  const costmodel::CostTable table = source_.table(micro_batch, {{&strategy_, Recompute::none}});
   const auto index = table.find(strategy_);
   if (!index) {  // the strategy would need a tensor no GPU holds at this length: out of memory
     Decision nothing;
     nothing.policy = name_;
-    nothing.tokens = tokens;
+    nothing.tokens = micro_batch.tokens();
     nothing.padded_tokens = table.padded_tokens;
     nothing.evaluated_plans = 1;
     return nothing;

@@ -9,7 +9,8 @@ class StaticPolicy final : public Policy {
  public:
   StaticPolicy(const Strategy& strategy, CostSource& source);
   const std::string& name() const override { return name_; }
-  Decision decide(int64_t tokens) override;
+  using Policy::decide;
+  Decision decide(const MicroBatch& micro_batch) override;
 
  private:
   const Strategy& strategy_;

@@ -78,9 +78,11 @@ Simulator::Engine& Simulator::engine_for(int num_gpus) {
 SimulationResult Simulator::simulate(const Plan& plan, const costmodel::EstimateRequest& request_in) {
   const costmodel::EstimateRequest request = costmodel::checked_request(model_, cluster_, plan, request_in);
   const int p = request.degree;
+  const MicroBatch trained = costmodel::micro_batch_of(request);
   StepSpec spec;
   spec.model = &model_;
-  spec.tokens = SequenceLayout::padded_length(request.tokens, p, model_.causal);
+  spec.tokens = trained.padded_tokens(p, model_.causal);
+  if (trained.packed()) spec.documents = trained.padded_documents(p, model_.causal);
   spec.batch = request.batch;
   spec.micro_batches = request.micro_batches;
   spec.plan = plan;

@@ -187,3 +187,31 @@ TEST_CASE("Estimator: recomputation is chosen per layer", "[costmodel]") {
   REQUIRE(full.memory.peak_bytes < none.memory.peak_bytes);
   REQUIRE(half.plan == "megatron_ts,megatron_ts:full,megatron_ts,megatron_ts:full");
 }
+
+TEST_CASE("Estimator: a packed micro-batch pads each document and counts attention within each",
+          "[costmodel]") {
+  const ModelSpec model = four_layers(true);
+  costmodel::Estimator estimator(model, hw::load_cluster("dgx-a100"));
+  const std::vector<int64_t> documents{1000, 3001, 97};
+  const costmodel::Estimate packed = estimator.estimate(megatron_ts(), {.documents = documents});
+  CHECK(packed.tokens == 4098);
+  CHECK(packed.documents == 3);
+  CHECK(packed.padded_tokens == 1008 + 3008 + 112);  // each to a multiple of 2p = 16
+  // Model FLOPs: Korthikanti's per-layer attention term 4·s²·h/2 (causal) per document instead of S².
+  const double h = static_cast<double>(model.hidden), L = 4;
+  double squares = 0;
+  for (const int64_t s : documents) squares += static_cast<double>(s * s);
+  const double s_all = 4098;
+  const double gemms_and_logits = costmodel::model_flops(model, 4098, 1) - 3 * L * 4 * s_all * s_all * h / 2;
+  CHECK(packed.model_flops == Approx(gemms_and_logits + 3 * L * 4 * squares * h / 2).epsilon(1e-12));
+  // The same tokens in one sequence attend over all S² / 2 pairs: slower, and the order of documents
+  // changes nothing.
+  const costmodel::Estimate one = estimator.estimate(megatron_ts(), {.tokens = 4098});
+  CHECK(one.time.total_s > packed.time.total_s);
+  CHECK(estimator.estimate(megatron_ts(), {.documents = {97, 3001, 1000}}).time.total_s ==
+        packed.time.total_s);
+  // One document is one sequence.
+  CHECK(estimator.estimate(megatron_ts(), {.documents = {4098}}).time.total_s == one.time.total_s);
+  REQUIRE_THROWS_WITH(estimator.estimate(megatron_ts(), {.documents = {512, 0, 8}}),
+                      Catch::Contains("docs") && Catch::Contains("got 0 for document 2"));
+}

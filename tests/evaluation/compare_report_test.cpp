@@ -36,9 +36,9 @@ TEST_CASE("summary.json: the run, the engine and each policy's totals", "[evalua
   policy.steps = 7;
   result.policies.push_back(policy);
 
-  const std::set<std::string> run_and_engine = {"model",       "cluster",     "degree", "global_batch",
-                                                "trace",       "trace_about", "engine", "method",
-                                                "preparation", "policies"};
+  const std::set<std::string> run_and_engine = {
+      "model", "cluster",     "degree", "global_batch", "global_batch_tokens", "micro_batch_tokens",
+      "trace", "trace_about", "engine", "method",       "preparation",         "policies"};
   nlohmann::json j = summary_json(result, run);
   CHECK(json_keys(j) == run_and_engine);
   CHECK(j.at("trace_about") == "bundled");
@@ -48,10 +48,12 @@ TEST_CASE("summary.json: the run, the engine and each policy's totals", "[evalua
                                              {"tokens_per_s", 1000.0},
                                              {"mfu", 0.25},
                                              {"oom_count", 1},
+                                             {"oom_tokens", 0.0},
                                              {"max_len_before_oom", 4096},
                                              {"switches", 4},
                                              {"steps", 7},
                                              {"trained", 2},
+                                             {"micro_batches", 3},
                                              {"sequences", 3}}}});
 
   result.interpolation.emplace();

@@ -41,7 +41,8 @@ TEST_CASE("compare: sequences out of memory are not trained and end the curve", 
   const std::vector<int64_t> lengths = {4096, 262144, 8192, 262144, 2048};
   auto ts = selector::make_policy("static:megatron_ts", f.source);
   auto lean = selector::make_policy("static:metp", f.source);
-  const evaluation::CompareResult result = evaluation::run_compare({ts.get(), lean.get()}, lengths, f.engine);
+  const evaluation::CompareResult result =
+      evaluation::run_compare({ts.get(), lean.get()}, traces::unpacked_steps(lengths, 1), f.engine);
   REQUIRE(result.policies.size() == 2);
   CHECK_FALSE(result.interpolation.has_value());  // the analytic engine interpolates nothing
 
@@ -78,7 +79,7 @@ TEST_CASE("compare: a policy with no plan counts the sequence out of memory", "[
   auto policy = selector::make_policy("paradyse", f.source, no_fallback);
   // 4M tokens fit no plan of gpt-8l on one node.
   const evaluation::CompareResult result =
-      evaluation::run_compare({policy.get()}, {4096, 4 * 1024 * 1024}, f.engine);
+      evaluation::run_compare({policy.get()}, traces::unpacked_steps({4096, 4 * 1024 * 1024}, 1), f.engine);
   const evaluation::PolicyResult& r = result.policies.front();
   CHECK(r.sequences[1].plan.empty());
   CHECK_FALSE(r.sequences[1].fits);
@@ -98,9 +99,9 @@ TEST_CASE("compare: a global batch steps the optimizer once for its sequences", 
   // Two steps of three: [4096, 262144 (out of memory), 8192] and [2048, 16384].
   const std::vector<int64_t> lengths = {4096, 262144, 8192, 2048, 16384};
   const evaluation::PolicyResult one =
-      evaluation::run_compare({ts.get()}, lengths, f.engine, {}, 0, 1).policies[0];
+      evaluation::run_compare({ts.get()}, traces::unpacked_steps(lengths, 1), f.engine, {}, 0).policies[0];
   const evaluation::PolicyResult three =
-      evaluation::run_compare({ts.get()}, lengths, f.engine, {}, 0, 3).policies[0];
+      evaluation::run_compare({ts.get()}, traces::unpacked_steps(lengths, 3), f.engine, {}, 0).policies[0];
   CHECK(one.steps == 4);
   CHECK(three.steps == 2);
   CHECK(three.trained == one.trained);
@@ -114,9 +115,54 @@ TEST_CASE("compare: a global batch steps the optimizer once for its sequences", 
   CHECK(three.total_s == Approx(one.total_s - 2 * optimizer_s));
   // Against the estimator's own global batch of two micro-batches of 4K: the same time.
   const evaluation::PolicyResult pair =
-      evaluation::run_compare({ts.get()}, {4096, 4096}, f.engine, {}, 0, 2).policies[0];
+      evaluation::run_compare({ts.get()}, traces::unpacked_steps({4096, 4096}, 2), f.engine, {}, 0)
+          .policies[0];
   CHECK(pair.total_s ==
         Approx(f.estimator.estimate(plan, {.tokens = 4096, .degree = 8, .micro_batches = 2}).time.total_s));
+}
+
+}  // namespace paradyse::testing
+
+namespace paradyse::testing {
+
+TEST_CASE("compare: packed micro-batches are priced by their documents, one optimizer step per global batch",
+          "[evaluation][compare]") {
+  Fixture f;
+  auto ts = selector::make_policy("static:megatron_ts", f.source);
+  // One step of two micro-batches of 8K padded tokens: {6000, 2000} and {5000, 3000}.
+  const traces::TrainingSchedule schedule = traces::packed_steps(
+      {6000, 2000, 5000, 3000}, {.global_batch_tokens = 16000, .micro_batch_tokens = 8192, .quantum = 16});
+  REQUIRE(schedule.micro_batches == std::vector<std::vector<int64_t>>{{6000, 2000}, {5000, 3000}});
+  const evaluation::PolicyResult packed =
+      evaluation::run_compare({ts.get()}, schedule, f.engine, {}, 0).policies[0];
+  CHECK(packed.steps == 1);
+  REQUIRE(packed.trained == 2);
+  CHECK(packed.sequences[0].documents == 2);
+  const Plan plan = uniform_plan(megatron_ts(), f.model.num_layers);
+  auto estimate = [&](std::vector<int64_t> documents) {
+    return f.estimator.estimate(plan, {.degree = 8, .documents = std::move(documents)});
+  };
+  const costmodel::Estimate first = estimate({6000, 2000}), second = estimate({5000, 3000});
+  // The first micro-batch accumulates and gives its optimizer step back; the second ends the step.
+  CHECK(packed.sequences[0].seconds == Approx(first.time.total_s - first.time.optimizer_s));
+  CHECK(packed.sequences[1].seconds == Approx(second.time.total_s));
+  CHECK(packed.model_flops == Approx(first.model_flops + second.model_flops));
+  // Packing attends within documents: faster than the same tokens as one sequence.
+  CHECK(first.time.total_s < f.seconds(megatron_ts(), 8000));
+}
+
+TEST_CASE("compare: the simulator prices a packed micro-batch within 2 % of simulating it directly",
+          "[evaluation][compare]") {
+  const ModelSpec model = load_model("gpt-8l");
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  evaluation::StepEngine engine(model, cluster, 8, "sim", 1.05);
+  const Plan plan = uniform_plan(ulysses_z(), model.num_layers);
+  const MicroBatch micro_batch{{20000, 9000, 3000, 700}};
+  const double scaled = engine.step(plan, micro_batch).seconds;
+  const double direct =
+      engine.simulator()->simulate(plan, {.degree = 8, .documents = micro_batch.documents}).iteration_time_s;
+  CHECK(scaled == Approx(direct).epsilon(0.02));
+  CHECK(engine.method().find("packed micro-batch") != std::string::npos);
 }
 
 }  // namespace paradyse::testing

@@ -20,20 +20,20 @@ struct Row {
 };
 
 // per_sequence.csv:
-// policy,index,seq,padded_seq,plan,layer_switches,predicted_time_s,time_s,predicted_peak_bytes,
-// peak_bytes,fits
+// policy,index,step,documents,seq,padded_seq,plan,layer_switches,predicted_time_s,time_s,
+// predicted_peak_bytes,peak_bytes,fits
 std::vector<Row> read_rows(const std::filesystem::path& path) {
   const std::string text = read_text(path);
   paradyse::csv::Reader reader(text, path.string());
   std::vector<std::string> cells;
   REQUIRE(reader.next(cells));
-  REQUIRE(cells.size() == 11);
-  REQUIRE(cells[4] == "plan");
+  REQUIRE(cells.size() == 13);
+  REQUIRE(cells[6] == "plan");
   std::vector<Row> rows;
   while (reader.next(cells)) {
-    REQUIRE(cells.size() == 11);
+    REQUIRE(cells.size() == 13);
     rows.push_back(
-        {cells[0], std::stoll(cells[1]), std::stoll(cells[2]), std::stod(cells[7]), cells[10] == "1"});
+        {cells[0], std::stoll(cells[1]), std::stoll(cells[4]), std::stod(cells[9]), cells[12] == "1"});
   }
   return rows;
 }
@@ -177,6 +177,15 @@ TEST_CASE("compare: bad inputs fail with a clear message, a non-zero exit and no
       {"--trace github-code-like --over cut --max-len 1000", "--over"},
       {"--trace github-code-like --engine fast", "--engine"},
       {"--trace github-code-like --policy nosuch", "expected static:NAME, paradyse or optimal"},
+      {"--trace github-code-like --max-len 16K --global-batch-tokens 1M --micro-batch-tokens 8",
+       "--micro-batch-tokens: expected at least the layout's quantum of 16"},
+      {"--trace github-code-like --max-len 16K --global-batch-tokens 8K --micro-batch-tokens 4K",
+       "--global-batch-tokens: a global batch of 8192 tokens is smaller than sequence"},
+      {"--trace github-code-like --global-batch-tokens 1M",
+       "needs both --global-batch-tokens and --micro-batch-tokens"},
+      {"--trace github-code-like --global-batch 4 --global-batch-tokens 1M --micro-batch-tokens 64K",
+       "--global-batch: expected 1 with --global-batch-tokens"},
+      {"--trace github-code-like --global-batch-tokens 1X --micro-batch-tokens 64K", "--global-batch-tokens"},
   };
   for (const Case& c : cases) {
     INFO(c.args);

@@ -86,6 +86,30 @@ TEST_CASE("validate: each row is what simulate and run give for its configuratio
   }
 }
 
+TEST_CASE("validate --docs: a packed micro-batch under every strategy, its memory to the byte",
+          "[real][cli]") {
+  TempDir dir;
+  const std::string cluster = dir.file("local-cpu.json");
+  const RunResult calibrated = run_paradyse("calibrate --ranks 2 --max-seq 128 --out " + cluster);
+  INFO(calibrated.err);
+  REQUIRE(calibrated.exit_code == 0);
+  // 37 and 21 tokens pad to 40 and 24 on 2 ranks of a causal model (multiples of 4): 64 in all.
+  const RunResult r = run_paradyse(
+      "validate --ranks 2 --model tiny-llama --docs 37,21 --steps 1 --warmup 0 --json --plan all --cluster " +
+      cluster);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto rows = nlohmann::json::parse(r.out);
+  REQUIRE(rows.size() == all_strategies().size());
+  for (const auto& row : rows) {
+    INFO(row.dump());
+    CHECK(row["seq"] == 64);
+    CHECK(row["documents"] == 2);
+    CHECK(std::abs(row["memory_error"].get<double>()) < 0.01);
+    CHECK(row["simulated_s"].get<double>() > 0);
+  }
+}
+
 TEST_CASE("validate --ops: rank 0's step by backend call, measured and modelled", "[real][cli]") {
   TempDir dir;
   const std::string cluster = dir.file("local-cpu.json");

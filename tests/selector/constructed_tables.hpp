@@ -40,9 +40,10 @@ class TableSource final : public selector::CostSource {
   explicit TableSource(std::map<int64_t, costmodel::CostTable> tables) : tables_(std::move(tables)) {}
   std::string name() const override { return "constructed"; }
   int64_t batch() const override { return 1; }
-  costmodel::CostTable table(int64_t tokens, const std::vector<selector::CandidateKey>& wanted) override {
+  costmodel::CostTable table(const MicroBatch& micro_batch,
+                             const std::vector<selector::CandidateKey>& wanted) override {
     ++requests;
-    costmodel::CostTable t = tables_.at(tokens);
+    costmodel::CostTable t = tables_.at(micro_batch.tokens());
     std::erase_if(t.candidates, [&](const costmodel::Candidate& c) {
       return std::find(wanted.begin(), wanted.end(), selector::CandidateKey{c.strategy, c.recompute}) ==
              wanted.end();

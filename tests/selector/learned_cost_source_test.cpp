@@ -30,7 +30,7 @@ TEST_CASE("learned cost source: uniform plans cost what the model predicts", "[s
 
   selector::LearnedCostSource source(path.string(), model, cluster, 8, 1);
   for (int64_t tokens : {3000, 20000, 100000}) {
-    const costmodel::CostTable table = source.table(tokens, selector::all_candidates());
+    const costmodel::CostTable table = source.table(MicroBatch::sequence(tokens), selector::all_candidates());
     REQUIRE(table.candidates.size() == 2);  // only what was profiled
     for (int c = 0; c < 2; ++c) {
       const costmodel::Candidate& candidate = table.candidates[static_cast<std::size_t>(c)];

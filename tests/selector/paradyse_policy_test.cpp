@@ -112,6 +112,18 @@ TEST_CASE("paradyse: gamma-smoothing keeps the previous plan within 5 % of the b
   }
 }
 
+TEST_CASE("paradyse: a packed micro-batch is cached by its documents, in any order, not by its length",
+          "[selector]") {
+  testing::TableSource source(two_lengths());
+  selector::ParadysePolicy policy(source, {});
+  CHECK_FALSE(policy.decide(MicroBatch{{300, 700}}).from_cache);
+  CHECK(policy.decide(MicroBatch{{700, 300}}).from_cache);
+  CHECK(source.requests == 1);
+  CHECK_FALSE(policy.decide(MicroBatch{{500, 500}}).from_cache);  // the same 1000 tokens, other costs
+  CHECK_FALSE(policy.decide(1000).from_cache);                    // one sequence of them
+  CHECK(source.requests == 3);
+}
+
 TEST_CASE("paradyse: plans are cached per (batch, length)", "[selector]") {
   for (bool cache : {true, false}) {
     testing::TableSource source(two_lengths());
