@@ -58,19 +58,21 @@ at::Tensor positions(const Positions& ranges, const at::Device& device) {
   return at::cat(parts).to(device);
 }
 
+// The document of each position (a tensor of global token indices): the first whose end lies beyond it.
+at::Tensor documents_of(const at::Tensor& positions, const DocumentEnds& ends) {
+  return at::searchsorted(at::tensor(ends, at::kLong).to(positions.device()), positions, /*out_int32=*/false,
+                          /*right=*/true);
+}
+
 // [s_q, s_k] true where the pair is computed: within one document and, for a causal mask, key ≤ query.
 at::Tensor allowed_pairs(const AttentionMask& mask, const at::Device& device) {
   const at::Tensor q = positions(mask.queries, device), k = positions(mask.keys, device);
   at::Tensor allowed = mask.causal
                            ? k.unsqueeze(0) <= q.unsqueeze(1)
                            : at::ones({q.size(0), k.size(0)}, at::TensorOptions(at::kBool).device(device));
-  if (mask.document_ends) {
-    const at::Tensor ends = at::tensor(*mask.document_ends, at::kLong).to(device);
-    // A position's document: the first whose end lies beyond it.
-    const at::Tensor q_document = at::searchsorted(ends, q, /*out_int32=*/false, /*right=*/true);
-    const at::Tensor k_document = at::searchsorted(ends, k, /*out_int32=*/false, /*right=*/true);
-    allowed.logical_and_(k_document.unsqueeze(0) == q_document.unsqueeze(1));
-  }
+  if (mask.document_ends)
+    allowed.logical_and_(documents_of(k, *mask.document_ends).unsqueeze(0) ==
+                         documents_of(q, *mask.document_ends).unsqueeze(1));
   return allowed;
 }
 
@@ -95,11 +97,8 @@ std::vector<AttentionTile> attention_tiles(const AttentionMask& mask, int64_t ba
   if (!mask.document_ends) {
     groups.emplace_back(at::arange(mask.query_count(), indices), at::Tensor());
   } else {
-    const at::Tensor ends = at::tensor(*mask.document_ends, at::kLong).to(device);
-    const at::Tensor q_document =
-        at::searchsorted(ends, positions(mask.queries, device), /*out_int32=*/false, /*right=*/true);
-    const at::Tensor k_document =
-        at::searchsorted(ends, positions(mask.keys, device), /*out_int32=*/false, /*right=*/true);
+    const at::Tensor q_document = documents_of(positions(mask.queries, device), *mask.document_ends);
+    const at::Tensor k_document = documents_of(positions(mask.keys, device), *mask.document_ends);
     const at::Tensor documents = std::get<0>(at::_unique2(q_document)).cpu();
     for (int64_t i = 0; i < documents.numel(); ++i) {
       const int64_t document = documents[i].item<int64_t>();

@@ -9,6 +9,7 @@
 #include "costmodel/estimate.hpp"
 #include "hw_models/cluster.hpp"
 #include "selector/cost_source.hpp"
+#include "sim/simulator.hpp"
 #include "strategies/library.hpp"
 
 namespace paradyse::testing {
@@ -151,17 +152,19 @@ TEST_CASE("compare: packed micro-batches are priced by their documents, one opti
   CHECK(first.time.total_s < f.seconds(megatron_ts(), 8000));
 }
 
-TEST_CASE("compare: the simulator prices a packed micro-batch within 2 % of simulating it directly",
+TEST_CASE("compare: the simulator prices a packed micro-batch within 2 % of simulating it, its memory exactly",
           "[evaluation][compare]") {
   const ModelSpec model = load_model("gpt-8l");
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
   evaluation::StepEngine engine(model, cluster, 8, "sim", 1.05);
   const Plan plan = uniform_plan(ulysses_z(), model.num_layers);
   const MicroBatch micro_batch{{20000, 9000, 3000, 700}};
-  const double scaled = engine.step(plan, micro_batch).seconds;
-  const double direct =
-      engine.simulator()->simulate(plan, {.degree = 8, .documents = micro_batch.documents}).iteration_time_s;
-  CHECK(scaled == Approx(direct).epsilon(0.02));
+  const evaluation::StepEngine::Step step = engine.step(plan, micro_batch);
+  const sim::SimulationResult direct =
+      engine.simulator()->simulate(plan, {.degree = 8, .documents = micro_batch.documents});
+  CHECK(step.seconds == Approx(direct.iteration_time_s).epsilon(0.02));
+  // Memory is the fold of the packed micro-batch's own allocations, the same to the byte.
+  CHECK(step.peak_bytes == direct.peak_memory_bytes);
   CHECK(engine.method().find("packed micro-batch") != std::string::npos);
 }
 
