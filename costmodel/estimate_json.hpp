@@ -31,6 +31,7 @@ inline void to_json(nlohmann::json& j, const Estimate& e) {
   j = {{"plan", e.plan},
        {"seq", e.tokens},
        {"padded_seq", e.padded_tokens},
+       {"documents", e.documents},
        {"degree", e.degree},
        {"batch", e.batch},
        {"micro_batches", e.micro_batches},

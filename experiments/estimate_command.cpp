@@ -9,6 +9,7 @@
 #include "costmodel/estimate.hpp"
 #include "costmodel/estimate_json.hpp"
 #include "experiments/inputs.hpp"
+#include "strategies/micro_batch.hpp"
 
 namespace paradyse::cli {
 namespace {
@@ -17,6 +18,7 @@ struct EstimateOptions {
   evaluation::MachineOptions machine;
   std::string strategies = "all";
   std::string lengths;
+  std::string documents;  // one packed micro-batch instead of lengths
   int degree = 0;
   int64_t batch = 1;
   int64_t micro_batches = 1;
@@ -86,7 +88,15 @@ void print_table(const std::vector<EstimateRow>& rows) {
 
 void run(const EstimateOptions& options) {
   // Validate every input before any work, so a bad flag leaves no partial output.
-  const std::vector<int64_t> lengths = evaluation::parse_lengths(options.lengths, "--seq");
+  if (options.lengths.empty() == options.documents.empty())
+    throw InputError("--seq", 0, "", "expected --seq (sequence lengths) or --docs (one packed micro-batch)");
+  // A packed micro-batch is one row per strategy, of its documents' total length.
+  const std::vector<int64_t> documents = options.documents.empty()
+                                             ? std::vector<int64_t>{}
+                                             : evaluation::parse_lengths(options.documents, "--docs");
+  const std::vector<int64_t> lengths = documents.empty()
+                                           ? evaluation::parse_lengths(options.lengths, "--seq")
+                                           : std::vector<int64_t>{MicroBatch{documents}.tokens()};
   const std::vector<const Strategy*> strategies =
       evaluation::parse_strategies(options.strategies, "--strategy");
   const Recompute recompute = evaluation::parse_recompute_flag(options.recompute);
@@ -113,7 +123,8 @@ void run(const EstimateOptions& options) {
                                            {.tokens = tokens,
                                             .degree = degree,
                                             .batch = options.batch,
-                                            .micro_batches = options.micro_batches},
+                                            .micro_batches = options.micro_batches,
+                                            .documents = documents},
                                            recompute),
                         ""});
       } catch (const TensorTooLarge& e) {
@@ -140,7 +151,8 @@ void run(const EstimateOptions& options) {
       options.recompute);
   if (single && rows[0].estimate) {
     const costmodel::Estimate& e = *rows[0].estimate;
-    fmt::print("{}, seq {}{}\n", e.plan, e.tokens,
+    fmt::print("{}, seq {}{}{}\n", e.plan, e.tokens,
+               e.documents > 1 ? fmt::format(" in {} packed documents", e.documents) : "",
                e.padded_tokens != e.tokens ? fmt::format(" (padded to {})", e.padded_tokens) : "");
     print_details(e);
     return;
@@ -163,9 +175,12 @@ void add_estimate_command(CLI::App& app) {
       ->add_option("--strategy", options->strategies,
                    "strategy name, comma-separated names, or 'all' (" + strategy_names() + ")")
       ->capture_default_str();
-  command
-      ->add_option("--seq", options->lengths, "sequence length(s) in tokens: 4096, 16K, 1M; comma-separated")
-      ->required();
+  command->add_option("--seq", options->lengths,
+                      "sequence length(s) in tokens: 4096, 16K, 1M; comma-separated");
+  command->add_option(
+      "--docs", options->documents,
+      "one packed micro-batch instead of --seq: its documents' tokens, comma-separated (4K,1K,500); "
+      "each is padded on its own to the layout's multiple, and attention stays within each");
   add_degree_and_batch_options(*command, options->degree, options->batch);
   add_micro_batches_option(*command, options->micro_batches);
   command->add_option("--recompute", options->recompute, "activation recomputation: none, selective or full")

@@ -39,13 +39,14 @@ TEST_CASE("estimate JSON: every documented key, each carrying its own field", "[
                         .mfu = 0.4,
                         .comm_bytes = 3e9};
   const nlohmann::json j = e;
-  CHECK(json_keys(j) == std::set<std::string>{"plan", "seq", "padded_seq", "degree", "batch", "micro_batches",
-                                              "time_s", "memory_bytes", "fits", "flops", "model_flops", "mfu",
-                                              "comm_bytes"});
+  CHECK(json_keys(j) == std::set<std::string>{"plan", "seq", "padded_seq", "documents", "degree", "batch",
+                                              "micro_batches", "time_s", "memory_bytes", "fits", "flops",
+                                              "model_flops", "mfu", "comm_bytes"});
   CHECK(j.at("seq") == 4000);
   CHECK(j.at("batch") == 2);
   CHECK(j.at("micro_batches") == 7);
   CHECK(j.at("padded_seq") == 4096);
+  CHECK(j.at("documents") == 1);
   CHECK(j.at("time_s") == nlohmann::json{{"total", 6.0},
                                          {"forward", 1.0},
                                          {"backward", 2.0},

@@ -35,6 +35,21 @@ TEST_CASE("estimate: several strategies and lengths give a list, output is deter
   REQUIRE_THAT(table.out, Catch::Contains("megatron_ts") && Catch::Contains("total_ms"));
 }
 
+TEST_CASE("estimate --docs: a packed micro-batch, faster than the same tokens as one sequence",
+          "[experiments]") {
+  const RunResult packed = run_paradyse("estimate --strategy megatron_ts --docs 6000,2000,100 --json");
+  INFO(packed.err);
+  REQUIRE(packed.exit_code == 0);
+  const auto j = nlohmann::json::parse(packed.out);
+  CHECK(j.at("seq") == 8100);
+  CHECK(j.at("documents") == 3);
+  CHECK(j.at("padded_seq") == 6000 + 2000 + 112);  // each document to a multiple of 2p = 16
+  const RunResult one = run_paradyse("estimate --strategy megatron_ts --seq 8100 --json");
+  REQUIRE(one.exit_code == 0);
+  CHECK(j.at("time_s").at("total").get<double>() <
+        nlohmann::json::parse(one.out).at("time_s").at("total").get<double>());
+}
+
 TEST_CASE("estimate: bad inputs fail with a clear message and no output", "[experiments]") {
   struct Case {
     std::string args;
@@ -55,6 +70,9 @@ TEST_CASE("estimate: bad inputs fail with a clear message and no output", "[expe
       {"estimate --model tests/experiments/data/missing_hidden_size.json --seq 4096",
        "missing_hidden_size.json: field 'hidden_size'"},
       {"estimate --model tests/experiments/data/malformed.json --seq 4096", "malformed.json:3"},
+      {"estimate", "expected --seq (sequence lengths) or --docs"},
+      {"estimate --seq 4096 --docs 2048,2048", "expected --seq (sequence lengths) or --docs"},
+      {"estimate --docs 2048,0", "--docs: expected a positive token count"},
   };
   for (const Case& c : cases) {
     INFO(c.args);
