@@ -17,18 +17,37 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-const std::vector<std::string> kAxes = {"cluster", "nodes", "degree", "nvlink_scale", "nic_scale",
-                                        "hbm_gib", "model", "trace",  "global_batch"};
-const std::vector<std::string> kBaseKeys = {
-    "model", "cluster", "nodes",  "degree",     "trace",        "policies", "order",       "seed",
-    "limit", "sample",  "engine", "grid_ratio", "global_batch", "mode",     "plan_lengths"};
+const std::vector<std::string> kAxes = {
+    "cluster", "nodes", "degree",       "nvlink_scale",        "nic_scale",         "hbm_gib",
+    "model",   "trace", "global_batch", "global_batch_tokens", "micro_batch_tokens"};
+const std::vector<std::string> kBaseKeys = {"model",
+                                            "cluster",
+                                            "nodes",
+                                            "degree",
+                                            "trace",
+                                            "policies",
+                                            "order",
+                                            "seed",
+                                            "limit",
+                                            "sample",
+                                            "engine",
+                                            "grid_ratio",
+                                            "global_batch",
+                                            "max_len",
+                                            "over",
+                                            "global_batch_tokens",
+                                            "micro_batch_tokens",
+                                            "mode",
+                                            "plan_lengths"};
 
-enum class Kind { text, count, non_negative_count, factor };
+// length: a positive integer, or text as --seq takes it ("64K"), read by parse_length when the job runs.
+enum class Kind { text, count, non_negative_count, factor, length };
 
 Kind kind_of(const std::string& key) {
   if (key == "nodes" || key == "limit") return key == "limit" ? Kind::non_negative_count : Kind::count;
   if (key == "degree" || key == "global_batch") return Kind::count;
   if (key == "seed") return Kind::non_negative_count;
+  if (key == "max_len" || key == "global_batch_tokens" || key == "micro_batch_tokens") return Kind::length;
   if (key == "nvlink_scale" || key == "nic_scale" || key == "hbm_gib" || key == "sample" ||
       key == "grid_ratio")
     return Kind::factor;
@@ -51,6 +70,11 @@ void check_value(const std::string& path, const std::string& field, const Json& 
       break;
     case Kind::factor:
       if (!value.is_number() || !(value.get<double>() > 0)) fail("a positive number");
+      break;
+    case Kind::length:
+      if (!(value.is_number_integer() && value.get<int64_t>() >= 1) &&
+          !(value.is_string() && !value.get<std::string>().empty()))
+        fail("a length: a positive integer or text such as \"64K\"");
       break;
   }
 }
@@ -211,6 +235,15 @@ CompareJob SweepSpec::job(const SweepPoint& point) const {
   job.engine = settings.value("engine", job.engine);
   job.grid_ratio = settings.value("grid_ratio", job.grid_ratio);
   job.global_batch = settings.value("global_batch", job.global_batch);
+  const auto length_text = [&](const char* key, const std::string& fallback) {
+    if (!settings.contains(key)) return fallback;
+    const Json& value = settings.at(key);
+    return value.is_string() ? value.get<std::string>() : std::to_string(value.get<int64_t>());
+  };
+  job.max_len = length_text("max_len", job.max_len);
+  job.over = settings.value("over", job.over);
+  job.global_batch_tokens = length_text("global_batch_tokens", job.global_batch_tokens);
+  job.micro_batch_tokens = length_text("micro_batch_tokens", job.micro_batch_tokens);
   if (settings.value("mode", "compare") == "plan") {
     job.engine = "analytic";
     job.lengths = settings.value("plan_lengths", std::vector<int64_t>{});

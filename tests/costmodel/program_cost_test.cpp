@@ -112,7 +112,7 @@ double seconds(const Program& program, const hw::ClusterSpec& cluster) {
 
 }  // namespace
 
-TEST_CASE("cost_phases: the host issues ops at its dispatch cost; short kernels wait for it", "[costmodel]") {
+TEST_CASE("cost_phases: the host issues ops at its dispatch cost, short kernels wait for it", "[costmodel]") {
   hw::ClusterSpec cluster = flat_cluster();
   const Program chain = tiny_chain(100);
   const Program gemms = two_gemms();

@@ -38,7 +38,7 @@ TEST_CASE("PolicyOptions: a policy given twice and an --exclude of every strateg
   CHECK(one_left.build(machine).policies.size() > 1);
 }
 
-TEST_CASE("sweep spec: duplicate axis values and degree 0 are refused; plan lengths take suffixes",
+TEST_CASE("sweep spec: duplicate axis values and degree 0 are refused, plan lengths take suffixes",
           "[evaluation]") {
   testing::TempDir dir;
   const auto error = [&](const std::string& text) -> std::string {
@@ -58,7 +58,7 @@ TEST_CASE("sweep spec: duplicate axis values and degree 0 are refused; plan leng
   const SweepSpec spec = load_sweep_spec(dir.write("plan.toml",
                                                    "[base]\nmode = \"plan\"\nplan_lengths = [\"16K\", 4096]\n"
                                                    "[axes]\ndegree = [8]\n"));
-  CHECK(spec.job(spec.points.at(0)).lengths == std::vector<int64_t>{16384, 4096});
+  CHECK(spec.job(spec.points.at(0)).lengths == std::vector<int64_t>{4096, 16384});  // planned short to long
 }
 
 TEST_CASE("sweep spec: the global batch is a base key and an axis", "[evaluation]") {
@@ -72,6 +72,23 @@ TEST_CASE("sweep spec: the global batch is a base key and an axis", "[evaluation
   CHECK(axis.job(axis.points.at(1)).global_batch == 16);
   CHECK_THROWS_WITH(load_sweep_spec(dir.write("bad.toml", "[axes]\nglobal_batch = [0]\n")),
                     Catch::Contains("axes.global_batch[0]") && Catch::Contains("a positive integer"));
+}
+
+TEST_CASE("sweep spec: packed training's budgets and the length cap, as base keys and axes", "[evaluation]") {
+  testing::TempDir dir;
+  const SweepSpec spec =
+      load_sweep_spec(dir.write("packed.toml",
+                                "[base]\nmax_len = \"1M\"\nover = \"split\"\nglobal_batch_tokens = 1048576\n"
+                                "[axes]\nmicro_batch_tokens = [\"32K\", 65536]\n"));
+  REQUIRE(spec.points.size() == 2);
+  const CompareJob first = spec.job(spec.points.at(0)), second = spec.job(spec.points.at(1));
+  CHECK(first.max_len == "1M");
+  CHECK(first.over == "split");
+  CHECK(first.global_batch_tokens == "1048576");
+  CHECK(first.micro_batch_tokens == "32K");
+  CHECK(second.micro_batch_tokens == "65536");
+  CHECK_THROWS_WITH(load_sweep_spec(dir.write("bad.toml", "[axes]\nmicro_batch_tokens = [0]\n")),
+                    Catch::Contains("axes.micro_batch_tokens[0]") && Catch::Contains("a length"));
 }
 
 TEST_CASE("sweep spec: a JSON spec with a key twice is refused", "[evaluation]") {

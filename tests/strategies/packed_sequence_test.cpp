@@ -60,7 +60,7 @@ TEST_CASE("packed layout: every document split over the ranks as one sequence is
   CHECK(same(one.local(1), SequenceLayout(16, 2, true).local(1)));
 }
 
-TEST_CASE("packed layout: each document padded on its own; empty and unpadded documents refused",
+TEST_CASE("packed layout: each document padded on its own, empty and unpadded documents refused",
           "[strategies]") {
   CHECK(SequenceLayout::padded_lengths({1, 4, 5, 8}, 2, true) == std::vector<int64_t>{4, 4, 8, 8});
   CHECK(SequenceLayout::padded_lengths({1, 4, 5}, 2, false) == std::vector<int64_t>{2, 4, 6});
@@ -119,7 +119,7 @@ double attention_flops(const Strategy& strategy, const ModelSpec& model, int p,
   return flops;
 }
 
-TEST_CASE("tracer: a packed layer's attention FLOPs are Σ over its documents; unfused scores cover S²",
+TEST_CASE("tracer: a packed layer's attention FLOPs are Σ over its documents, unfused scores cover S²",
           "[strategies]") {
   const std::vector<int64_t> docs{8, 40, 8, 24};  // each a multiple of 2p for p = 2 and 4
   const double total = 80;

@@ -74,7 +74,7 @@ TEST_CASE("a header that is not UTF-8 is read with U+FFFD in place of its bad by
   REQUIRE(trace.description == "caf\xEF\xBF\xBD lengths");
 }
 
-TEST_CASE("lengths up to 2^30 tokens load; one above is refused in every format", "[traces]") {
+TEST_CASE("lengths up to 2^30 tokens load, one above is refused in every format", "[traces]") {
   TempDir dir;
   REQUIRE(load_trace(write_file(dir, "limit.txt", "1073741824\n")).lengths == std::vector<int64_t>{1 << 30});
   const std::string above = "1073741825";
