@@ -18,6 +18,7 @@
 #include "sim/result_json.hpp"
 #include "sim/simulator.hpp"
 #include "sim/timeline_json.hpp"
+#include "strategies/micro_batch.hpp"
 
 namespace paradyse::cli {
 namespace {
@@ -26,6 +27,7 @@ struct SimulateOptions {
   evaluation::MachineOptions machine;
   std::string plan;
   std::string length;
+  std::string documents;  // one packed micro-batch instead of length
   int degree = 0;
   int64_t batch = 1;
   int64_t micro_batches = 1;
@@ -49,7 +51,8 @@ void print(const sim::SimulationResult& r, const sim::Simulator& simulator,
              model.num_layers, model.causal ? "causal" : "bidirectional", to_string(model.attention_kernel),
              cluster.name, cluster.num_gpus(), cluster.gpu.name, r.degree, r.batch,
              r.micro_batches > 1 ? fmt::format(" × {} micro-batches", r.micro_batches) : "");
-  fmt::print("plan {}, seq {}{}\n", r.plan, r.tokens,
+  fmt::print("plan {}, seq {}{}{}\n", r.plan, r.tokens,
+             r.documents > 1 ? fmt::format(" in {} packed documents", r.documents) : "",
              r.padded_tokens != r.tokens ? fmt::format(" (padded to {})", r.padded_tokens) : "");
   fmt::print("iteration time            {:12.2f} ms\n", r.iteration_time_s * 1e3);
   fmt::print("peak memory per GPU       {:12.2f} GiB of {:.2f} GiB usable: {}\n", r.peak_memory_bytes / kGiB,
@@ -75,7 +78,14 @@ void write_timeline_file(const sim::SimulationResult& result, const std::string&
 
 void run(const SimulateOptions& options) {
   // Every input is checked before anything is simulated or written.
-  const std::vector<int64_t> lengths = evaluation::parse_lengths(options.length, "--seq");
+  if (options.length.empty() == options.documents.empty())
+    throw InputError("--seq", 0, "", "expected --seq (a sequence length) or --docs (one packed micro-batch)");
+  const std::vector<int64_t> documents = options.documents.empty()
+                                             ? std::vector<int64_t>{}
+                                             : evaluation::parse_lengths(options.documents, "--docs");
+  const std::vector<int64_t> lengths = documents.empty()
+                                           ? evaluation::parse_lengths(options.length, "--seq")
+                                           : std::vector<int64_t>{MicroBatch{documents}.tokens()};
   if (lengths.size() != 1)
     throw InputError("--seq", 0, "", "expected one sequence length, got " + options.length);
   const ModelSpec model = options.machine.load_model();
@@ -97,7 +107,8 @@ void run(const SimulateOptions& options) {
     result = simulator.simulate(plan, {.tokens = lengths.front(),
                                        .degree = options.degree,
                                        .batch = options.batch,
-                                       .micro_batches = options.micro_batches});
+                                       .micro_batches = options.micro_batches,
+                                       .documents = documents});
   } catch (...) {
     bar.finish();  // the error goes on a line of its own
     throw;
@@ -164,7 +175,11 @@ void add_simulate_command(CLI::App& app) {
           "--plan", options->plan,
           "one strategy for every layer, or a comma-separated strategy per layer (" + strategy_names() + ")")
       ->required();
-  command->add_option("--seq", options->length, "sequence length in tokens: 4096, 16K, 1M")->required();
+  command->add_option("--seq", options->length, "sequence length in tokens: 4096, 16K, 1M");
+  command->add_option(
+      "--docs", options->documents,
+      "one packed micro-batch instead of --seq: its documents' tokens, comma-separated (4K,1K,500); "
+      "each is padded on its own to the layout's multiple, and attention stays within each");
   add_degree_and_batch_options(*command, options->degree, options->batch);
   add_micro_batches_option(*command, options->micro_batches);
   command->add_option("--recompute", options->recompute, "activation recomputation: none, selective or full")

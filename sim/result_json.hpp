@@ -21,6 +21,7 @@ inline void to_json(nlohmann::json& j, const SimulationResult& r) {
   j = {{"plan", r.plan},
        {"seq", r.tokens},
        {"padded_seq", r.padded_tokens},
+       {"documents", r.documents},
        {"degree", r.degree},
        {"batch", r.batch},
        {"micro_batches", r.micro_batches},

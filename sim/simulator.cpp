@@ -102,6 +102,7 @@ SimulationResult Simulator::simulate(const Plan& plan, const costmodel::Estimate
   result.plan = plan_name(plan);
   result.tokens = request.tokens;
   result.padded_tokens = spec.tokens;
+  result.documents = static_cast<int64_t>(trained.documents.size());
   result.batch = request.batch;
   result.micro_batches = request.micro_batches;
   return result;

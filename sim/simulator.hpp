@@ -70,6 +70,7 @@ struct SimulationResult {
   std::string plan;  // plan_name()
   int64_t tokens = 0;
   int64_t padded_tokens = 0;
+  int64_t documents = 1;  // packed in the sequence
   int degree = 0;
   int64_t batch = 1;
   int64_t micro_batches = 1;

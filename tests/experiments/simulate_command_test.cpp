@@ -37,6 +37,23 @@ TEST_CASE("simulate --json prints the documented keys", "[experiments]") {
   CHECK(peak == j.at("peak_memory_bytes").get<double>());
 }
 
+TEST_CASE("simulate --docs: a packed micro-batch, as the estimate prices and sizes it", "[experiments]") {
+  const std::string micro_batch = " --model llama-8l --docs 6000,2000,100 --json";
+  const RunResult simulated = run_paradyse("simulate --plan ulysses_z" + micro_batch);
+  INFO(simulated.err);
+  REQUIRE(simulated.exit_code == 0);
+  const auto s = nlohmann::json::parse(simulated.out);
+  CHECK(s.at("seq") == 8100);
+  CHECK(s.at("documents") == 3);
+  const RunResult estimated = run_paradyse("estimate --strategy ulysses_z" + micro_batch);
+  REQUIRE(estimated.exit_code == 0);
+  const auto e = nlohmann::json::parse(estimated.out);
+  CHECK(s.at("padded_seq") == e.at("padded_seq"));
+  CHECK(s.at("peak_memory_bytes").get<double>() == e.at("memory_bytes").at("peak").get<double>());
+  CHECK(s.at("iteration_time_s").get<double>() ==
+        Approx(e.at("time_s").at("total").get<double>()).epsilon(0.05));
+}
+
 TEST_CASE("simulate: a per-layer plan, an out-of-memory plan, the table", "[experiments]") {
   const RunResult mixed = run_paradyse(
       "simulate --plan megatron_ts,metp,megatron_ts,metp,ulysses_z,ulysses_z,megatron_cz,colossal_z --seq 4K "

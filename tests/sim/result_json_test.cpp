@@ -27,6 +27,7 @@ TEST_CASE("simulation JSON: the documented keys, the first out of memory only wh
   const std::set<std::string> fitting = {"plan",
                                          "seq",
                                          "padded_seq",
+                                         "documents",
                                          "degree",
                                          "batch",
                                          "micro_batches",
