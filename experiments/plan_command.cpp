@@ -13,6 +13,7 @@
 #include "selector/longest_length.hpp"
 #include "selector/optimal_policy.hpp"
 #include "selector/paradyse_policy.hpp"
+#include "strategies/micro_batch.hpp"
 
 namespace paradyse::cli {
 namespace {
@@ -21,6 +22,7 @@ struct PlanOptions {
   evaluation::MachineOptions machine;
   evaluation::PolicyOptions policies;
   std::string lengths;
+  std::string documents;  // one packed micro-batch instead of lengths
   bool longest = false;
   int64_t max_seq = 16 * 1024 * 1024;
   bool json = false;
@@ -35,10 +37,14 @@ struct LongestLength {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LongestLength, policy, longest_seq, plan)
 
 void run(const PlanOptions& options) {
-  if (options.longest == !options.lengths.empty())
-    throw InputError("--seq", 0, "", "expected either --seq LENGTHS or --longest");
-  const std::vector<int64_t> lengths =
-      options.longest ? std::vector<int64_t>{} : evaluation::parse_lengths(options.lengths, "--seq");
+  if (int{options.longest} + int{!options.lengths.empty()} + int{!options.documents.empty()} != 1)
+    throw InputError("--seq", 0, "", "expected one of --seq LENGTHS, --docs DOCUMENTS or --longest");
+  std::vector<MicroBatch> micro_batches;
+  if (!options.documents.empty())
+    micro_batches.push_back(MicroBatch{evaluation::parse_lengths(options.documents, "--docs")});
+  else if (!options.longest)
+    for (const int64_t tokens : evaluation::parse_lengths(options.lengths, "--seq"))
+      micro_batches.push_back(MicroBatch::sequence(tokens));
   if (options.max_seq < 1) throw InputError("--max-seq", 0, "", "expected a positive token count");
   evaluation::PolicySet set = options.policies.build(options.machine);
 
@@ -62,7 +68,7 @@ void run(const PlanOptions& options) {
 
   std::vector<selector::Decision> decisions;
   for (auto& policy : set.policies)
-    for (int64_t tokens : lengths) decisions.push_back(policy->decide(tokens));
+    for (const MicroBatch& micro_batch : micro_batches) decisions.push_back(policy->decide(micro_batch));
   if (options.json) {
     const nlohmann::json out = decisions;
     std::cout << (decisions.size() == 1 ? out[0] : out).dump(2) << "\n";
@@ -159,6 +165,10 @@ void add_plan_command(CLI::App& app) {
   add_policy_options(*command, options->policies);
   command->add_option("--seq", options->lengths,
                       "sequence length(s) in tokens, decided in this order: 4096, 16K");
+  command->add_option(
+      "--docs", options->documents,
+      "one packed micro-batch instead of --seq: its documents' tokens, comma-separated (32K,8K,500); "
+      "each is padded on its own, and attention stays within each");
   command->add_flag("--longest", options->longest,
                     "print the longest length each policy plans within memory");
   command->add_option("--max-seq", options->max_seq, "longest length --longest tries")->capture_default_str();

@@ -62,6 +62,22 @@ TEST_CASE("plan: a sequence of lengths keeps a nearby plan (smoothing), and the 
   }
 }
 
+TEST_CASE("plan --docs: a packed micro-batch is planned as its documents cost, not as one sequence",
+          "[experiments]") {
+  // The same 120K tokens as documents of 60K, 40K and 20K: attention only within each, so less time;
+  // the flash kernel keeps no scores, so memory is that of the tokens either way.
+  const RunResult packed = run_paradyse("plan --policy static:megatron_ts --docs 60K,40K,20K --json");
+  INFO(packed.err);
+  REQUIRE(packed.exit_code == 0);
+  const auto p = nlohmann::json::parse(packed.out);
+  CHECK(p.at("seq") == 122880);
+  const RunResult one = run_paradyse("plan --policy static:megatron_ts --seq 120K --json");
+  REQUIRE(one.exit_code == 0);
+  const auto o = nlohmann::json::parse(one.out);
+  CHECK(p.at("predicted_time_s").get<double>() < o.at("predicted_time_s").get<double>());
+  CHECK(p.at("predicted_peak_bytes").get<double>() == o.at("predicted_peak_bytes").get<double>());
+}
+
 TEST_CASE("plan: bad inputs fail with a clear message and no output", "[experiments]") {
   struct Case {
     std::string args;
@@ -74,7 +90,9 @@ TEST_CASE("plan: bad inputs fail with a clear message and no output", "[experime
       {"plan --policy paradyse --seq 4K --gamma -0.1", "expected a fraction in [0, 1)"},
       {"plan --policy paradyse --seq 4K --exclude nosuch", "unknown strategy 'nosuch'"},
       {"plan --policy static:ulysses_z --seq 4K --degree 5", "cannot run gpt-8l at degree 5"},
-      {"plan --policy paradyse", "expected either --seq LENGTHS or --longest"},
+      {"plan --policy paradyse", "expected one of --seq LENGTHS, --docs DOCUMENTS or --longest"},
+      {"plan --policy paradyse --seq 4K --docs 2K,2K", "expected one of --seq LENGTHS, --docs DOCUMENTS"},
+      {"plan --policy paradyse --docs 2K,0", "--docs: expected a positive token count"},
       {"plan --policy paradyse --seq 4K --costmodel no/such/file.json", "no/such/file.json"},
       {"plan --policy paradyse --seq 4K --costmodel tests/experiments/data/malformed.json", "malformed.json"},
   };
