@@ -88,21 +88,14 @@ void print_table(const std::vector<EstimateRow>& rows) {
 
 void run(const EstimateOptions& options) {
   // Validate every input before any work, so a bad flag leaves no partial output.
-  if (options.lengths.empty() == options.documents.empty())
-    throw InputError("--seq", 0, "", "expected --seq (sequence lengths) or --docs (one packed micro-batch)");
   // A packed micro-batch is one row per strategy, of its documents' total length.
-  const std::vector<int64_t> documents = options.documents.empty()
-                                             ? std::vector<int64_t>{}
-                                             : evaluation::parse_lengths(options.documents, "--docs");
-  const std::vector<int64_t> lengths = documents.empty()
-                                           ? evaluation::parse_lengths(options.lengths, "--seq")
-                                           : std::vector<int64_t>{MicroBatch{documents}.tokens()};
+  const std::vector<MicroBatch> micro_batches = parse_micro_batches(options.lengths, options.documents);
   const std::vector<const Strategy*> strategies =
       evaluation::parse_strategies(options.strategies, "--strategy");
   const Recompute recompute = evaluation::parse_recompute_flag(options.recompute);
   costmodel::Estimator estimator(options.machine.load_model(), options.machine.load_cluster());
   const int degree = options.degree == 0 ? estimator.cluster().num_gpus() : options.degree;
-  const bool single = strategies.size() == 1 && lengths.size() == 1;
+  const bool single = strategies.size() == 1 && micro_batches.size() == 1;
 
   std::vector<EstimateRow> rows;
   for (const Strategy* strategy : strategies) {
@@ -112,7 +105,8 @@ void run(const EstimateOptions& options) {
       throw InputError("--strategy", 0, "",
                        std::string(strategy->name()) + " cannot run " + estimator.model().name +
                            " at degree " + std::to_string(degree) + ": " + *why);
-    for (int64_t tokens : lengths) {
+    for (const MicroBatch& micro_batch : micro_batches) {
+      const int64_t tokens = micro_batch.tokens();
       if (why) {
         rows.push_back({strategy, tokens, std::nullopt, *why});
         continue;
@@ -124,7 +118,7 @@ void run(const EstimateOptions& options) {
                                             .degree = degree,
                                             .batch = options.batch,
                                             .micro_batches = options.micro_batches,
-                                            .documents = documents},
+                                            .documents = micro_batch.documents},
                                            recompute),
                         ""});
       } catch (const TensorTooLarge& e) {
@@ -177,10 +171,7 @@ void add_estimate_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--seq", options->lengths,
                       "sequence length(s) in tokens: 4096, 16K, 1M; comma-separated");
-  command->add_option(
-      "--docs", options->documents,
-      "one packed micro-batch instead of --seq: its documents' tokens, comma-separated (4K,1K,500); "
-      "each is padded on its own to the layout's multiple, and attention stays within each");
+  add_documents_option(*command, options->documents);
   add_degree_and_batch_options(*command, options->degree, options->batch);
   add_micro_batches_option(*command, options->micro_batches);
   command->add_option("--recompute", options->recompute, "activation recomputation: none, selective or full")

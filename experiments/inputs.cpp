@@ -99,4 +99,25 @@ void add_policy_options(CLI::App& command, evaluation::PolicyOptions& options) {
                    "optimal: also choose each layer's activation recomputation (none, selective, full)");
 }
 
+void add_documents_option(CLI::App& command, std::string& documents) {
+  command.add_option(
+      "--docs", documents,
+      "one packed micro-batch instead of --seq: its documents' tokens, comma-separated (32K,8K,500); "
+      "each is padded on its own to the layout's multiple, laid end to end, and attention stays "
+      "within each");
+}
+
+std::vector<MicroBatch> parse_micro_batches(const std::string& lengths, const std::string& documents,
+                                            const std::string& others) {
+  if (lengths.empty() == documents.empty())
+    throw InputError(
+        "--seq", 0, "",
+        "expected one of --seq LENGTHS, --docs DOCUMENTS" + (others.empty() ? "" : " or " + others));
+  if (!documents.empty()) return {MicroBatch{evaluation::parse_lengths(documents, "--docs")}};
+  std::vector<MicroBatch> micro_batches;
+  for (const int64_t tokens : evaluation::parse_lengths(lengths, "--seq"))
+    micro_batches.push_back(MicroBatch::sequence(tokens));
+  return micro_batches;
+}
+
 }  // namespace paradyse::cli

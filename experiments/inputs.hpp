@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "evaluation/options.hpp"
+#include "strategies/micro_batch.hpp"
 
 namespace paradyse::cli {
 
@@ -20,5 +21,12 @@ void add_degree_and_batch_options(CLI::App& command, int& degree, int64_t& batch
 // --policy, --costmodel, --degree, --batch, --gamma, --exclude and the ablation switches.
 void add_micro_batches_option(CLI::App& command, int64_t& micro_batches);
 void add_policy_options(CLI::App& command, evaluation::PolicyOptions& options);
+// --docs: one packed micro-batch, its documents' tokens comma-separated.
+void add_documents_option(CLI::App& command, std::string& documents);
+// What --seq LENGTHS (one sequence each) or --docs DOCUMENTS (one packed micro-batch) asks for;
+// InputError unless exactly one of them is given (`others`: the alternatives a command also has,
+// named in that error).
+std::vector<MicroBatch> parse_micro_batches(const std::string& lengths, const std::string& documents,
+                                            const std::string& others = "");
 
 }  // namespace paradyse::cli

@@ -37,14 +37,11 @@ struct LongestLength {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LongestLength, policy, longest_seq, plan)
 
 void run(const PlanOptions& options) {
-  if (int{options.longest} + int{!options.lengths.empty()} + int{!options.documents.empty()} != 1)
-    throw InputError("--seq", 0, "", "expected one of --seq LENGTHS, --docs DOCUMENTS or --longest");
-  std::vector<MicroBatch> micro_batches;
-  if (!options.documents.empty())
-    micro_batches.push_back(MicroBatch{evaluation::parse_lengths(options.documents, "--docs")});
-  else if (!options.longest)
-    for (const int64_t tokens : evaluation::parse_lengths(options.lengths, "--seq"))
-      micro_batches.push_back(MicroBatch::sequence(tokens));
+  if (options.longest && !(options.lengths.empty() && options.documents.empty()))
+    throw InputError("--longest", 0, "", "expected one of --seq LENGTHS, --docs DOCUMENTS or --longest");
+  const std::vector<MicroBatch> micro_batches =
+      options.longest ? std::vector<MicroBatch>{}
+                      : parse_micro_batches(options.lengths, options.documents, "--longest");
   if (options.max_seq < 1) throw InputError("--max-seq", 0, "", "expected a positive token count");
   evaluation::PolicySet set = options.policies.build(options.machine);
 
@@ -165,10 +162,7 @@ void add_plan_command(CLI::App& app) {
   add_policy_options(*command, options->policies);
   command->add_option("--seq", options->lengths,
                       "sequence length(s) in tokens, decided in this order: 4096, 16K");
-  command->add_option(
-      "--docs", options->documents,
-      "one packed micro-batch instead of --seq: its documents' tokens, comma-separated (32K,8K,500); "
-      "each is padded on its own, and attention stays within each");
+  add_documents_option(*command, options->documents);
   command->add_flag("--longest", options->longest,
                     "print the longest length each policy plans within memory");
   command->add_option("--max-seq", options->max_seq, "longest length --longest tries")->capture_default_str();

@@ -27,11 +27,7 @@ void RealRunOptions::add_to(CLI::App& command) {
       ->capture_default_str();
   seq_option = command.add_option("--seq", seq, "tokens per sequence, comma-separated (16K = 16384)")
                    ->capture_default_str();
-  command.add_option(
-      "--docs", docs,
-      "one packed micro-batch instead of --seq: its documents' tokens, comma-separated "
-      "(512,2048,700); each is padded on its own to the layout's multiple, laid end to end, and "
-      "attention stays within each");
+  add_documents_option(command, docs);
   command.add_option("--batch", batch, "sequences per step")
       ->check(positive_whole_number())
       ->capture_default_str();

@@ -78,15 +78,8 @@ void write_timeline_file(const sim::SimulationResult& result, const std::string&
 
 void run(const SimulateOptions& options) {
   // Every input is checked before anything is simulated or written.
-  if (options.length.empty() == options.documents.empty())
-    throw InputError("--seq", 0, "", "expected --seq (a sequence length) or --docs (one packed micro-batch)");
-  const std::vector<int64_t> documents = options.documents.empty()
-                                             ? std::vector<int64_t>{}
-                                             : evaluation::parse_lengths(options.documents, "--docs");
-  const std::vector<int64_t> lengths = documents.empty()
-                                           ? evaluation::parse_lengths(options.length, "--seq")
-                                           : std::vector<int64_t>{MicroBatch{documents}.tokens()};
-  if (lengths.size() != 1)
+  const std::vector<MicroBatch> micro_batches = parse_micro_batches(options.length, options.documents);
+  if (micro_batches.size() != 1)
     throw InputError("--seq", 0, "", "expected one sequence length, got " + options.length);
   const ModelSpec model = options.machine.load_model();
   const Plan plan =
@@ -104,11 +97,11 @@ void run(const SimulateOptions& options) {
   sim::Simulator simulator(model, options.machine.load_cluster(), sim_options);
   sim::SimulationResult result;
   try {
-    result = simulator.simulate(plan, {.tokens = lengths.front(),
+    result = simulator.simulate(plan, {.tokens = micro_batches.front().tokens(),
                                        .degree = options.degree,
                                        .batch = options.batch,
                                        .micro_batches = options.micro_batches,
-                                       .documents = documents});
+                                       .documents = micro_batches.front().documents});
   } catch (...) {
     bar.finish();  // the error goes on a line of its own
     throw;
@@ -176,10 +169,7 @@ void add_simulate_command(CLI::App& app) {
           "one strategy for every layer, or a comma-separated strategy per layer (" + strategy_names() + ")")
       ->required();
   command->add_option("--seq", options->length, "sequence length in tokens: 4096, 16K, 1M");
-  command->add_option(
-      "--docs", options->documents,
-      "one packed micro-batch instead of --seq: its documents' tokens, comma-separated (4K,1K,500); "
-      "each is padded on its own to the layout's multiple, and attention stays within each");
+  add_documents_option(*command, options->documents);
   add_degree_and_batch_options(*command, options->degree, options->batch);
   add_micro_batches_option(*command, options->micro_batches);
   command->add_option("--recompute", options->recompute, "activation recomputation: none, selective or full")

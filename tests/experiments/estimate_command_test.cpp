@@ -70,8 +70,8 @@ TEST_CASE("estimate: bad inputs fail with a clear message and no output", "[expe
       {"estimate --model tests/experiments/data/missing_hidden_size.json --seq 4096",
        "missing_hidden_size.json: field 'hidden_size'"},
       {"estimate --model tests/experiments/data/malformed.json --seq 4096", "malformed.json:3"},
-      {"estimate", "expected --seq (sequence lengths) or --docs"},
-      {"estimate --seq 4096 --docs 2048,2048", "expected --seq (sequence lengths) or --docs"},
+      {"estimate", "expected one of --seq LENGTHS, --docs DOCUMENTS"},
+      {"estimate --seq 4096 --docs 2048,2048", "expected one of --seq LENGTHS, --docs DOCUMENTS"},
       {"estimate --docs 2048,0", "--docs: expected a positive token count"},
   };
   for (const Case& c : cases) {
