@@ -9,6 +9,15 @@
 
 namespace paradyse::evaluation {
 
+namespace {
+
+// A length flag whose "0" means none.
+int64_t length_or_zero(const std::string& text, const std::string& flag) {
+  return text == "0" ? 0 : parse_length(text, flag);
+}
+
+}  // namespace
+
 void check_engine(const std::string& engine) {
   if (engine != "sim" && engine != "analytic")
     throw InputError("--engine", 0, "", "expected sim or analytic, got '" + engine + "'");
@@ -18,7 +27,7 @@ JobTrace load_job_trace(const CompareJob& job) {
   traces::PrepareOptions prepare;
   prepare.order = traces::parse_order(job.order);
   prepare.seed = job.seed;
-  prepare.max_len = job.max_len == "0" ? 0 : parse_length(job.max_len, "--max-len");
+  prepare.max_len = length_or_zero(job.max_len, "--max-len");
   prepare.over = traces::parse_over_rule(job.over);
   if (job.limit < 0) throw InputError("--limit", 0, "", "expected a positive count or 0 (all)");
   prepare.limit = job.limit;
@@ -56,10 +65,8 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
     throw InputError("--global-batch", 0, "",
                      fmt::format("expected between 1 and {} sequences a step, got {}", kMaxMicroBatches,
                                  job.global_batch));
-  const int64_t global_batch_tokens =
-      job.global_batch_tokens == "0" ? 0 : parse_length(job.global_batch_tokens, "--global-batch-tokens");
-  const int64_t micro_batch_tokens =
-      job.micro_batch_tokens == "0" ? 0 : parse_length(job.micro_batch_tokens, "--micro-batch-tokens");
+  const int64_t global_batch_tokens = length_or_zero(job.global_batch_tokens, "--global-batch-tokens");
+  const int64_t micro_batch_tokens = length_or_zero(job.micro_batch_tokens, "--micro-batch-tokens");
   if ((global_batch_tokens > 0) != (micro_batch_tokens > 0))
     throw InputError(global_batch_tokens > 0 ? "--micro-batch-tokens" : "--global-batch-tokens", 0, "",
                      "packed training needs both --global-batch-tokens and --micro-batch-tokens");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "strategies/sequence_layout.hpp"
 
@@ -32,13 +33,12 @@ double SimulatedTimes::simulate(const Plan& plan, const std::vector<int64_t>& pa
 
 double SimulatedTimes::seconds(const Plan& plan, const std::vector<int64_t>& cost_key,
                                double analytic_ratio) {
-  if (cost_key.size() == 1) return seconds(plan, cost_key.front());
+  PARADYSE_CHECK(cost_key.size() > 1, "a packed micro-batch has several documents");
   if (ratio_ <= 1) return simulate(plan, cost_key);
-  ++scaled_;
-  int64_t padded_tokens = 0;
-  for (const int64_t document : cost_key) padded_tokens += document;
   if (auto found = simulated_.find({plan, cost_key}); found != simulated_.end()) return found->second;
-  const double scaled = seconds(plan, padded_tokens) * analytic_ratio;
+  ++scaled_;
+  const double scaled =
+      seconds(plan, std::accumulate(cost_key.begin(), cost_key.end(), int64_t{0})) * analytic_ratio;
   interpolated_.emplace(std::make_pair(plan, cost_key), scaled);
   return scaled;
 }

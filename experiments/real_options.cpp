@@ -68,16 +68,15 @@ real::RunRequest RealRunOptions::request(const ModelSpec& spec) const {
       throw InputError("--ranks", 0, "",
                        std::string(choice.strategy->name()) + " cannot run " + spec.name + " on " +
                            std::to_string(ranks) + " ranks: " + *reason);
-  if (!docs.empty()) {
-    if (seq_option != nullptr && seq_option->count() > 0)
-      throw InputError("--docs", 0, "",
-                       "expected --seq or --docs, not both: --docs is one packed micro-batch");
-    r.documents =
-        SequenceLayout::padded_lengths(evaluation::parse_lengths(docs, "--docs"), ranks, spec.causal);
+  // --seq has a default: it counts as given with --docs only when it was given.
+  const bool seq_given = docs.empty() || (seq_option != nullptr && seq_option->count() > 0);
+  const std::vector<MicroBatch> micro_batches = parse_micro_batches(seq_given ? seq : "", docs);
+  if (!docs.empty()) {  // a packed micro-batch: each document padded, as the layout needs
+    r.documents = micro_batches.front().padded_documents(ranks, spec.causal);
     r.lengths = {MicroBatch{r.documents}.tokens()};
     if (r.documents.size() == 1) r.documents.clear();
   } else {
-    r.lengths = evaluation::parse_lengths(seq, "--seq");
+    for (const MicroBatch& sequence : micro_batches) r.lengths.push_back(sequence.tokens());
   }
   for (int64_t length : r.lengths) {
     const int64_t multiple = SequenceLayout::required_multiple(ranks, spec.causal);

@@ -229,16 +229,15 @@ void check_attention_shapes(const Tensor& q, const Tensor& k, const Tensor& v, c
       "attention mask positions do not match q " + to_string(q.shape()) + " k " + to_string(k.shape()));
 }
 
-// Multiply-adds of q·kᵀ and p·v over the computed pairs: 4·b·a·pairs·d (Korthikanti et al. 2022, App. A).
-double attention_forward_flops(const Tensor& q, const AttentionMask& mask) {
-  return 4.0 * static_cast<double>(q.size(0) * q.size(2) * q.size(3)) * mask.computed_pairs();
-}
-// The shape the cost model prices a fused kernel by: its key length is the longest document's keys,
-// since a variable-length kernel tiles each document apart; partially masked when the causal mask or
-// the documents leave out some pairs.
-void describe_attention(Op& op, const Tensor& q, const AttentionMask& mask) {
+// A fused attention kernel's FLOPs and the shape the cost model prices it by. FLOPs: `passes` times the
+// multiply-adds of q·kᵀ and p·v over the computed pairs, 4·b·a·pairs·d (Korthikanti et al. 2022,
+// App. A). Its key length is the longest document's keys, since a variable-length kernel tiles each
+// document apart; partially masked when the causal mask or the documents leave out some pairs.
+void describe_attention(Op& op, const Tensor& q, const AttentionMask& mask, double passes) {
+  const double pairs = mask.computed_pairs();
+  op.flops = passes * 4.0 * static_cast<double>(q.size(0) * q.size(2) * q.size(3)) * pairs;
   op.dims = {q.size(0) * q.size(2), q.size(1), mask.longest_document_keys(), q.size(3)};
-  op.partially_masked = mask.computed_pairs() < static_cast<double>(mask.query_count() * mask.key_count());
+  op.partially_masked = pairs < static_cast<double>(mask.query_count() * mask.key_count());
 }
 
 }  // namespace
@@ -249,10 +248,9 @@ AttentionOutput TracingBackend::attention_forward(const Tensor& q, const Tensor&
   AttentionOutput result{allocate(q.shape(), DType::bf16),
                          allocate({q.size(0), q.size(2), q.size(1)}, DType::fp32)};
   Op& op = record(OpKind::attention_forward, Kernel::attention_forward, {&q, &k, &v});
-  op.flops = attention_forward_flops(q, mask);
+  describe_attention(op, q, mask, 1.0);
   op.memory_bytes =
       static_cast<double>(q.bytes() + k.bytes() + v.bytes() + result.out.bytes() + result.lse.bytes());
-  describe_attention(op, q, mask);
   produced_by(result.out, recorder_->next_op() - 1);
   produced_by(result.lse, recorder_->next_op() - 1);
   return result;
@@ -267,11 +265,10 @@ AttentionGrads TracingBackend::attention_backward(const Tensor& d_out, const Ten
   Op& op = record(OpKind::attention_backward, Kernel::attention_backward, {&d_out, &q, &k, &v, &out, &lse});
   // FlashAttention-2's backward recomputes the scores: 2.5× the forward's FLOPs, the convention of
   // its benchmark (flash-attention benchmarks/benchmark_flash_attention.py), whose TFLOP/s we use.
-  op.flops = 2.5 * attention_forward_flops(q, mask);
+  describe_attention(op, q, mask, 2.5);
   op.memory_bytes =
       static_cast<double>(d_out.bytes() + q.bytes() + k.bytes() + v.bytes() + out.bytes() + lse.bytes() +
                           grads.d_q.bytes() + grads.d_k.bytes() + grads.d_v.bytes());
-  describe_attention(op, q, mask);
   const OpId id = recorder_->next_op() - 1;
   produced_by(grads.d_q, id);
   produced_by(grads.d_k, id);

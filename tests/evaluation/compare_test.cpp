@@ -152,8 +152,9 @@ TEST_CASE("compare: packed micro-batches are priced by their documents, one opti
   CHECK(first.time.total_s < f.seconds(megatron_ts(), 8000));
 }
 
-TEST_CASE("compare: the simulator prices a packed micro-batch within 2 % of simulating it, its memory exactly",
-          "[evaluation][compare]") {
+TEST_CASE(
+    "compare: the simulator prices a packed micro-batch within 2 % of simulating it, its memory exactly",
+    "[evaluation][compare]") {
   const ModelSpec model = load_model("gpt-8l");
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
   evaluation::StepEngine engine(model, cluster, 8, "sim", 1.05);

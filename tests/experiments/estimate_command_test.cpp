@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/experiments/run_paradyse.hpp"
+#include "tests/experiments/run_paradyse_json.hpp"
 
 using namespace paradyse::testing;
 
@@ -37,17 +38,12 @@ TEST_CASE("estimate: several strategies and lengths give a list, output is deter
 
 TEST_CASE("estimate --docs: a packed micro-batch, faster than the same tokens as one sequence",
           "[experiments]") {
-  const RunResult packed = run_paradyse("estimate --strategy megatron_ts --docs 6000,2000,100 --json");
-  INFO(packed.err);
-  REQUIRE(packed.exit_code == 0);
-  const auto j = nlohmann::json::parse(packed.out);
+  const auto j = run_paradyse_json("estimate --strategy megatron_ts --docs 6000,2000,100 --json");
   CHECK(j.at("seq") == 8100);
   CHECK(j.at("documents") == 3);
   CHECK(j.at("padded_seq") == 6000 + 2000 + 112);  // each document to a multiple of 2p = 16
-  const RunResult one = run_paradyse("estimate --strategy megatron_ts --seq 8100 --json");
-  REQUIRE(one.exit_code == 0);
-  CHECK(j.at("time_s").at("total").get<double>() <
-        nlohmann::json::parse(one.out).at("time_s").at("total").get<double>());
+  const auto one = run_paradyse_json("estimate --strategy megatron_ts --seq 8100 --json");
+  CHECK(j.at("time_s").at("total").get<double>() < one.at("time_s").at("total").get<double>());
 }
 
 TEST_CASE("estimate: bad inputs fail with a clear message and no output", "[experiments]") {

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "tests/experiments/run_paradyse.hpp"
+#include "tests/experiments/run_paradyse_json.hpp"
 
 using namespace paradyse::testing;
 
@@ -66,14 +67,9 @@ TEST_CASE("plan --docs: a packed micro-batch is planned as its documents cost, n
           "[experiments]") {
   // The same 120K tokens as documents of 60K, 40K and 20K: attention only within each, so less time;
   // the flash kernel keeps no scores, so memory is that of the tokens either way.
-  const RunResult packed = run_paradyse("plan --policy static:megatron_ts --docs 60K,40K,20K --json");
-  INFO(packed.err);
-  REQUIRE(packed.exit_code == 0);
-  const auto p = nlohmann::json::parse(packed.out);
+  const auto p = run_paradyse_json("plan --policy static:megatron_ts --docs 60K,40K,20K --json");
   CHECK(p.at("seq") == 122880);
-  const RunResult one = run_paradyse("plan --policy static:megatron_ts --seq 120K --json");
-  REQUIRE(one.exit_code == 0);
-  const auto o = nlohmann::json::parse(one.out);
+  const auto o = run_paradyse_json("plan --policy static:megatron_ts --seq 120K --json");
   CHECK(p.at("predicted_time_s").get<double>() < o.at("predicted_time_s").get<double>());
   CHECK(p.at("predicted_peak_bytes").get<double>() == o.at("predicted_peak_bytes").get<double>());
 }

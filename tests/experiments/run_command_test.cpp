@@ -91,7 +91,7 @@ TEST_CASE("run: bad inputs are refused before any rank starts", "[real][cli]") {
            Case{"--seq 64 --plan megatron_ts,metp,metp", "expected one strategy, or one per layer"},
            Case{"--seq 64 --ranks 0", "--ranks"},
            Case{"--ranks 2 --docs 32,0,16", "--docs: expected a positive token count"},
-           Case{"--ranks 2 --docs 32,16 --seq 64", "expected --seq or --docs, not both"},
+           Case{"--ranks 2 --docs 32,16 --seq 64", "expected one of --seq LENGTHS, --docs DOCUMENTS"},
        }) {
     INFO(c.arguments);
     const RunResult r = run_paradyse(std::string("run --model tiny-gpt ") + c.arguments);

@@ -9,6 +9,7 @@
 #include "strategies/sequence_layout.hpp"
 #include "strategies/training_step.hpp"
 #include "tests/experiments/run_paradyse.hpp"
+#include "tests/experiments/run_paradyse_json.hpp"
 
 using namespace paradyse;
 using namespace paradyse::testing;
@@ -39,15 +40,10 @@ TEST_CASE("simulate --json prints the documented keys", "[experiments]") {
 
 TEST_CASE("simulate --docs: a packed micro-batch, as the estimate prices and sizes it", "[experiments]") {
   const std::string micro_batch = " --model llama-8l --docs 6000,2000,100 --json";
-  const RunResult simulated = run_paradyse("simulate --plan ulysses_z" + micro_batch);
-  INFO(simulated.err);
-  REQUIRE(simulated.exit_code == 0);
-  const auto s = nlohmann::json::parse(simulated.out);
+  const auto s = run_paradyse_json("simulate --plan ulysses_z" + micro_batch);
   CHECK(s.at("seq") == 8100);
   CHECK(s.at("documents") == 3);
-  const RunResult estimated = run_paradyse("estimate --strategy ulysses_z" + micro_batch);
-  REQUIRE(estimated.exit_code == 0);
-  const auto e = nlohmann::json::parse(estimated.out);
+  const auto e = run_paradyse_json("estimate --strategy ulysses_z" + micro_batch);
   CHECK(s.at("padded_seq") == e.at("padded_seq"));
   CHECK(s.at("peak_memory_bytes").get<double>() == e.at("memory_bytes").at("peak").get<double>());
   CHECK(s.at("iteration_time_s").get<double>() ==
