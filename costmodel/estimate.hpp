@@ -109,8 +109,8 @@ class Estimator {
   std::map<std::tuple<const Strategy*, int, std::vector<int64_t>, int64_t, Recompute>,
            std::unique_ptr<StrategyCosts>>
       traced_;
-  // By plan, degree, requested documents, batch and micro-batches.
-  std::map<std::tuple<Plan, int, std::vector<int64_t>, int64_t, int64_t>, Estimate> estimates_;
+  // By plan, degree, requested tokens and documents (none for one sequence), batch and micro-batches.
+  std::map<std::tuple<Plan, int, int64_t, std::vector<int64_t>, int64_t, int64_t>, Estimate> estimates_;
 };
 
 // The request's micro-batch: its documents, or one sequence of its tokens.
