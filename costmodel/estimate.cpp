@@ -1,5 +1,7 @@
 #include "costmodel/estimate.hpp"
 
+#include "strategies/grouped_step.hpp"
+
 #include <numeric>
 
 #include "common/limits.hpp"
@@ -148,7 +150,7 @@ EstimateRequest checked_request(const ModelSpec& model, const hw::ClusterSpec& c
   return request;
 }
 
-void static_memory(const ModelSpec& model, int degree, MemoryBreakdown& memory) {
+void static_memory(const ModelSpec& model, int degree, MemoryBreakdown& memory, WeightLayout layout) {
   const double p = degree;
   const double h = static_cast<double>(model.hidden);
   const double norms_per_layer = (model.norm == NormKind::layer_norm ? 4 : 2) * h;
@@ -156,9 +158,10 @@ void static_memory(const ModelSpec& model, int degree, MemoryBreakdown& memory) 
   const double vocab = static_cast<double>(padded_vocab(model, degree));
   const double final_norm = (model.norm == NormKind::layer_norm ? 2 : 1) * h;
   const double tables = vocab * h * (model.tied_embeddings ? 1 : 2);
-  const double parameters =
-      static_cast<double>(model.num_layers) * (matrices_per_layer / p + norms_per_layer) + tables / p +
-      final_norm;
+  const double per_layer = layout == WeightLayout::job
+                               ? static_cast<double>(layer_flat_layout(model).padded(degree)) / p
+                               : matrices_per_layer / p + norms_per_layer;
+  const double parameters = static_cast<double>(model.num_layers) * per_layer + tables / p + final_norm;
   // Megatron-LM's mixed precision, "bf16 parameters, fp32 gradients": 18 bytes per parameter (Megatron
   // Core developer guide, Distributed Optimizer, non-distributed column).
   memory.weights_bytes = 2 * parameters;

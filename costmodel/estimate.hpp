@@ -25,6 +25,7 @@
 #include "hw_models/cluster.hpp"
 #include "strategies/micro_batch.hpp"
 #include "strategies/strategy.hpp"
+#include "strategies/training_step.hpp"
 
 namespace paradyse::costmodel {
 
@@ -126,8 +127,11 @@ EstimateRequest checked_request(const ModelSpec& model, const hw::ClusterSpec& c
 
 // Bytes per rank of weights, gradients and optimizer state (into those fields of `memory`): every
 // matrix is sharded 1/p, norm weights are replicated; 18 bytes per parameter (bf16 weight, fp32 main
-// gradient, fp32 master weight and Adam moments), as Megatron-LM keeps them.
-void static_memory(const ModelSpec& model, int degree, MemoryBreakdown& memory);
+// gradient, fp32 master weight and Adam moments), as Megatron-LM keeps them. WeightLayout::job: each
+// layer's weights, norms included, are one flat tensor padded to a multiple of p and sharded 1/p
+// (a grouped step's, grouped_step.hpp).
+void static_memory(const ModelSpec& model, int degree, MemoryBreakdown& memory,
+                   WeightLayout layout = WeightLayout::group);
 
 // Model FLOPs of one iteration (forward and backward, no recomputation), as MFU counts them: attention
 // over the pairs within each document of a packed micro-batch.

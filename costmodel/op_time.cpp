@@ -45,10 +45,7 @@ double gemm_arithmetic_s(const hw::GpuSpec& gpu, int64_t batch, int64_t m, int64
   return best_s;
 }
 
-OpTimer::OpTimer(const hw::ClusterSpec& cluster, int degree)
-    : cluster_(cluster),
-      fabric_(degree > cluster.gpus_per_node ? cluster.inter_node : cluster.intra_node),
-      degree_(degree) {
+OpTimer::OpTimer(const hw::ClusterSpec& cluster, int degree) : cluster_(cluster), degree_(degree) {
   for (const auto& [name, rate] : cluster.gpu.kernel_rates) {
     const std::optional<Kernel> kernel = kernel_named(name);
     if (!kernel || *kernel == Kernel::communication || *kernel == Kernel::wait)
@@ -101,13 +98,14 @@ double OpTimer::compute_s(const Op& op) const {
 double OpTimer::communication_s(const Op& op) const {
   // nccl-tests' bus bandwidth at the collective's size turns bus bytes into time (REFERENCE.md §1, §3);
   // the hops' latency is the floor of small messages.
-  double bandwidth = fabric_.streaming_bandwidth(op.size_bytes);
-  if (op.kind == OpKind::all_to_all) bandwidth *= fabric_.all_to_all_efficiency;
+  const int group_size = op.group_size > 1 ? op.group_size : degree_;
+  const hw::FabricSpec& fabric = cluster_.fabric_of(op.group_first, group_size);
+  double bandwidth = fabric.streaming_bandwidth(op.size_bytes);
+  if (op.kind == OpKind::all_to_all) bandwidth *= fabric.all_to_all_efficiency;
   // A point-to-point transfer crosses one link: between nodes one NIC, not the NICs of every ring.
-  if (op.kind == OpKind::send_recv && &fabric_ == &cluster_.inter_node)
-    bandwidth *= fabric_.bytes_per_second / fabric_.peak_bus_bandwidth();
-  return latency_hops(op.kind, op.group_size > 1 ? op.group_size : degree_) * fabric_.hop_latency_s() +
-         op.bus_bytes / bandwidth;
+  if (op.kind == OpKind::send_recv && &fabric == &cluster_.inter_node)
+    bandwidth *= fabric.bytes_per_second / fabric.peak_bus_bandwidth();
+  return latency_hops(op.kind, group_size) * fabric.hop_latency_s() + op.bus_bytes / bandwidth;
 }
 
 }  // namespace paradyse::costmodel

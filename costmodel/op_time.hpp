@@ -29,8 +29,9 @@ double gemm_arithmetic_s(const hw::GpuSpec& gpu, int64_t batch, int64_t m, int64
 
 class OpTimer {
  public:
-  // `degree` ranks form the group; a group wider than one node goes over the NICs. Throws InputError
-  // when the cluster measures a kernel that is no backend call.
+  // `degree` ranks form the group (a collective's own group, where it records one, decides its fabric:
+  // one wider than a node goes over the NICs). Throws InputError when the cluster measures a kernel
+  // that is no backend call.
   OpTimer(const hw::ClusterSpec& cluster, int degree);
 
   double seconds(const Op& op) const;
@@ -42,7 +43,6 @@ class OpTimer {
 
  private:
   const hw::ClusterSpec& cluster_;
-  const hw::FabricSpec& fabric_;
   int degree_;
   std::array<const hw::KernelRate*, kKernelCount> measured_{};  // by Kernel; null: the roofline
 };

@@ -101,6 +101,12 @@ struct ClusterSpec {
   int nics_per_node = 0;
 
   int num_gpus() const { return num_nodes * gpus_per_node; }
+  // The fabric a group of GPUs [first_gpu, first_gpu + gpus) communicates over: the NICs when it
+  // spans nodes, else NVLink.
+  const FabricSpec& fabric_of(int first_gpu, int gpus) const {
+    const bool spans = first_gpu / gpus_per_node != (first_gpu + gpus - 1) / gpus_per_node;
+    return spans ? inter_node : intra_node;
+  }
   // Bytes a rank may allocate for tensors: HBM minus what CUDA and NCCL reserve.
   double tensor_capacity_bytes() const { return gpu.hbm_bytes - gpu.reserved_bytes; }
 };

@@ -48,7 +48,7 @@ std::unique_ptr<Communicator> connect(const RankEnvironment& env, bool cuda,
   auto store = open_store(env, timeout);
   if (!cuda) return make_gloo_communicator(store, env.rank, env.size, timeout);
 #ifdef PARADYSE_WITH_NCCL
-  return make_nccl_communicator(*store, env.rank, env.size, local_cuda_device(env), timeout);
+  return make_nccl_communicator(store, env.rank, env.size, local_cuda_device(env), timeout);
 #else
   throw InputError(
       "", 0, "device",

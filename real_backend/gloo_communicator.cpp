@@ -1,5 +1,6 @@
 #include "real_backend/gloo_communicator.hpp"
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <functional>
@@ -48,7 +49,7 @@ class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    std::chrono::milliseconds timeout)
-      : rank_(rank), size_(size) {
+      : store_(store), timeout_(timeout), rank_(rank), size_(size) {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
     try {
@@ -123,6 +124,12 @@ class GlooCommunicator final : public Communicator {
     start("barrier", [&] { return Works{group_->barrier()}; })->wait();
   }
 
+  std::unique_ptr<Communicator> subgroup(int first_rank, int size) override {
+    check_subgroup(first_rank, size, rank_, size_);
+    auto store = c10::make_intrusive<c10d::PrefixStore>(subgroup_prefix(first_rank, size), store_);
+    return std::make_unique<GlooCommunicator>(store, rank_ - first_rank, size, timeout_);
+  }
+
  private:
   // Issuing can fail as well as waiting: a peer that died before this op closed its connection.
   template <class Issue>
@@ -147,6 +154,8 @@ class GlooCommunicator final : public Communicator {
     return [summed, buffer]() mutable { buffer.copy_(summed); };
   }
 
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::chrono::milliseconds timeout_;
   int rank_, size_;
   int next_tag_ = 0;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;

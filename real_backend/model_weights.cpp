@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/errors.hpp"
+#include "strategies/grouped_step.hpp"
 #include "strategies/strategy.hpp"
 
 namespace paradyse::real {
@@ -41,27 +42,20 @@ float element(std::string_view name, uint64_t name_hash, int64_t row, int64_t co
   return u * static_cast<float>(std::sqrt(3.0 / static_cast<double>(cols)));  // unit variance out
 }
 
-// Where rank `shard`'s rows live in the whole tensor: group g of a shard (all its query heads, then
-// its key heads, ...; LayerWeights::qkv_groups and friends) is rows [start_g·p + r·g, +g) of the whole
-// tensor, start_g the rows of the groups before it in one shard, so whole tensors keep each group's
-// rows of all ranks together.
-struct RowBlock {
-  int64_t whole_start, shard_start, rows;
-};
-std::vector<RowBlock> shard_rows(std::string_view name, const ModelSpec& model, int64_t shard_rows_count,
-                                 int shard, int degree) {
+// Where rank `shard`'s rows live in the whole tensor (LayerWeights::shard_blocks).
+std::vector<LayerWeights::RowBlock> shard_rows(std::string_view name, const ModelSpec& model,
+                                               int64_t shard_rows_count, int shard, int degree) {
   std::vector<int64_t> groups{shard_rows_count};
   if (name.ends_with(".qkv")) groups = LayerWeights::qkv_groups(model, degree);
   if (name.ends_with(".mlp_in")) groups = LayerWeights::mlp_in_groups(model, degree);
-  std::vector<RowBlock> blocks;
-  int64_t group_start = 0;
-  for (int64_t g : groups) {
-    blocks.push_back({group_start * degree + shard * g, group_start, g});
-    group_start += g;
-  }
-  PARADYSE_CHECK(group_start == shard_rows_count,
+  std::vector<LayerWeights::RowBlock> blocks = LayerWeights::shard_blocks(groups, degree, shard);
+  PARADYSE_CHECK(blocks.back().shard_start + blocks.back().rows == shard_rows_count,
                  "row groups of " + std::string(name) + " do not fill its shard");
   return blocks;
+}
+
+bool is_flat(std::string_view name) {
+  return name.ends_with(".flat");
 }
 
 }  // namespace
@@ -78,23 +72,34 @@ at::Tensor ModelWeights::full(std::string_view name, const Shape& shape) const {
 }
 
 at::Tensor ModelWeights::shard(std::string_view name, const Shape& shard_shape, int shard, int degree) const {
+  if (is_flat(name)) {  // a layer flattened (layer_flat_layout) and sharded over the job
+    const std::string layer(name.substr(0, name.size() - 4));  // "layers.N."
+    const LayerFlatLayout layout = layer_flat_layout(model_);
+    at::Tensor flat = at::zeros({layout.padded(degree)}, at::kFloat);
+    for (const FlatPart& part : layout.parts) {
+      const at::Tensor whole = full(layer + part.name, part.shape).reshape({-1});
+      flat.narrow(0, part.offset, whole.numel()).copy_(whole);
+    }
+    return flat.narrow(0, shard * shard_shape[0], shard_shape[0]).clone();
+  }
   if (shard_shape.size() == 1) return full(name, shard_shape);
   const int64_t rows = shard_shape[0], cols = shard_shape[1];
   const at::Tensor whole = full(name, {rows * degree, cols});
   std::vector<at::Tensor> parts;
-  for (const RowBlock& block : shard_rows(name, model_, rows, shard, degree))
+  for (const LayerWeights::RowBlock& block : shard_rows(name, model_, rows, shard, degree))
     parts.push_back(whole.narrow(0, block.whole_start, block.rows));
   return at::cat(parts, 0);
 }
 
 at::Tensor join_shards(std::string_view name, const std::vector<at::Tensor>& shards, const ModelSpec& model) {
   PARADYSE_CHECK(!shards.empty(), "join_shards of nothing");
+  if (is_flat(name)) return at::cat(shards, 0);
   if (shards[0].dim() == 1) return shards[0];
   const int degree = static_cast<int>(shards.size());
   const int64_t rows = shards[0].size(0);
   at::Tensor whole = at::empty({rows * degree, shards[0].size(1)}, shards[0].options());
   for (int r = 0; r < degree; ++r)
-    for (const RowBlock& block : shard_rows(name, model, rows, r, degree))
+    for (const LayerWeights::RowBlock& block : shard_rows(name, model, rows, r, degree))
       whole.narrow(0, block.whole_start, block.rows)
           .copy_(shards[static_cast<std::size_t>(r)].narrow(0, block.shard_start, block.rows));
   return whole;

@@ -7,6 +7,8 @@
 //   qkv [h + 2h_kv, h] = [W_q; W_k; W_v]; proj [h, h]; mlp_in [f_in, h] ([gate; up] for SwiGLU);
 //   mlp_out [f, h]; norm1.gamma, norm1.beta, norm2.gamma, norm2.beta, final_norm.gamma,
 //   final_norm.beta [h] (replicated on every rank); embedding and head [V_padded, h].
+// "layers.N.flat" is layer N's weights flattened as layer_flat_layout lays them out and padded, its
+// shard `shard` a contiguous 1/degree of it (a grouped step's weights, sharded over the job).
 #pragma once
 
 #include <ATen/Tensor.h>

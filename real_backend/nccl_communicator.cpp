@@ -1,5 +1,7 @@
 #include "real_backend/nccl_communicator.hpp"
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -187,15 +189,16 @@ size_t count(const at::Tensor& t) {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(c10d::Store& store, int rank, int size, int device, std::chrono::milliseconds timeout)
-      : group_(std::make_shared<Group>(rank, size, device)), timeout_(timeout) {
+  NcclCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size, int device,
+                   std::chrono::milliseconds timeout)
+      : store_(std::move(store)), group_(std::make_shared<Group>(rank, size, device)), timeout_(timeout) {
     if (size < 1 || rank < 0 || rank >= size)
       throw std::invalid_argument("NCCL communicator: rank " + std::to_string(rank) +
                                   " is not in a group of " + std::to_string(size));
     Group& g = *group_;
     DeviceGuard guard(device);
     g.check(guard.status(), "cudaSetDevice");
-    const ncclUniqueId id = exchange_unique_id(store);
+    const ncclUniqueId id = exchange_unique_id(*store_);
     g.check(ncclCommInitRank(&g.comm, size, id, rank), "ncclCommInitRank");
     // Non-blocking: the legacy default stream would otherwise serialize with it implicitly, which the
     // explicit events below already do where it is needed and nowhere else.
@@ -298,6 +301,13 @@ class NcclCommunicator final : public Communicator {
     })->wait_on_host("barrier", timeout_);
   }
 
+  std::unique_ptr<Communicator> subgroup(int first_rank, int size) override {
+    const Group& g = *group_;
+    check_subgroup(first_rank, size, g.rank, g.size);
+    auto store = c10::make_intrusive<c10d::PrefixStore>(subgroup_prefix(first_rank, size), store_);
+    return std::make_unique<NcclCommunicator>(store, g.rank - first_rank, size, g.device, timeout_);
+  }
+
  private:
   ncclUniqueId exchange_unique_id(c10d::Store& store) {
     Group& g = *group_;
@@ -384,13 +394,15 @@ class NcclCommunicator final : public Communicator {
     return work;
   }
 
+  c10::intrusive_ptr<c10d::Store> store_;
   std::shared_ptr<Group> group_;
   std::chrono::milliseconds timeout_;
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(c10d::Store& store, int rank, int size, int cuda_device,
+std::unique_ptr<Communicator> make_nccl_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                     int size, int cuda_device,
                                                      std::chrono::milliseconds timeout) {
   return std::make_unique<NcclCommunicator>(store, rank, size, cuda_device, timeout);
 }

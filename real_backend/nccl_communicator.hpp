@@ -16,7 +16,8 @@ namespace paradyse::real {
 // stream, and Work::wait() orders that default stream after the op without blocking the host, as
 // torch's NCCL works do. Only barrier() blocks the host, and it fails with CommunicationError after
 // `timeout` instead of hanging on a dead peer.
-std::unique_ptr<Communicator> make_nccl_communicator(c10d::Store& store, int rank, int size, int cuda_device,
+std::unique_ptr<Communicator> make_nccl_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                     int size, int cuda_device,
                                                      std::chrono::milliseconds timeout);
 
 }  // namespace paradyse::real

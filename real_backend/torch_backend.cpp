@@ -185,7 +185,8 @@ class TorchBackend::OpTimer {
 };
 
 TorchBackend::TorchBackend(Communicator& communicator, const ModelSpec& model, TorchBackendOptions options)
-    : communicator_(communicator),
+    : job_(communicator),
+      group_(&communicator),
       model_(model),
       options_(options),
       weights_(model, options.weight_seed),
@@ -259,7 +260,7 @@ void TorchBackend::label(std::string_view name) {
 }
 
 Tensor TorchBackend::parameter(std::string_view name, const Shape& shape, int shard) {
-  Tensor weight = wrap(weights_.shard(name, shape, shard, degree()), DType::bf16);
+  Tensor weight = wrap(weights_.shard(name, shape, shard, job_degree()), DType::bf16);
   // The optimizer state exists from the start, as the static memory terms count it (18 bytes a
   // parameter with the bf16 weight and the fp32 main gradient).
   auto state = std::make_unique<AdamState>();
@@ -636,13 +637,32 @@ void TorchBackend::scale_(const std::vector<Tensor>& tensors, double factor) {
 // ---- communication ----
 
 Pending TorchBackend::start(OpKind kind, const Tensor& input, InFlight flight, Tensor result, int root,
-                            int to, int from) {
-  const CommunicationBytes bytes = communication_bytes(kind, static_cast<double>(input.bytes()), degree());
-  calls_.push_back({kind, degree(), bytes.size_bytes, bytes.bus_bytes, root, to, from});
+                            int to, int from, CommGroup group) {
+  const int group_size = communicator(group).size();
+  const CommunicationBytes bytes = communication_bytes(kind, static_cast<double>(input.bytes()), group_size);
+  calls_.push_back({kind, group, group == CommGroup::job ? 0 : group_first_, group_size, bytes.size_bytes,
+                    bytes.bus_bytes, root, to, from});
   const int64_t token = next_token_++;
   flight.held = std::make_shared<HeldTensors>(held_, flight.keep_alive);
   in_flight_.emplace(token, std::move(flight));
   return Pending(this, token, std::move(result));
+}
+
+void TorchBackend::use_group(int first_rank, int degree) {
+  check_subgroup(first_rank, degree, job_.rank(), job_.size());
+  group_first_ = first_rank;
+  if (first_rank == 0 && degree == job_.size()) {
+    group_ = &job_;
+  } else {
+    std::unique_ptr<Communicator>& subgroup = subgroups_[{first_rank, degree}];
+    if (!subgroup) subgroup = job_.subgroup(first_rank, degree);
+    group_ = subgroup.get();
+  }
+  // Ranks that hold a tensor whole draw its dropout mask alike; ranks of different groups may have drawn
+  // different counts of masks before, so the stream restarts from what the group's ranks share.
+  replicated_dropout_generator_.set_current_seed(options_.weight_seed * 7919 - 1 +
+                                                 static_cast<uint64_t>(++groups_used_) * 1000003 +
+                                                 static_cast<uint64_t>(first_rank));
 }
 
 Tensor TorchBackend::wait(int64_t token, Tensor result) {
@@ -680,25 +700,27 @@ at::Tensor joined(const at::Tensor& buffer, const Shape& chunk, int dim, int p) 
 }
 }  // namespace
 
-Pending TorchBackend::all_gather_async(const Tensor& x, int dim) {
-  if (degree() == 1) return Pending(this, -1, x);
+Pending TorchBackend::gather(CommGroup group, const Tensor& x, int dim) {
+  Communicator& over = communicator(group);
+  const int p = over.size();
+  if (p == 1) return Pending(this, -1, x);
   OpTimer timer(*this, OpKind::all_gather);
   dim = normalize_dim(x, dim);
-  const int p = degree();
   at::Tensor input = unwrap(x).contiguous();
   at::Tensor output = at::empty({p * input.numel()}, input.options());
-  InFlight flight{communicator_.all_gather(input.view({-1}), output),
+  InFlight flight{over.all_gather(input.view({-1}), output),
                   {input, output},
                   [output, chunk = x.shape(), dim, p] { return joined(output, chunk, dim, p); },
                   {}};
-  return start(OpKind::all_gather, x, std::move(flight), make(output, x.dtype()));
+  return start(OpKind::all_gather, x, std::move(flight), make(output, x.dtype()), -1, -1, -1, group);
 }
 
-Pending TorchBackend::reduce_scatter_async(const Tensor& x, int dim) {
-  if (degree() == 1) return Pending(this, -1, x);
+Pending TorchBackend::reduce_scatter(CommGroup group, const Tensor& x, int dim) {
+  Communicator& over = communicator(group);
+  const int p = over.size();
+  if (p == 1) return Pending(this, -1, x);
   OpTimer timer(*this, OpKind::reduce_scatter);
   dim = normalize_dim(x, dim);
-  const int p = degree();
   PARADYSE_CHECK(x.size(dim) % p == 0, "reduce_scatter of " + to_string(x.shape()) + " over " +
                                            std::to_string(p) + " ranks along dim " + std::to_string(dim));
   Shape shape = x.shape();
@@ -706,17 +728,37 @@ Pending TorchBackend::reduce_scatter_async(const Tensor& x, int dim) {
   const at::Tensor input = rank_major(unwrap(x), dim, p);
   at::Tensor output = at::empty(sizes(shape), input.options());
   at::Tensor flat = output.view({-1});
-  InFlight flight{communicator_.reduce_scatter(input.view({-1}), flat), {input, output}, {}, {}};
-  return start(OpKind::reduce_scatter, x, std::move(flight), make(output, x.dtype()));
+  InFlight flight{over.reduce_scatter(input.view({-1}), flat), {input, output}, {}, {}};
+  return start(OpKind::reduce_scatter, x, std::move(flight), make(output, x.dtype()), -1, -1, -1, group);
 }
 
-Pending TorchBackend::all_reduce_async(const Tensor& x) {
-  if (degree() == 1) return Pending(this, -1, x);
+Pending TorchBackend::all_reduce(CommGroup group, const Tensor& x) {
+  Communicator& over = communicator(group);
+  if (over.size() == 1) return Pending(this, -1, x);
   OpTimer timer(*this, OpKind::all_reduce);
   at::Tensor buffer = unwrap(x).contiguous();  // x itself when it is contiguous: in place
   at::Tensor flat = buffer.view({-1});
-  InFlight flight{communicator_.all_reduce(flat), {buffer}, {}, {}};
-  return start(OpKind::all_reduce, x, std::move(flight), make(buffer, x.dtype()));
+  InFlight flight{over.all_reduce(flat), {buffer}, {}, {}};
+  return start(OpKind::all_reduce, x, std::move(flight), make(buffer, x.dtype()), -1, -1, -1, group);
+}
+
+Pending TorchBackend::all_gather_async(const Tensor& x, int dim) {
+  return gather(CommGroup::parallel, x, dim);
+}
+Pending TorchBackend::reduce_scatter_async(const Tensor& x, int dim) {
+  return reduce_scatter(CommGroup::parallel, x, dim);
+}
+Pending TorchBackend::all_reduce_async(const Tensor& x) {
+  return all_reduce(CommGroup::parallel, x);
+}
+Pending TorchBackend::job_all_gather_async(const Tensor& x, int dim) {
+  return gather(CommGroup::job, x, dim);
+}
+Pending TorchBackend::job_reduce_scatter_async(const Tensor& x, int dim) {
+  return reduce_scatter(CommGroup::job, x, dim);
+}
+Pending TorchBackend::job_all_reduce_async(const Tensor& x) {
+  return all_reduce(CommGroup::job, x);
 }
 
 Pending TorchBackend::all_to_all_async(const Tensor& x, int split_dim, int concat_dim) {
@@ -731,7 +773,7 @@ Pending TorchBackend::all_to_all_async(const Tensor& x, int split_dim, int conca
   chunk[static_cast<std::size_t>(split_dim)] /= p;
   const at::Tensor input = rank_major(unwrap(x), split_dim, p);
   at::Tensor output = at::empty_like(input);
-  InFlight flight{communicator_.all_to_all(input.view({-1}), output),
+  InFlight flight{group_->all_to_all(input.view({-1}), output),
                   {input, output},
                   [output, chunk, concat_dim, p] { return joined(output, chunk, concat_dim, p); },
                   {}};
@@ -744,7 +786,7 @@ Pending TorchBackend::broadcast_async(const Tensor& x, int root) {
   at::Tensor buffer =
       rank() == root ? unwrap(x).contiguous() : at::empty(unwrap(x).sizes(), unwrap(x).options());
   at::Tensor flat = buffer.view({-1});
-  InFlight flight{communicator_.broadcast(flat, root), {buffer}, {}, {}};
+  InFlight flight{group_->broadcast(flat, root), {buffer}, {}, {}};
   return start(OpKind::broadcast, x, std::move(flight), rank() == root ? x : make(buffer, x.dtype()), root);
 }
 
@@ -753,7 +795,7 @@ Pending TorchBackend::reduce_async(const Tensor& x, int root) {
   OpTimer timer(*this, OpKind::reduce);
   at::Tensor buffer = unwrap(x).contiguous();
   at::Tensor flat = buffer.view({-1});
-  InFlight flight{communicator_.reduce(flat, root), {buffer}, {}, {}};
+  InFlight flight{group_->reduce(flat, root), {buffer}, {}, {}};
   return start(OpKind::reduce, x, std::move(flight), rank() == root ? make(buffer, x.dtype()) : Tensor(),
                root);
 }
@@ -766,7 +808,7 @@ Pending TorchBackend::send_recv_async(const Tensor& x, int to, int from) {
   if (degree() == 1) return start(OpKind::send_recv, x, {}, make(send.clone(), x.dtype()), -1, to, from);
   at::Tensor recv = at::empty_like(send);
   at::Tensor recv_flat = recv.view({-1});
-  InFlight flight{communicator_.send_recv(send.view({-1}), to, recv_flat, from), {send, recv}, {}, {}};
+  InFlight flight{group_->send_recv(send.view({-1}), to, recv_flat, from), {send, recv}, {}, {}};
   return start(OpKind::send_recv, x, std::move(flight), make(recv, x.dtype()), -1, to, from);
 }
 

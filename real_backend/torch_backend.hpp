@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -38,6 +39,8 @@ struct TorchBackendOptions {
 // One communication call as the strategy issued it, counted as the tracer counts it (Op).
 struct CommunicationCall {
   OpKind kind;
+  CommGroup group;
+  int group_first;
   int group_size;
   double size_bytes;
   double bus_bytes;
@@ -82,8 +85,12 @@ class TorchBackend final : public Backend {
   double seconds_since_start() const;
   void synchronize() const;  // waits for the device (a no-op on CPU)
 
-  int rank() const override { return communicator_.rank(); }
-  int degree() const override { return communicator_.size(); }
+  int rank() const override { return group_->rank(); }
+  int degree() const override { return group_->size(); }
+  int job_rank() const override { return job_.rank(); }
+  int job_degree() const override { return job_.size(); }
+  int group_first_rank() const override { return group_first_; }
+  void use_group(int first_rank, int degree) override;
   void begin_phase(Phase phase, int layer) override;
   void label(std::string_view name) override;
 
@@ -138,6 +145,9 @@ class TorchBackend final : public Backend {
   Pending broadcast_async(const Tensor& x, int root) override;
   Pending reduce_async(const Tensor& x, int root) override;
   Pending send_recv_async(const Tensor& x, int to, int from) override;
+  Pending job_all_gather_async(const Tensor& x, int dim) override;
+  Pending job_reduce_scatter_async(const Tensor& x, int dim) override;
+  Pending job_all_reduce_async(const Tensor& x) override;
 
  protected:
   Tensor wait(int64_t token, Tensor result) override;
@@ -154,11 +164,19 @@ class TorchBackend final : public Backend {
 
   Tensor make(const at::Tensor& t, DType dtype) const;  // wraps storage already of the right type
   Pending start(OpKind kind, const Tensor& input, InFlight flight, Tensor result, int root = -1, int to = -1,
-                int from = -1);
+                int from = -1, CommGroup group = CommGroup::parallel);
+  Communicator& communicator(CommGroup group) { return group == CommGroup::job ? job_ : *group_; }
+  Pending gather(CommGroup group, const Tensor& x, int dim);
+  Pending reduce_scatter(CommGroup group, const Tensor& x, int dim);
+  Pending all_reduce(CommGroup group, const Tensor& x);
   at::TensorOptions options(DType dtype) const;
 
   std::shared_ptr<HeldBytes> held_ = std::make_shared<HeldBytes>();
-  Communicator& communicator_;
+  Communicator& job_;
+  Communicator* group_;  // the parallel group: the job, or one of subgroups_
+  int group_first_ = 0;
+  int groups_used_ = 0;  // use_group calls: what the replicated dropout stream is reseeded by
+  std::map<std::pair<int, int>, std::unique_ptr<Communicator>> subgroups_;  // by (first rank, size)
   const ModelSpec& model_;
   TorchBackendOptions options_;
   ModelWeights weights_;

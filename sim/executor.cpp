@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <queue>
+#include <unordered_map>
 
 #include "common/errors.hpp"
 #include "costmodel/op_time.hpp"
@@ -44,14 +45,21 @@ struct RankState {
   double host_time = 0;
   OpId host_blocked_on = kNoOp;
   std::array<bool, 2> wake_set{};  // a wake-up is pending for the stream's head op
-  std::size_t collectives_reached = 0;
+  std::unordered_map<int64_t, std::size_t> collectives_reached;  // by group (group_key)
   std::vector<std::pair<double, double>> compute_spans, communication_spans;
 };
 
-// The k-th collective of the group: the k-th communication op of every rank.
+// The k-th collective of a group of ranks: the k-th communication op over that group of every rank of
+// it. Groups are the ranks [first, first + size) of the job that an op names; the job's collectives and
+// a group's that holds every rank are the same group.
+int64_t group_key(const Op& op) {
+  return int64_t{op.group_first} << 16 | op.group_size;
+}
+
 struct Collective {
   OpKind kind = OpKind::wait;
-  std::vector<OpId> ops;
+  int first = 0;          // the group's first rank
+  std::vector<OpId> ops;  // by rank in the group
   int reached = 0;
   std::vector<sg4::ActivityPtr> flows;  // in flight, in launch order
   std::size_t first_unfinished = 0;     // flows before it are done
@@ -92,7 +100,6 @@ class Run {
         options_(options),
         p_(static_cast<int>(programs.size())),
         timer_(cluster, p_),
-        fabric_(p_ > cluster.gpus_per_node ? cluster.inter_node : cluster.intra_node),
         host_(cluster.host.synchronous || cluster.host.kernel_dispatch_s > 0 ||
               cluster.host.communication_dispatch_s > 0 || reads_scalars(programs)) {
     ranks_.resize(programs.size());
@@ -263,36 +270,53 @@ class Run {
 
   void reach_collective(int r, OpId id) {
     RankState& rank = ranks_[static_cast<std::size_t>(r)];
-    const std::size_t k = rank.collectives_reached++;
-    if (k == collectives_.size()) collectives_.emplace_back().ops.assign(static_cast<std::size_t>(p_), kNoOp);
-    Collective& c = collectives_[k];
-    const OpKind kind = op(r, id).kind;
-    if (c.reached == 0) c.kind = kind;
-    PARADYSE_CHECK(kind == c.kind, "collective " + std::to_string(k) + " is a " +
-                                       std::string(to_string(kind)) + " on rank " + std::to_string(r) +
-                                       " but a " + std::string(to_string(c.kind)) +
-                                       " elsewhere: ranks must issue the same collectives in the same order");
-    c.ops[static_cast<std::size_t>(r)] = id;
-    if (++c.reached == p_) launch(k);
+    const Op& o = op(r, id);
+    const int64_t key = group_key(o);
+    const std::size_t k = rank.collectives_reached[key]++;
+    std::vector<std::size_t>& of_group = group_collectives_[key];
+    if (k == of_group.size()) {
+      PARADYSE_CHECK(o.group_first >= 0 && o.group_first + o.group_size <= p_ && r >= o.group_first &&
+                         r < o.group_first + o.group_size,
+                     "rank " + std::to_string(r) + " in a collective of ranks [" +
+                         std::to_string(o.group_first) + ", " + std::to_string(o.group_first + o.group_size) +
+                         ") of " + std::to_string(p_));
+      of_group.push_back(collectives_.size());
+      Collective& created = collectives_.emplace_back();
+      created.first = o.group_first;
+      created.ops.assign(static_cast<std::size_t>(o.group_size), kNoOp);
+    }
+    const std::size_t index = of_group[k];
+    Collective& c = collectives_[index];
+    if (c.reached == 0) c.kind = o.kind;
+    PARADYSE_CHECK(o.kind == c.kind,
+                   "collective " + std::to_string(k) + " of its group is a " +
+                       std::string(to_string(o.kind)) + " on rank " + std::to_string(r) + " but a " +
+                       std::string(to_string(c.kind)) +
+                       " elsewhere: ranks must issue the same collectives in the same order");
+    c.ops[static_cast<std::size_t>(r - c.first)] = id;
+    if (++c.reached == static_cast<int>(c.ops.size())) launch(index);
   }
 
   void launch(std::size_t k) {
     Collective& c = collectives_[k];
+    const int size = static_cast<int>(c.ops.size());
     std::vector<const Op*> ops;
-    for (int r = 0; r < p_; ++r) ops.push_back(&op(r, c.ops[static_cast<std::size_t>(r)]));
+    for (int i = 0; i < size; ++i) ops.push_back(&op(c.first + i, c.ops[static_cast<std::size_t>(i)]));
     const Op& o = *ops.front();
-    if (flow_count(o, p_, cluster_) > static_cast<std::size_t>(options_.max_flows_per_collective)) {
+    if (flow_count(o, size, cluster_) > static_cast<std::size_t>(options_.max_flows_per_collective)) {
       ++analytic_collectives_;
       set_timer(now_ + timer_.communication_s(o), -1, k);
       return;
     }
     const CollectiveFlows plan = collective_flows(ops, cluster_);
-    const double efficiency = size_efficiency(o);
-    c.tail_s = std::max(0, plan.latency_hops - 1) * fabric_.hop_latency_s();
+    const hw::FabricSpec& fabric = cluster_.fabric_of(c.first, size);
+    const double efficiency = size_efficiency(o, fabric);
+    c.tail_s = std::max(0, plan.latency_hops - 1) * fabric.hop_latency_s();
     c.flows.reserve(plan.flows.size());
     for (const Flow& flow : plan.flows) {
       const auto bytes = static_cast<uint64_t>(std::max(1.0, std::round(flow.bytes / efficiency)));
-      c.flows.push_back(sg4::Comm::sendto_async(platform_.gpu(flow.from), platform_.gpu(flow.to), bytes));
+      c.flows.push_back(sg4::Comm::sendto_async(platform_.gpu(c.first + flow.from),
+                                                platform_.gpu(c.first + flow.to), bytes));
     }
     flows_ += plan.flows.size();
     if (plan.flows.empty()) {
@@ -303,10 +327,10 @@ class Run {
     awaited_collective_.push_back(k);
   }
 
-  double size_efficiency(const Op& o) const {
-    double efficiency = fabric_.streaming_bandwidth(o.size_bytes) / fabric_.peak_bus_bandwidth();
-    if (o.kind == OpKind::all_to_all && p_ <= cluster_.gpus_per_node)
-      efficiency *= fabric_.all_to_all_efficiency;
+  double size_efficiency(const Op& o, const hw::FabricSpec& fabric) const {
+    double efficiency = fabric.streaming_bandwidth(o.size_bytes) / fabric.peak_bus_bandwidth();
+    if (o.kind == OpKind::all_to_all && o.group_size <= cluster_.gpus_per_node)
+      efficiency *= fabric.all_to_all_efficiency;
     return efficiency;
   }
 
@@ -334,7 +358,8 @@ class Run {
   }
 
   void finish_collective(std::size_t k, double time) {
-    for (int r = 0; r < p_; ++r) finish(r, collectives_[k].ops[static_cast<std::size_t>(r)], time);
+    const Collective& c = collectives_[k];
+    for (std::size_t i = 0; i < c.ops.size(); ++i) finish(c.first + static_cast<int>(i), c.ops[i], time);
   }
 
   std::string stuck_ranks() const {
@@ -380,11 +405,11 @@ class Run {
   const SimulationOptions& options_;
   const int p_;
   const costmodel::OpTimer timer_;
-  const hw::FabricSpec& fabric_;
   const bool host_;  // the cluster's host costs time: ops wait for their issue
 
   std::vector<RankState> ranks_;
   std::vector<Collective> collectives_;
+  std::unordered_map<int64_t, std::vector<std::size_t>> group_collectives_;  // by group_key, in order
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
   // One flow per collective in flight, the first not known to have arrived, and its collective:
   // waiting on every flow in flight instead costs SimGrid O(flows in flight) per arrival, which grew

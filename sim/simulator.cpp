@@ -75,6 +75,26 @@ Simulator::Engine& Simulator::engine_for(int num_gpus) {
   return *engine_;
 }
 
+std::vector<Program> Simulator::trace_ranks(int ranks, const std::function<Program(int rank)>& trace) const {
+  std::vector<Program> programs;
+  programs.reserve(static_cast<std::size_t>(ranks));
+  for (int rank = 0; rank < ranks; ++rank) {
+    if (options_.progress)
+      options_.progress("tracing", static_cast<uint64_t>(rank), static_cast<uint64_t>(ranks));
+    programs.push_back(trace(rank));
+  }
+  return programs;
+}
+
+namespace {
+// Weights, gradients and optimizer state a rank holds from the start.
+double static_bytes(const ModelSpec& model, int degree, WeightLayout layout) {
+  costmodel::MemoryBreakdown terms;
+  costmodel::static_memory(model, degree, terms, layout);
+  return terms.weights_bytes + terms.gradients_bytes + terms.optimizer_states_bytes;
+}
+}  // namespace
+
 SimulationResult Simulator::simulate(const Plan& plan, const costmodel::EstimateRequest& request_in) {
   const costmodel::EstimateRequest request = costmodel::checked_request(model_, cluster_, plan, request_in);
   const int p = request.degree;
@@ -86,25 +106,44 @@ SimulationResult Simulator::simulate(const Plan& plan, const costmodel::Estimate
   spec.batch = request.batch;
   spec.micro_batches = request.micro_batches;
   spec.plan = plan;
-  std::vector<Program> programs;
-  programs.reserve(static_cast<std::size_t>(p));
-  for (int rank = 0; rank < p; ++rank) {
-    if (options_.progress)
-      options_.progress("tracing", static_cast<uint64_t>(rank), static_cast<uint64_t>(p));
-    programs.push_back(trace_training_step(spec, rank, p));
-  }
-
-  costmodel::MemoryBreakdown static_terms;
-  costmodel::static_memory(model_, p, static_terms);
-  SimulationResult result =
-      run(std::move(programs),
-          static_terms.weights_bytes + static_terms.gradients_bytes + static_terms.optimizer_states_bytes);
+  SimulationResult result = run(trace_ranks(p, [&](int rank) { return trace_training_step(spec, rank, p); }),
+                                static_bytes(model_, p, WeightLayout::group));
   result.plan = plan_name(plan);
   result.tokens = request.tokens;
   result.padded_tokens = spec.tokens;
   result.documents = static_cast<int64_t>(trained.documents.size());
   result.batch = request.batch;
   result.micro_batches = request.micro_batches;
+  return result;
+}
+
+SimulationResult Simulator::simulate_grouped(const GroupedStepSpec& spec) {
+  PARADYSE_CHECK(spec.model != nullptr, "a grouped step without a model");
+  int job = 0;
+  if (!spec.rounds.empty())
+    for (const GroupWork& group : spec.rounds.front()) job += group.degree;
+  check_grouped_step(spec, job);
+  if (job > cluster_.num_gpus())
+    throw InputError("", 0, "groups",
+                     "expected at most the " + std::to_string(cluster_.num_gpus()) + " GPUs of " +
+                         cluster_.name + ", got groups of " + std::to_string(job) + " ranks");
+  const int node = cluster_.gpus_per_node;
+  for (const Round& round : spec.rounds)
+    for (const GroupWork& group : round)
+      if (&cluster_.fabric_of(group.first_rank, group.degree) == &cluster_.inter_node &&
+          (group.first_rank % node != 0 || group.degree % node != 0))
+        throw InputError("", 0, "groups",
+                         "expected a group wider than a node to start at a node's first GPU and fill whole "
+                         "nodes of " +
+                             std::to_string(node) + " GPUs, got ranks " + std::to_string(group.first_rank) +
+                             " to " + std::to_string(group.first_rank + group.degree - 1));
+  ModelSpec model = *spec.model;
+  model.num_layers = spec.num_layers;
+  SimulationResult result =
+      run(trace_ranks(job, [&](int rank) { return trace_grouped_step(spec, rank, job); }),
+          static_bytes(model, job, WeightLayout::job));
+  result.plan = "groups";
+  result.micro_batches = static_cast<int64_t>(spec.rounds.size());
   return result;
 }
 

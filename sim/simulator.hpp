@@ -25,6 +25,7 @@
 
 #include "costmodel/estimate.hpp"
 #include "hw_models/cluster.hpp"
+#include "strategies/grouped_step.hpp"
 #include "strategies/program.hpp"
 #include "strategies/strategy.hpp"
 
@@ -108,6 +109,11 @@ class Simulator {
   // One iteration of `plan` (one strategy per layer) at request.tokens (padded as the strategies
   // require) on request.degree ranks (0: every GPU). Throws InputError on an invalid request.
   SimulationResult simulate(const Plan& plan, const costmodel::EstimateRequest& request);
+  // One grouped step (grouped_step.hpp) on ranks 0..N−1, N the ranks its rounds' groups cover: every
+  // group of a round runs at once, on its own GPUs, and all share the network. Throws InputError on an
+  // invalid step, or a group that spans nodes without starting a node and filling whole nodes (NCCL's
+  // rings per rail are laid out for those).
+  SimulationResult simulate_grouped(const GroupedStepSpec& spec);
   // Rank r of programs runs on GPU r; every rank starts with `static_bytes` held (weights, gradients,
   // optimizer states). Programs must issue the same collectives in the same order on every rank.
   SimulationResult run(std::vector<Program> programs, double static_bytes = 0);
@@ -124,6 +130,8 @@ class Simulator {
   struct Engine;  // SimGrid's engine and platform
   // The engine, its platform holding GPUs 0..num_gpus−1: rebuilt larger when a job needs more.
   Engine& engine_for(int num_gpus);
+  // trace(rank) for every rank, reporting progress.
+  std::vector<Program> trace_ranks(int ranks, const std::function<Program(int rank)>& trace) const;
   ModelSpec model_;
   hw::ClusterSpec cluster_;
   SimulationOptions options_;

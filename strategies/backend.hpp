@@ -100,6 +100,19 @@ class Backend {
   virtual int rank() const = 0;    // index in the parallel group
   virtual int degree() const = 0;  // p, ranks in the group
 
+  // The job and its groups. A step that several groups of ranks train at once, each group on its own
+  // micro-batch (FlexSP's heterogeneous sequence-parallel groups; grouped_step.hpp), shards the
+  // weights over all job_degree() ranks of the job and gathers them from all of them; the parallel
+  // group that rank(), degree() and the collectives below use is then one of its groups, ranks
+  // [group_first_rank(), group_first_rank() + degree()) of the job. A backend starts with the whole
+  // job as its group.
+  virtual int job_rank() const = 0;
+  virtual int job_degree() const = 0;
+  virtual int group_first_rank() const = 0;
+  // Makes ranks [first_rank, first_rank + degree) of the job this rank's parallel group; it must be
+  // one of them, and every other rank of that group must make the same group its own.
+  virtual void use_group(int first_rank, int degree) = 0;
+
   // Marks the start of a phase of the step (layer = -1 outside the layers).
   virtual void begin_phase(Phase phase, int layer) = 0;
   // A label for the following ops ("qkv", "ring step 3"); the tracer and profiler record it.
@@ -196,6 +209,11 @@ class Backend {
   virtual Pending broadcast_async(const Tensor& x, int root) = 0;
   virtual Pending reduce_async(const Tensor& x, int root) = 0;
   virtual Pending send_recv_async(const Tensor& x, int to, int from) = 0;
+  // all_gather, reduce_scatter and all_reduce over the whole job instead of the group: how a grouped
+  // step gathers the weights every group needs and sums the gradients every group computed.
+  virtual Pending job_all_gather_async(const Tensor& x, int dim) = 0;
+  virtual Pending job_reduce_scatter_async(const Tensor& x, int dim) = 0;
+  virtual Pending job_all_reduce_async(const Tensor& x) = 0;
 
   Tensor all_gather(const Tensor& x, int dim) { return all_gather_async(x, dim).wait(); }
   Tensor reduce_scatter(const Tensor& x, int dim) { return reduce_scatter_async(x, dim).wait(); }
@@ -205,6 +223,9 @@ class Backend {
   }
   Tensor broadcast(const Tensor& x, int root) { return broadcast_async(x, root).wait(); }
   Tensor reduce(const Tensor& x, int root) { return reduce_async(x, root).wait(); }
+  Tensor job_all_gather(const Tensor& x, int dim) { return job_all_gather_async(x, dim).wait(); }
+  Tensor job_reduce_scatter(const Tensor& x, int dim) { return job_reduce_scatter_async(x, dim).wait(); }
+  Tensor job_all_reduce(const Tensor& x) { return job_all_reduce_async(x).wait(); }
 
  protected:
   friend class Pending;

@@ -88,7 +88,7 @@ class ColossalZ final : public zero3::Zero3MlpStrategy {
     Tensor scores = ring_scores(be, model, qkv.q, qkv.k);  // [b, a, s/p, s]
     be.label("proj");
     // Prefetch W_proj now: the softmax below communicates nothing, so the gather hides behind it.
-    Pending w_proj = zero3::gather_async(be, w.proj);
+    Pending w_proj = zero3::gather_async(be, w, &LayerWeights::proj);
     be.label("attention");
     core_attention::Saved probs =
         core_attention::unfused_probabilities(be, model, scores, row_mask(ctx, be.rank()));

@@ -62,7 +62,7 @@ class MegatronCZ final : public zero3::Zero3MlpStrategy {
     Pending w_proj;
     AttentionOutput attention = ring::attention_forward(be, ctx, saved->ring.q, saved->ring.kv, [&] {
       be.label("proj");  // the last block's compute hides the W_proj gather, as no exchange is left
-      w_proj = zero3::gather_async(be, w.proj);
+      w_proj = zero3::gather_async(be, w, &LayerWeights::proj);
       be.label("attention");
     });
     Tensor y =

@@ -86,6 +86,10 @@ std::optional<Kernel> kernel_named(std::string_view name);
 
 enum class Stream : uint8_t { compute, communication };
 
+// The ranks a communication op runs over: the parallel group (ranks [group_first, group_first +
+// group_size) of the job) or the whole job (Backend's job_ collectives).
+enum class CommGroup : uint8_t { parallel, job };
+
 using OpId = uint32_t;
 
 struct Op {
@@ -106,6 +110,8 @@ struct Op {
   // for all_to_all, size for broadcast, reduce and send_recv.
   double size_bytes = 0;
   double bus_bytes = 0;
+  CommGroup group = CommGroup::parallel;
+  int16_t group_first = 0;  // the parallel group's first rank in the job; root and peers are group ranks
   int16_t group_size = 1;
   int16_t root = -1;     // broadcast, reduce
   int16_t send_to = -1;  // send_recv
@@ -127,8 +133,10 @@ struct PhaseMark {
 };
 
 struct Program {
-  int rank = 0;
+  int rank = 0;  // in the parallel group the program started with
   int degree = 1;
+  int job_rank = 0;  // in the job (Backend::job_rank)
+  int job_degree = 1;
   std::vector<Op> ops;
   std::vector<MemoryEvent> memory;
   std::vector<PhaseMark> phases;

@@ -34,6 +34,17 @@ std::vector<int64_t> LayerWeights::mlp_in_groups(const ModelSpec& model, int deg
   return {model.ffn_hidden / degree};
 }
 
+std::vector<LayerWeights::RowBlock> LayerWeights::shard_blocks(const std::vector<int64_t>& groups, int degree,
+                                                               int rank) {
+  std::vector<RowBlock> blocks;
+  int64_t group_start = 0;
+  for (const int64_t rows : groups) {
+    blocks.push_back({group_start * degree + rank * rows, group_start, rows});
+    group_start += rows;
+  }
+  return blocks;
+}
+
 std::optional<std::string> Strategy::unsupported(const ModelSpec& model, int degree) const {
   const std::string p = std::to_string(degree);
   if (degree < 1) return "the degree must be at least 1, got " + p;

@@ -35,11 +35,23 @@ struct LayerWeights {
   Tensor mlp_in;   // [f/p, h] (GELU) or [2f/p, h]: this rank's f/p gate rows, then its f/p up rows
   Tensor mlp_out;  // [f/p, h]
   Tensor norm1_gamma, norm1_beta, norm2_gamma, norm2_beta;  // [h], on every rank; beta only for LayerNorm
+  // The matrices are whole, not shards: [h + 2h_kv, h] (all query heads, then key, then value heads),
+  // [h, h], [f_in, h] (all gate rows, then up rows), [f, h]. A grouped step gathers each layer's weights
+  // whole from the job's shards (grouped_step.hpp), and a strategy that uses whole weights then
+  // gathers nothing more, and adds whole gradients (zero3.hpp).
+  bool whole = false;
 
   // Rows of each rank's shard that belong together when a whole matrix is rebuilt from the shards:
   // {a/p·d, a_kv/p·d, a_kv/p·d} for W_qkv, {f/p, f/p} for a SwiGLU W_in, {rows} otherwise.
   static std::vector<int64_t> qkv_groups(const ModelSpec& model, int degree);
   static std::vector<int64_t> mlp_in_groups(const ModelSpec& model, int degree);
+  // Where rank `rank`'s shard lies in the whole matrix, for shards of row groups `groups`: group g
+  // of the shard is rows [start_g·p + rank·g, +g) of the whole matrix, start_g the rows of the groups
+  // before it in one shard, so that the whole matrix keeps each group's rows of all ranks together.
+  struct RowBlock {
+    int64_t whole_start, shard_start, rows;
+  };
+  static std::vector<RowBlock> shard_blocks(const std::vector<int64_t>& groups, int degree, int rank);
 };
 
 struct LayerContext {
@@ -75,6 +87,9 @@ class Strategy {
   // parallelism): the layer gathers its input, runs its norms, dropouts and residuals on every token
   // alike on every rank, and keeps this rank's s/p slice of its output (layer.hpp).
   virtual bool replicates_tokens() const { return false; }
+  // True when the strategy gathers every weight matrix whole over its group before use and
+  // reduce-scatters whole gradients (ZeRO-3: zero3.hpp), instead of computing on its shard.
+  virtual bool uses_whole_weights() const { return false; }
 
   // x is the normalised sublayer input [b, s/p, h] ([b, s, h] when the strategy replicates tokens);
   // the result is the sublayer output of the same shape.

@@ -50,10 +50,22 @@ TracedBuffer& buffer(const Tensor& t) {
 }  // namespace
 
 TracingBackend::TracingBackend(int rank, int degree)
-    : rank_(rank), degree_(degree), recorder_(std::make_shared<Recorder>()) {
+    : job_rank_(rank), job_degree_(degree), degree_(degree), recorder_(std::make_shared<Recorder>()) {
   PARADYSE_CHECK(degree >= 1 && rank >= 0 && rank < degree, "rank outside the group");
   recorder_->program.rank = rank;
   recorder_->program.degree = degree;
+  recorder_->program.job_rank = rank;
+  recorder_->program.job_degree = degree;
+}
+
+void TracingBackend::use_group(int first_rank, int degree) {
+  PARADYSE_CHECK(first_rank >= 0 && degree >= 1 && first_rank + degree <= job_degree_ &&
+                     job_rank_ >= first_rank && job_rank_ < first_rank + degree,
+                 "a group of ranks [" + std::to_string(first_rank) + ", " +
+                     std::to_string(first_rank + degree) + ") that does not hold rank " +
+                     std::to_string(job_rank_) + " of " + std::to_string(job_degree_));
+  group_first_ = first_rank;
+  degree_ = degree;
 }
 
 TracingBackend::~TracingBackend() = default;
@@ -532,12 +544,15 @@ CommunicationBytes communication_bytes(OpKind kind, double input_bytes, int degr
   return {};
 }
 
-Pending TracingBackend::communicate(OpKind kind, const Tensor& input, Tensor result) {
+Pending TracingBackend::communicate(OpKind kind, const Tensor& input, Tensor result, CommGroup group) {
   Op& op = record(kind, Kernel::communication, {&input});
-  const CommunicationBytes bytes = communication_bytes(kind, static_cast<double>(input.bytes()), degree_);
+  const int size = size_of(group);
+  const CommunicationBytes bytes = communication_bytes(kind, static_cast<double>(input.bytes()), size);
   op.size_bytes = bytes.size_bytes;
   op.bus_bytes = bytes.bus_bytes;
-  op.group_size = static_cast<int16_t>(degree_);
+  op.group = group;
+  op.group_first = static_cast<int16_t>(group == CommGroup::job ? 0 : group_first_);
+  op.group_size = static_cast<int16_t>(size);
   const OpId id = recorder_->next_op() - 1;
   if (result.defined()) produced_by(result, id);
   return Pending(this, id, std::move(result));
@@ -550,28 +565,49 @@ Tensor TracingBackend::wait(int64_t token, Tensor result) {
   return result;
 }
 
+Pending TracingBackend::gather(const Tensor& x, int dim, CommGroup group) {
+  const int size = size_of(group);
+  if (size == 1) return Pending(this, -1, x);
+  dim = normalize_dim(x, dim);
+  Shape shape = x.shape();
+  shape[static_cast<std::size_t>(dim)] *= size;
+  return communicate(OpKind::all_gather, x, allocate(shape, x.dtype()), group);
+}
+
+Pending TracingBackend::reduce_scatter(const Tensor& x, int dim, CommGroup group) {
+  const int size = size_of(group);
+  if (size == 1) return Pending(this, -1, x);
+  dim = normalize_dim(x, dim);
+  PARADYSE_CHECK(x.size(dim) % size == 0, "reduce_scatter of " + to_string(x.shape()) + " over " +
+                                              std::to_string(size) + " ranks along dim " +
+                                              std::to_string(dim));
+  Shape shape = x.shape();
+  shape[static_cast<std::size_t>(dim)] /= size;
+  return communicate(OpKind::reduce_scatter, x, allocate(shape, x.dtype()), group);
+}
+
+Pending TracingBackend::all_reduce(const Tensor& x, CommGroup group) {
+  if (size_of(group) == 1) return Pending(this, -1, x);
+  return communicate(OpKind::all_reduce, x, x, group);  // in place
+}
+
 Pending TracingBackend::all_gather_async(const Tensor& x, int dim) {
-  if (degree_ == 1) return Pending(this, -1, x);
-  dim = normalize_dim(x, dim);
-  Shape shape = x.shape();
-  shape[static_cast<std::size_t>(dim)] *= degree_;
-  return communicate(OpKind::all_gather, x, allocate(shape, x.dtype()));
+  return gather(x, dim, CommGroup::parallel);
 }
-
 Pending TracingBackend::reduce_scatter_async(const Tensor& x, int dim) {
-  if (degree_ == 1) return Pending(this, -1, x);
-  dim = normalize_dim(x, dim);
-  PARADYSE_CHECK(x.size(dim) % degree_ == 0, "reduce_scatter of " + to_string(x.shape()) + " over " +
-                                                 std::to_string(degree_) + " ranks along dim " +
-                                                 std::to_string(dim));
-  Shape shape = x.shape();
-  shape[static_cast<std::size_t>(dim)] /= degree_;
-  return communicate(OpKind::reduce_scatter, x, allocate(shape, x.dtype()));
+  return reduce_scatter(x, dim, CommGroup::parallel);
 }
-
 Pending TracingBackend::all_reduce_async(const Tensor& x) {
-  if (degree_ == 1) return Pending(this, -1, x);
-  return communicate(OpKind::all_reduce, x, x);  // in place
+  return all_reduce(x, CommGroup::parallel);
+}
+Pending TracingBackend::job_all_gather_async(const Tensor& x, int dim) {
+  return gather(x, dim, CommGroup::job);
+}
+Pending TracingBackend::job_reduce_scatter_async(const Tensor& x, int dim) {
+  return reduce_scatter(x, dim, CommGroup::job);
+}
+Pending TracingBackend::job_all_reduce_async(const Tensor& x) {
+  return all_reduce(x, CommGroup::job);
 }
 
 Pending TracingBackend::all_to_all_async(const Tensor& x, int split_dim, int concat_dim) {
@@ -588,14 +624,14 @@ Pending TracingBackend::all_to_all_async(const Tensor& x, int split_dim, int con
 
 Pending TracingBackend::broadcast_async(const Tensor& x, int root) {
   if (degree_ == 1) return Pending(this, -1, x);
-  Pending pending = communicate(OpKind::broadcast, x, rank_ == root ? x : allocate(x.shape(), x.dtype()));
+  Pending pending = communicate(OpKind::broadcast, x, rank() == root ? x : allocate(x.shape(), x.dtype()));
   recorder_->program.ops.back().root = static_cast<int16_t>(root);
   return pending;
 }
 
 Pending TracingBackend::reduce_async(const Tensor& x, int root) {
   if (degree_ == 1) return Pending(this, -1, x);
-  Pending pending = communicate(OpKind::reduce, x, rank_ == root ? x : Tensor());  // in place
+  Pending pending = communicate(OpKind::reduce, x, rank() == root ? x : Tensor());  // in place
   recorder_->program.ops.back().root = static_cast<int16_t>(root);
   return pending;
 }

@@ -10,6 +10,7 @@ namespace paradyse {
 
 class TracingBackend final : public Backend {
  public:
+  // Rank `rank` of a job of `degree` ranks, the job its parallel group.
   TracingBackend(int rank, int degree);
   ~TracingBackend() override;
 
@@ -17,8 +18,12 @@ class TracingBackend final : public Backend {
   const Program& program() const;
   Program take_program();
 
-  int rank() const override { return rank_; }
+  int rank() const override { return job_rank_ - group_first_; }
   int degree() const override { return degree_; }
+  int job_rank() const override { return job_rank_; }
+  int job_degree() const override { return job_degree_; }
+  int group_first_rank() const override { return group_first_; }
+  void use_group(int first_rank, int degree) override;
   void begin_phase(Phase phase, int layer) override;
   void label(std::string_view name) override;
 
@@ -73,6 +78,9 @@ class TracingBackend final : public Backend {
   Pending broadcast_async(const Tensor& x, int root) override;
   Pending reduce_async(const Tensor& x, int root) override;
   Pending send_recv_async(const Tensor& x, int to, int from) override;
+  Pending job_all_gather_async(const Tensor& x, int dim) override;
+  Pending job_reduce_scatter_async(const Tensor& x, int dim) override;
+  Pending job_all_reduce_async(const Tensor& x) override;
 
  protected:
   Tensor wait(int64_t token, Tensor result) override;
@@ -85,9 +93,15 @@ class TracingBackend final : public Backend {
   Op& record(OpKind kind, Kernel kernel, std::initializer_list<const Tensor*> inputs);
   static void depend_on(Op& op, const Tensor& input);
   void produced_by(const Tensor& t, OpId op);
-  Pending communicate(OpKind kind, const Tensor& input, Tensor result);
+  Pending communicate(OpKind kind, const Tensor& input, Tensor result, CommGroup group = CommGroup::parallel);
+  Pending gather(const Tensor& x, int dim, CommGroup group);
+  Pending reduce_scatter(const Tensor& x, int dim, CommGroup group);
+  Pending all_reduce(const Tensor& x, CommGroup group);
+  int size_of(CommGroup group) const { return group == CommGroup::job ? job_degree_ : degree_; }
 
-  int rank_;
+  int job_rank_;
+  int job_degree_;
+  int group_first_ = 0;
   int degree_;
   std::shared_ptr<Recorder> recorder_;
 };

@@ -38,16 +38,24 @@ struct StepSpec {
 // Vocabulary rows after padding to a multiple of the degree (Megatron pads likewise).
 int64_t padded_vocab(const ModelSpec& model, int degree);
 
+// How a job holds its layers' weights. group: the unified layout over the parallel group, which is
+// the whole job (training_step). job: each layer's weights one flat tensor sharded over the job, for
+// steps whose groups train different micro-batches (grouped_step.hpp).
+enum class WeightLayout : uint8_t { group, job };
+
 // This rank's weight shards and gradient accumulators.
 struct ModelShards {
-  ModelShards(Backend& be, const ModelSpec& model, int num_layers);
+  ModelShards(Backend& be, const ModelSpec& model, int num_layers, WeightLayout layout = WeightLayout::group);
 
   Tensor embedding;  // [V/p, h]; also the output head when tied
   Tensor head;       // [V/p, h] when not tied
   Tensor final_norm_gamma, final_norm_beta;
-  std::vector<LayerWeights> layers;
+  std::vector<LayerWeights> layers;  // WeightLayout::group
   Tensor embedding_grad, head_grad, final_norm_gamma_grad, final_norm_beta_grad;
   std::vector<LayerWeights> layer_grads;
+  // WeightLayout::job: layer l's weights, flattened (layer_flat_layout) and padded, this rank's
+  // 1/N: "layers.<l>.flat" [padded / N]; and their fp32 gradient.
+  std::vector<Tensor> flat_layers, flat_layer_grads;
 
   // Every gradient accumulator (some undefined: the head's when tied, betas under RMSNorm).
   std::vector<Tensor*> gradients();

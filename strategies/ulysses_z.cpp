@@ -89,7 +89,7 @@ class UlyssesZ final : public zero3::Zero3MlpStrategy {
     saved->v = v.wait();
     local = {};
     be.label("proj");
-    Pending w_proj = zero3::gather_async(be, w.proj);  // prefetch: hidden behind attention
+    Pending w_proj = zero3::gather_async(be, w, &LayerWeights::proj);  // prefetch: hidden behind attention
     be.label("attention");
     core_attention::Forward core =
         core_attention::forward(be, ctx, saved->q, saved->k, saved->v, full_sequence_mask(ctx));

@@ -9,14 +9,21 @@
 
 namespace paradyse::zero3 {
 
-// The whole matrix from every rank's shard, rows regrouped so that each group (e.g. all query heads,
-// then all key heads, then all value heads) is contiguous: [p·rows, h].
-Pending gather_async(Backend& be, const Tensor& shard);
-Tensor regroup(Backend& be, const Tensor& gathered, const std::vector<int64_t>& groups);
-Tensor gather(Backend& be, const Tensor& shard, const std::vector<int64_t>& groups);
-// Sums the whole-matrix gradient over ranks onto this rank's shard: adds it into `shard_grad`.
+// A matrix of a layer's weights: &LayerWeights::qkv, ::proj, ::mlp_in or ::mlp_out.
+using Matrix = Tensor LayerWeights::*;
+
+// The whole matrix `m` from every rank's shard of it, in rank order; at once, with no communication,
+// when the layer's weights are whole already (LayerWeights::whole, a grouped step's).
+Pending gather_async(Backend& be, const LayerWeights& w, Matrix m);
+// Rows regrouped so that each group (e.g. all query heads, then all key heads, then all value heads)
+// is contiguous: [p·rows, h]. Whole weights are in that order already.
+Tensor regroup(Backend& be, const LayerWeights& w, const Tensor& gathered,
+               const std::vector<int64_t>& groups);
+Tensor gather(Backend& be, const LayerWeights& w, Matrix m, const std::vector<int64_t>& groups);
+// Sums the whole-matrix gradient over ranks onto this rank's shard of `m`: adds it into grads.*m; into
+// the whole gradient, with no communication, when `grads` are whole.
 void scatter_grad(Backend& be, const Tensor& full_grad, const std::vector<int64_t>& groups,
-                  Tensor& shard_grad);
+                  LayerWeights& grads, Matrix m);
 
 // q [b, s, a, d], k and v [b, s, a_kv, d] for this rank's tokens, from its normalised input x [b, s, h].
 struct Projected {
@@ -40,6 +47,7 @@ Tensor mlp_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
 // A strategy whose MLP is the sequence-local ZeRO-3 one above (MegatronCZ, UlyssesZ, ColossalZ).
 class Zero3MlpStrategy : public Strategy {
  public:
+  bool uses_whole_weights() const final { return true; }
   SublayerOutput mlp_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                              const Tensor& x) const final {
     return zero3::mlp_forward(be, ctx, w, x);

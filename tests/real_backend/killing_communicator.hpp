@@ -55,6 +55,9 @@ class KillingCommunicator final : public real::Communicator {
     count_call();
     inner_->barrier();
   }
+  std::unique_ptr<real::Communicator> subgroup(int first_rank, int size) override {
+    return inner_->subgroup(first_rank, size);
+  }
 
  private:
   void count_call() {

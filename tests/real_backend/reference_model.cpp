@@ -128,4 +128,20 @@ ReferenceStep reference_step(const ModelSpec& model, const NamedTensors& weights
   return {loss.detach().reshape({1}), grads_of(w)};
 }
 
+ReferenceStep reference_step_by_document(const ModelSpec& model, const NamedTensors& weights, int num_layers,
+                                         const at::Tensor& tokens, const at::Tensor& targets,
+                                         const std::vector<int64_t>& documents) {
+  ReferenceStep whole{at::zeros({}), {}};
+  int64_t begin = 0;
+  for (const int64_t length : documents) {
+    ReferenceStep part = reference_step(model, weights, num_layers, tokens.narrow(1, begin, length),
+                                        targets.narrow(1, begin, length));
+    whole.loss = whole.loss + part.loss;
+    for (auto& [name, grad] : part.grads)
+      whole.grads[name] = whole.grads.count(name) ? whole.grads[name] + grad : grad;
+    begin += length;
+  }
+  return whole;
+}
+
 }  // namespace paradyse::testing

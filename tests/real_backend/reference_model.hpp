@@ -7,6 +7,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "real_backend/model_weights.hpp"
 #include "strategies/model.hpp"
@@ -33,5 +34,10 @@ struct ReferenceStep {
 };
 ReferenceStep reference_step(const ModelSpec& model, const NamedTensors& weights, int num_layers,
                              const at::Tensor& tokens, const at::Tensor& targets);
+// A packed sequence of `documents` (lengths, summing to the sequence's): each document a sequence of its
+// own, losses and gradients summed.
+ReferenceStep reference_step_by_document(const ModelSpec& model, const NamedTensors& weights, int num_layers,
+                                         const at::Tensor& tokens, const at::Tensor& targets,
+                                         const std::vector<int64_t>& documents);
 
 }  // namespace paradyse::testing

@@ -1,6 +1,7 @@
 // The tracer and the real backend see the same ops: a whole training step of each strategy issues,
 // on every rank, the same communication calls in the same order (kind, group, bytes, peers) on
 // both backends, so what the simulator prices is what the real run does.
+#include "strategies/grouped_step.hpp"
 #include "strategies/library.hpp"
 #include "strategies/tracing_backend.hpp"
 #include "tests/real_backend/rank_group.hpp"
@@ -11,8 +12,9 @@
 namespace paradyse::real {
 // How Catch prints a call when the sequences differ.
 std::ostream& operator<<(std::ostream& out, const CommunicationCall& c) {
-  return out << to_string(c.kind) << "(group " << c.group_size << ", " << c.size_bytes << " B, root "
-             << c.root << ", to " << c.send_to << ", from " << c.recv_from << ")";
+  return out << to_string(c.kind) << "(" << (c.group == CommGroup::job ? "job" : "group") << " from rank "
+             << c.group_first << " of " << c.group_size << ", " << c.size_bytes << " B, root " << c.root
+             << ", to " << c.send_to << ", from " << c.recv_from << ")";
 }
 }  // namespace paradyse::real
 
@@ -23,8 +25,8 @@ std::vector<real::CommunicationCall> traced_calls(const Program& program) {
   std::vector<real::CommunicationCall> calls;
   for (const Op& op : program.ops)
     if (is_communication(op.kind))
-      calls.push_back(
-          {op.kind, op.group_size, op.size_bytes, op.bus_bytes, op.root, op.send_to, op.recv_from});
+      calls.push_back({op.kind, op.group, op.group_first, op.group_size, op.size_bytes, op.bus_bytes, op.root,
+                       op.send_to, op.recv_from});
   return calls;
 }
 
@@ -54,6 +56,50 @@ TEST_CASE("tracer and real backend issue the same communication calls", "[real]"
   for (int rank = 0; rank < degree; ++rank) {
     INFO("rank " << rank);
     const std::vector<real::CommunicationCall> traced = traced_calls(trace_training_step(spec, rank, degree));
+    REQUIRE(!traced.empty());
+    CHECK(real_calls[static_cast<std::size_t>(rank)] == traced);
+  }
+}
+
+TEST_CASE("tracer and real backend issue the same communication calls in a grouped step", "[real]") {
+  // Two rounds on 4 ranks: a group of 2 and two of 1, then two of 2, every strategy in some group.
+  const bool gqa = GENERATE(false, true);
+  const ModelSpec model = tiny_model(gqa, /*causal=*/true);
+  INFO((gqa ? "GQA" : "MHA"));
+  const int job = 4, layers = 2;
+  const auto group = [&](int first, int degree, const char* a, const char* b,
+                         std::vector<int64_t> documents) {
+    StepSpec micro;
+    micro.model = &model;
+    for (const int64_t length : documents) micro.tokens += length;
+    if (documents.size() > 1) micro.documents = documents;
+    micro.plan = {{find_strategy(a), Recompute::none}, {find_strategy(b), Recompute::selective}};
+    micro.loss_chunk_tokens = 5;
+    return GroupWork{first, degree, micro};
+  };
+  GroupedStepSpec spec;
+  spec.model = &model;
+  spec.num_layers = layers;
+  spec.rounds = {{group(0, 2, "megatron_tp", "colossal_z", {16}),
+                  group(2, 1, "megatron_ts", "ulysses_z", {12}), group(3, 1, "metp", "megatron_cz", {4, 6})},
+                 {group(0, 2, "metp", "ulysses_z", {8, 8}), group(2, 2, "megatron_cz", "megatron_ts", {24})}};
+  check_grouped_step(spec, job);
+
+  const auto real_calls =
+      run_ranks<std::vector<real::CommunicationCall>>(job, model, [&](real::TorchBackend& be) {
+        ModelShards shards(be, model, layers, WeightLayout::job);
+        std::vector<Tensor> tokens;
+        for (const Round& round : spec.rounds) {
+          const GroupWork& mine = group_of(round, be.job_rank());
+          tokens.push_back(
+              be.wrap(at::zeros({1, mine.micro_batch.tokens / mine.degree}, at::kLong), DType::int64));
+        }
+        grouped_training_step(be, spec, shards, tokens, tokens);
+        return be.communication_calls();
+      });
+  for (int rank = 0; rank < job; ++rank) {
+    INFO("rank " << rank);
+    const std::vector<real::CommunicationCall> traced = traced_calls(trace_grouped_step(spec, rank, job));
     REQUIRE(!traced.empty());
     CHECK(real_calls[static_cast<std::size_t>(rank)] == traced);
   }

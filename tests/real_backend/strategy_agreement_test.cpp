@@ -70,22 +70,6 @@ ReferenceLayer reference_layer_by_document(const ModelSpec& model, const NamedTe
   return whole;
 }
 
-ReferenceStep reference_step_by_document(const ModelSpec& model, const NamedTensors& weights, int num_layers,
-                                         const at::Tensor& tokens, const at::Tensor& targets,
-                                         const std::vector<int64_t>& documents) {
-  ReferenceStep whole{at::zeros({}), {}};
-  int64_t begin = 0;
-  for (const int64_t length : documents) {
-    ReferenceStep part = reference_step(model, weights, num_layers, tokens.narrow(1, begin, length),
-                                        targets.narrow(1, begin, length));
-    whole.loss = whole.loss + part.loss;
-    for (auto& [name, grad] : part.grads)
-      whole.grads[name] = whole.grads.count(name) ? whole.grads[name] + grad : grad;
-    begin += length;
-  }
-  return whole;
-}
-
 // `documents`: a packed sequence of them, against the reference run document by document; empty: one
 // sequence of 32 tokens.
 void check_layer(const Strategy& strategy, const ModelSpec& model, int degree, Recompute recompute,

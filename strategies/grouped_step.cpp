@@ -1,0 +1,215 @@
+#include "strategies/grouped_step.hpp"
+
+#include "common/errors.hpp"
+#include "strategies/micro_batch_pass.hpp"
+#include "strategies/tracing_backend.hpp"
+
+namespace paradyse {
+namespace {
+
+// Rows of each rank's shard of a matrix that belong together (LayerWeights::qkv_groups); one group
+// for proj and mlp_out.
+std::vector<int64_t> row_groups(const ModelSpec& model, int degree, Tensor LayerWeights::*member) {
+  if (member == &LayerWeights::qkv) return LayerWeights::qkv_groups(model, degree);
+  if (member == &LayerWeights::mlp_in) return LayerWeights::mlp_in_groups(model, degree);
+  const int64_t rows = member == &LayerWeights::proj ? model.hidden : model.ffn_hidden;
+  return {rows / degree};
+}
+
+// A layer's weights (or gradients) as views of its whole flat tensor.
+LayerWeights whole_views(Backend& be, const LayerFlatLayout& layout, const Tensor& flat) {
+  LayerWeights w;
+  for (const FlatPart& part : layout.parts) {
+    int64_t numel = 1;
+    for (const int64_t n : part.shape) numel *= n;
+    w.*part.member = be.view(be.slice(flat, 0, part.offset, numel), part.shape);
+  }
+  w.whole = true;
+  return w;
+}
+
+constexpr Tensor LayerWeights::*kMatrices[] = {&LayerWeights::qkv, &LayerWeights::proj, &LayerWeights::mlp_in,
+                                               &LayerWeights::mlp_out};
+constexpr Tensor LayerWeights::*kNorms[] = {&LayerWeights::norm1_gamma, &LayerWeights::norm1_beta,
+                                            &LayerWeights::norm2_gamma, &LayerWeights::norm2_beta};
+
+// The job's shards, gathered layer by layer (grouped_step.hpp).
+class JobShards final : public WeightSource {
+ public:
+  JobShards(ModelShards& shards, const ModelSpec& model) : shards_(shards), model_(model) {}
+
+  Tensor table(Backend& be, bool head) override {
+    return be.job_all_gather(head ? shards_.head : shards_.embedding, 0);
+  }
+  void add_table_grad(Backend& be, bool head, const Tensor& d_table) override {
+    be.add_(head ? shards_.head_grad : shards_.embedding_grad, be.job_reduce_scatter(d_table, 0));
+  }
+
+  const LayerWeights& layer(Backend& be, int layer, const Strategy& strategy) override {
+    be.label("gather layer");
+    flat_ = be.job_all_gather(shards_.flat_layers[static_cast<std::size_t>(layer)], 0);
+    whole_ = whole_views(be, layout_, flat_);
+    if (takes_whole(be, strategy)) return whole_;
+    // This rank's shard of the unified layout at the group's degree.
+    shard_ = LayerWeights{};
+    for (Tensor LayerWeights::*m : kMatrices) {
+      std::vector<Tensor> parts;
+      for (const LayerWeights::RowBlock& block :
+           LayerWeights::shard_blocks(row_groups(model_, be.degree(), m), be.degree(), be.rank()))
+        parts.push_back(be.slice(whole_.*m, 0, block.whole_start, block.rows));
+      shard_.*m = parts.size() == 1 ? parts[0] : be.concat(parts, 0);
+    }
+    for (Tensor LayerWeights::*n : kNorms) shard_.*n = whole_.*n;
+    return shard_;
+  }
+
+  LayerWeights& layer_grads(Backend& be, int, const Strategy& strategy) override {
+    grad_flat_ = be.zeros({layout_.padded(be.job_degree())}, DType::fp32);
+    whole_grads_ = whole_views(be, layout_, grad_flat_);
+    if (takes_whole(be, strategy) && !strategy.replicates_tokens()) return whole_grads_;
+    shard_grads_ = LayerWeights{};
+    for (Tensor LayerWeights::*m : kMatrices)
+      shard_grads_.*m =
+          takes_whole(be, strategy) ? whole_grads_.*m : be.zeros((shard_.*m).shape(), DType::fp32);
+    for (Tensor LayerWeights::*n : kNorms)
+      if ((whole_grads_.*n).defined())
+        shard_grads_.*n =
+            strategy.replicates_tokens() ? be.zeros((whole_grads_.*n).shape(), DType::fp32) : whole_grads_.*n;
+    return shard_grads_;
+  }
+
+  void layer_done(Backend& be, int layer, const Strategy& strategy, bool backward) override {
+    flat_ = Tensor();
+    whole_ = shard_ = LayerWeights{};
+    if (!backward) return;
+    be.label("reduce layer gradient");
+    if (!takes_whole(be, strategy))
+      for (Tensor LayerWeights::*m : kMatrices)
+        for (const LayerWeights::RowBlock& block :
+             LayerWeights::shard_blocks(row_groups(model_, be.degree(), m), be.degree(), be.rank())) {
+          Tensor into = be.slice(whole_grads_.*m, 0, block.whole_start, block.rows);
+          be.add_(into, be.slice(shard_grads_.*m, 0, block.shard_start, block.rows));
+        }
+    if (strategy.replicates_tokens() && be.rank() == 0)  // every rank of the group has the whole sum
+      for (Tensor LayerWeights::*n : kNorms)
+        if ((shard_grads_.*n).defined()) be.add_(whole_grads_.*n, shard_grads_.*n);
+    shard_grads_ = whole_grads_ = LayerWeights{};
+    be.add_(shards_.flat_layer_grads[static_cast<std::size_t>(layer)], be.job_reduce_scatter(grad_flat_, 0));
+    grad_flat_ = Tensor();
+  }
+
+ private:
+  // Whole weights serve a strategy that gathers them whole anyway, and any strategy on one rank.
+  static bool takes_whole(const Backend& be, const Strategy& strategy) {
+    return strategy.uses_whole_weights() || be.degree() == 1;
+  }
+
+  ModelShards& shards_;
+  const ModelSpec& model_;
+  const LayerFlatLayout layout_ = layer_flat_layout(model_);
+  Tensor flat_, grad_flat_;
+  LayerWeights whole_, shard_, whole_grads_, shard_grads_;
+};
+
+}  // namespace
+
+LayerFlatLayout layer_flat_layout(const ModelSpec& model) {
+  const int64_t h = model.hidden;
+  LayerFlatLayout layout;
+  const auto add = [&](const char* name, Shape shape, Tensor LayerWeights::*member) {
+    int64_t numel = 1;
+    for (const int64_t n : shape) numel *= n;
+    layout.parts.push_back({name, std::move(shape), layout.elements, member});
+    layout.elements += numel;
+  };
+  add("qkv", {h + 2 * model.kv_hidden(), h}, &LayerWeights::qkv);
+  add("proj", {h, h}, &LayerWeights::proj);
+  add("mlp_in", {model.mlp_in_rows(), h}, &LayerWeights::mlp_in);
+  add("mlp_out", {model.ffn_hidden, h}, &LayerWeights::mlp_out);
+  const bool betas = model.norm == NormKind::layer_norm;
+  add("norm1.gamma", {h}, &LayerWeights::norm1_gamma);
+  if (betas) add("norm1.beta", {h}, &LayerWeights::norm1_beta);
+  add("norm2.gamma", {h}, &LayerWeights::norm2_gamma);
+  if (betas) add("norm2.beta", {h}, &LayerWeights::norm2_beta);
+  return layout;
+}
+
+const GroupWork& group_of(const Round& round, int rank) {
+  for (const GroupWork& group : round)
+    if (rank >= group.first_rank && rank < group.first_rank + group.degree) return group;
+  PARADYSE_CHECK(false, "no group of the round holds rank " + std::to_string(rank));
+  return round.front();
+}
+
+void check_grouped_step(const GroupedStepSpec& spec, int job_degree) {
+  PARADYSE_CHECK(spec.model != nullptr, "a grouped step without a model");
+  if (spec.rounds.empty()) throw InputError("", 0, "rounds", "expected at least one round");
+  for (std::size_t r = 0; r < spec.rounds.size(); ++r) {
+    const std::string where = "rounds[" + std::to_string(r) + "]";
+    int next = 0;
+    for (const GroupWork& group : spec.rounds[r]) {
+      const std::string field = where + " group at rank " + std::to_string(group.first_rank);
+      if (group.first_rank != next || group.degree < 1)
+        throw InputError("", 0, field,
+                         "expected groups of at least one rank, in rank order from rank 0 with none left "
+                         "out; this one should start at rank " +
+                             std::to_string(next));
+      next += group.degree;
+      const StepSpec& micro = group.micro_batch;
+      if (static_cast<int>(micro.plan.size()) != spec.num_layers)
+        throw InputError("", 0, field,
+                         "expected a plan of " + std::to_string(spec.num_layers) + " layers, got " +
+                             std::to_string(micro.plan.size()));
+      for (const LayerChoice& choice : micro.plan)
+        if (auto why = choice.strategy->unsupported(*spec.model, group.degree))
+          throw InputError("", 0, field, std::string(choice.strategy->name()) + ": " + *why);
+      step_layout(micro, group.degree);  // throws when the tokens do not fit the group's layout
+    }
+    if (next != job_degree)
+      throw InputError("", 0, where,
+                       "expected groups covering the job's " + std::to_string(job_degree) + " ranks, got " +
+                           std::to_string(next));
+  }
+}
+
+Tensor grouped_training_step(Backend& be, const GroupedStepSpec& spec, ModelShards& shards,
+                             const std::vector<Tensor>& tokens, const std::vector<Tensor>& targets) {
+  const int job = be.job_degree();
+  PARADYSE_CHECK(tokens.size() == spec.rounds.size() && targets.size() == spec.rounds.size(),
+                 "one tokens and targets tensor per round");
+  PARADYSE_CHECK(static_cast<int>(shards.flat_layers.size()) == spec.num_layers,
+                 "a grouped step runs on shards laid out over the job, one per layer");
+  StepTotals totals = step_totals(be, spec.clip_grad_norm);
+  JobShards weights(shards, *spec.model);
+  for (std::size_t r = 0; r < spec.rounds.size(); ++r) {
+    const GroupWork& group = group_of(spec.rounds[r], be.job_rank());
+    be.use_group(group.first_rank, group.degree);
+    forward_backward(be, group.micro_batch, shards, weights, tokens[r], targets[r], totals.loss);
+  }
+  be.use_group(0, job);
+  std::vector<OptimizerLayer> layers;
+  for (int layer = 0; layer < spec.num_layers; ++layer) {
+    const auto l = static_cast<std::size_t>(layer);
+    layers.push_back({{{&shards.flat_layers[l], &shards.flat_layer_grads[l]}}, {}, false});
+  }
+  optimizer_step(be, spec.clip_grad_norm, shards, layers, totals);
+  return totals.loss;
+}
+
+Program trace_grouped_step(const GroupedStepSpec& spec, int job_rank, int job_degree) {
+  TracingBackend be(job_rank, job_degree);
+  {
+    ModelShards shards(be, *spec.model, spec.num_layers, WeightLayout::job);
+    std::vector<Tensor> tokens, targets;
+    for (const Round& round : spec.rounds) {
+      const GroupWork& group = group_of(round, job_rank);
+      const StepSpec& micro = group.micro_batch;
+      tokens.push_back(be.zeros({micro.batch, micro.tokens / group.degree}, DType::int64));
+      targets.push_back(be.zeros({micro.batch, micro.tokens / group.degree}, DType::int64));
+    }
+    grouped_training_step(be, spec, shards, tokens, targets);
+  }
+  return be.take_program();
+}
+
+}  // namespace paradyse

@@ -1,0 +1,84 @@
+// A step in which the job's ranks form groups that train different micro-batches at the same time,
+// each group with its own per-layer plan: short sequences on few ranks, long ones on many (FlexSP,
+// ASPLOS'25; ByteScale; Megatron-LM's dynamic context parallelism).
+//
+// So that any ranks can form a group of any degree without moving parameters, every weight is
+// sharded over the whole job, ZeRO-3 style (FSDP's FULL_SHARD unit per layer): a layer's weights are
+// one flat tensor (layer_flat_layout), 1/N of it on each of the job's N ranks, gathered whole over
+// the job before the layer's forward and again before its backward; the layer's whole gradient is
+// reduce-scattered over the job after its backward. These job collectives are the same, layer by
+// layer, whatever each group runs, so the groups of a round go through the layers together.
+//
+// What a group of degree d does with a layer's whole weights:
+// - a strategy that gathers whole weights anyway (ZeRO-3: megatron_cz, ulysses_z, colossal_z) uses
+//   them as gathered, gathers nothing more, and adds whole gradients;
+// - the others (megatron_ts, megatron_tp, metp) take this rank's shard of the unified layout at
+//   degree d, cut from the whole weights; their shard gradients are placed back into the whole
+//   gradient, zeros elsewhere, before the job's reduce-scatter. So any strategy runs at any degree
+//   its heads allow, whatever the job's size.
+// Norm weights are in the flat tensor too. A strategy that replicates tokens has each norm gradient
+// whole on every rank of its group; the group's first rank alone adds it.
+//
+// A step is rounds. In a round every rank of the job is in one group and each group trains one
+// micro-batch; the groups may differ from round to round (FlexSP plans each). Gradients accumulate
+// over the rounds, and one optimizer step follows the last.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "strategies/program.hpp"
+#include "strategies/training_step.hpp"
+
+namespace paradyse {
+
+// One group's work in a round: ranks [first_rank, first_rank + degree) of the job train
+// `micro_batch` (its tokens, documents, batch and plan; its micro_batches and clip_grad_norm are
+// not used).
+struct GroupWork {
+  int first_rank = 0;
+  int degree = 1;
+  StepSpec micro_batch;
+};
+using Round = std::vector<GroupWork>;  // groups in rank order, covering the job
+
+struct GroupedStepSpec {
+  const ModelSpec* model = nullptr;
+  int num_layers = 0;  // every plan's length
+  std::vector<Round> rounds;
+  double clip_grad_norm = 1.0;  // as StepSpec's
+};
+
+// Throws InputError when the rounds' groups do not cover the job's `job_degree` ranks exactly, in
+// order, or a plan has another length, a strategy cannot run at its group's degree, or a micro-batch's
+// tokens do not fit its group's layout.
+void check_grouped_step(const GroupedStepSpec& spec, int job_degree);
+// The group of `round` that holds job rank `rank`.
+const GroupWork& group_of(const Round& round, int rank);
+
+// Where each of a layer's weights lies in its flat tensor, in order: qkv, proj, mlp_in, mlp_out,
+// norm1.gamma, norm1.beta, norm2.gamma, norm2.beta (betas only under LayerNorm), each whole, row-major.
+struct FlatPart {
+  std::string name;  // the weight's name within the layer (ModelWeights names)
+  Shape shape;
+  int64_t offset = 0;
+  Tensor LayerWeights::*member = nullptr;
+};
+struct LayerFlatLayout {
+  std::vector<FlatPart> parts;
+  int64_t elements = 0;
+  // Elements after padding to a multiple of the job's ranks, as FSDP pads its flat parameter.
+  int64_t padded(int job_degree) const { return (elements + job_degree - 1) / job_degree * job_degree; }
+};
+LayerFlatLayout layer_flat_layout(const ModelSpec& model);
+
+// Runs one grouped step on `be` (whose parallel group is set per round) with `shards` laid out over
+// the job (WeightLayout::job). tokens[i] and targets[i] are this rank's [b, s/d] int64 of its
+// group's micro-batch in round i. Returns this rank's summed loss ([1] fp32).
+Tensor grouped_training_step(Backend& be, const GroupedStepSpec& spec, ModelShards& shards,
+                             const std::vector<Tensor>& tokens, const std::vector<Tensor>& targets);
+
+// The program job rank `job_rank` of `job_degree` records for one grouped step on the tracing backend.
+Program trace_grouped_step(const GroupedStepSpec& spec, int job_rank, int job_degree);
+
+}  // namespace paradyse
