@@ -20,7 +20,7 @@ struct HandedOverCommand {
   std::string_view description;
 };
 
-inline constexpr std::array<HandedOverCommand, 9> kHandedOverCommands{{
+inline constexpr std::array<HandedOverCommand, 10> kHandedOverCommands{{
     {"compare", "paradyse-sim",
      "Train a dataset's real length trace under each policy, one sequence per training step: total time, "
      "tokens/s, MFU, sequences out of memory, the longest sequence trained before the first out of memory, "
@@ -60,6 +60,10 @@ inline constexpr std::array<HandedOverCommand, 9> kHandedOverCommands{{
     {"bench-simulate", "paradyse-sim",
      "Benchmark: wall time to trace and simulate one iteration per strategy, and simulated activities per "
      "second; prints medians."},
+    {"bench-groups", "paradyse-sim",
+     "Benchmark the group solver (which groups of GPUs train which sequences of a global batch): its "
+     "schedule against the exact MILP (COIN-OR CBC) on small batches of a trace, with the gap printed, and "
+     "its solve time on large batches; prints medians and p99."},
 }};
 
 // The description of one of kHandedOverCommands.

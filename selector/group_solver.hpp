@@ -1,0 +1,68 @@
+// Which groups of ranks train which sequences of a global batch: the problem FlexSP (ASPLOS'25)
+// solves per step with a MILP over length buckets (SCIP, 5–15 s), here with a greedy that takes
+// milliseconds, and an exact MILP (group_milp.hpp) as its reference on small instances.
+//
+// The model both solve (FlexSP's): a step is rounds; in a round the job's N ranks split into groups
+// of the allowed degrees (powers of two dividing N, each at an offset that is a multiple of its
+// degree, so that a group wider than a node fills whole nodes); each group trains one micro-batch,
+// the sequences packed into it, within the degree's token capacity; a micro-batch takes the sum of
+// its sequences' times alone on that degree (packing saves fixed costs this does not count), and a
+// round the time of its slowest group; the step is the sum of its rounds.
+//
+// The greedy:
+//  1. each sequence takes the degree where it costs the fewest GPU-seconds (degree × time), then, if
+//     its time there exceeds the step's lower bound (the larger of the GPU-seconds over N and the
+//     slowest sequence at its fastest degree), the smallest degree that brings it under the bound, or
+//     its fastest: short sequences go to few ranks, long ones to many;
+//  2. slowest first, each sequence goes where it adds least to the step's time: into a group of its
+//     degree that has room in the degree's capacity, into a new group on the lowest free aligned ranks
+//     of a round, or into a new round (list scheduling; on a tie, the earlier round, and an existing
+//     group before a new one, which keeps ranks free for what comes later).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace paradyse::selector {
+
+// What the solvers know of the sequences of one global batch.
+struct GroupProblem {
+  int job = 1;                  // N ranks
+  std::vector<int> degrees;     // allowed group degrees, ascending powers of two dividing N
+  std::vector<int64_t> tokens;  // per sequence
+  // seconds[s][i]: sequence s trained alone on a group of degrees[i]; infinity where it does not fit.
+  std::vector<std::vector<double>> seconds;
+  std::vector<int64_t> capacity_tokens;  // per degree: the most tokens one micro-batch may hold
+
+  static constexpr double kNoFit = std::numeric_limits<double>::infinity();
+};
+
+struct GroupInRound {
+  int first_rank = 0;
+  int degree = 1;
+  std::vector<std::size_t> sequences;  // indices into GroupProblem::tokens
+  double seconds = 0;
+};
+struct SolvedRound {
+  std::vector<GroupInRound> groups;  // by first rank
+  double seconds = 0;                // its slowest group's
+};
+struct GroupSchedule {
+  std::vector<SolvedRound> rounds;
+  double seconds = 0;                 // sum of the rounds'
+  std::vector<std::size_t> unplaced;  // sequences that fit no degree
+  double lower_bound_s = 0;           // no schedule of the problem's model is faster
+  double mean_imbalance() const;      // over rounds: slowest group over the mean group time
+};
+
+// Throws InputError when the problem is malformed (degrees that are not powers of two dividing the
+// job, a table of the wrong shape).
+void check_group_problem(const GroupProblem& problem);
+GroupSchedule solve_groups_greedy(const GroupProblem& problem);
+// The problem's objective for a schedule: the sum over rounds of the slowest group's time; throws
+// when the schedule breaks a rule of the model (overlapping or misaligned groups, capacity, a
+// sequence placed twice or not at all though it fits).
+double schedule_seconds(const GroupProblem& problem, const GroupSchedule& schedule);
+
+}  // namespace paradyse::selector

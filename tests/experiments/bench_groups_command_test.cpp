@@ -1,0 +1,31 @@
+// `paradyse bench-groups`: the greedy never beats the proven optimum it is compared with, its solve
+// time is printed (the target is the benchmark's to show, not a test's), and bad job sizes are refused.
+#include <catch2/catch.hpp>
+
+#include <regex>
+
+#include "tests/experiments/run_paradyse.hpp"
+
+using namespace paradyse::testing;
+
+TEST_CASE("bench-groups: the greedy is at or above the MILP's proven optimum, and its solve time is printed",
+          "[experiments]") {
+  const RunResult r = run_paradyse("bench-groups --model llama-8l --instances 4 --sequences 5 --steps 3");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::smatch gap;
+  REQUIRE(std::regex_search(
+      r.out, gap,
+      std::regex(R"(median ([+-][0-9.]+) %, p99 ([+-][0-9.]+) %, max ([+-][0-9.]+) % \((\d+) proven)")));
+  CHECK(std::stod(gap[1]) >= 0);  // the MILP's optimum is a lower bound on the greedy's objective
+  CHECK(std::stod(gap[3]) >= std::stod(gap[1]));
+  CHECK(std::stoi(gap[4]) >= 1);
+  CHECK(std::regex_search(r.out, std::regex(R"(greedy solve: median [0-9.]+ ms, p99 [0-9.]+ ms)")));
+}
+
+TEST_CASE("bench-groups: a job that is not a power of two is refused", "[experiments]") {
+  const RunResult r = run_paradyse("bench-groups --small-gpus 6 --instances 1 --steps 1");
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.err, Catch::Contains("power of two"));
+  CHECK(r.out.empty());
+}

@@ -1,0 +1,127 @@
+// The group solver (group_solver.hpp) on a hand-worked batch, its invariants on random batches, and
+// against the exact MILP (group_milp.hpp) on small ones.
+#include "selector/group_solver.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "common/errors.hpp"
+#include "selector/group_milp.hpp"
+
+using namespace paradyse;
+using selector::GroupProblem;
+
+namespace {
+
+constexpr double kNo = GroupProblem::kNoFit;
+
+// Four short sequences and a long one on 4 ranks; times by degree 1, 2, 4.
+GroupProblem hand_worked() {
+  GroupProblem p;
+  p.job = 4;
+  p.degrees = {1, 2, 4};
+  p.tokens = {1000, 1000, 1000, 1000, 64000};
+  p.seconds = {{1, 0.6, 0.4}, {1, 0.6, 0.4}, {1, 0.6, 0.4}, {1, 0.6, 0.4}, {kNo, 4, 2.2}};
+  p.capacity_tokens = {8000, 100000, 200000};
+  return p;
+}
+
+// `sequences` random sequences on `job` ranks: times that fall with the degree, less than linearly
+// (communication), and long sequences that fit only on larger groups.
+GroupProblem random_problem(std::mt19937& rng, int job, int sequences) {
+  GroupProblem p;
+  p.job = job;
+  for (int d = 1; d <= job; d *= 2) {
+    p.degrees.push_back(d);
+    p.capacity_tokens.push_back(int64_t{16384} * d);
+  }
+  std::lognormal_distribution<double> length(8.5, 1.4);
+  for (int s = 0; s < sequences; ++s) {
+    const auto tokens = std::max<int64_t>(64, static_cast<int64_t>(length(rng)));
+    p.tokens.push_back(tokens);
+    std::vector<double> row;
+    for (std::size_t i = 0; i < p.degrees.size(); ++i) {
+      const double d = p.degrees[i];
+      const double work =
+          1e-3 + 1e-7 * static_cast<double>(tokens) + 1e-12 * static_cast<double>(tokens * tokens);
+      row.push_back(tokens > p.capacity_tokens[i]
+                        ? kNo
+                        : work / d + 2e-4 * (d - 1) * (1 + static_cast<double>(tokens) / 8192.0));
+    }
+    p.seconds.push_back(row);
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("group solver: the long sequence on every rank, then the short ones one per rank", "[selector]") {
+  const GroupProblem problem = hand_worked();
+  // GPU-seconds: 1 for a short sequence alone (1.2 on 2, 1.6 on 4), 8 for the long one on 2; the
+  // bound max(12 / 4, 2.2) = 3 moves the long one to 4 ranks (2.2 s); the short ones then fill a
+  // round of their own side by side: 2.2 + 1 = 3.2 s, where stacking them would take longer.
+  const selector::GroupSchedule greedy = selector::solve_groups_greedy(problem);
+  REQUIRE(greedy.rounds.size() == 2);
+  CHECK(greedy.rounds[0].groups.size() == 1);
+  CHECK(greedy.rounds[0].groups[0].degree == 4);
+  CHECK(greedy.rounds[0].groups[0].sequences == std::vector<std::size_t>{4});
+  REQUIRE(greedy.rounds[1].groups.size() == 4);
+  for (int r = 0; r < 4; ++r) {
+    CHECK(greedy.rounds[1].groups[static_cast<std::size_t>(r)].first_rank == r);
+    CHECK(greedy.rounds[1].groups[static_cast<std::size_t>(r)].degree == 1);
+  }
+  CHECK(greedy.seconds == Approx(3.2));
+  CHECK(greedy.lower_bound_s == Approx(3.0));
+  CHECK(selector::schedule_seconds(problem, greedy) == Approx(greedy.seconds));
+  const selector::MilpSolution exact = selector::solve_groups_milp(problem, 3, 30);
+  REQUIRE(exact.optimal);
+  CHECK(exact.schedule.seconds == Approx(3.2));
+  CHECK(selector::schedule_seconds(problem, exact.schedule) == Approx(3.2));
+}
+
+TEST_CASE("group solver: every sequence placed once, in aligned groups within capacity", "[selector]") {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int job = trial % 2 == 0 ? 8 : 32;
+    const GroupProblem problem = random_problem(rng, job, 10 + trial * 4);
+    CAPTURE(trial, job);
+    const selector::GroupSchedule greedy = selector::solve_groups_greedy(problem);
+    CHECK(selector::schedule_seconds(problem, greedy) == Approx(greedy.seconds).epsilon(1e-12));
+    CHECK(greedy.seconds >= greedy.lower_bound_s * (1 - 1e-12));
+    for (const std::size_t s : greedy.unplaced)
+      for (std::size_t i = 0; i < problem.degrees.size(); ++i)
+        CHECK_FALSE(std::isfinite(problem.seconds[s][i]));
+  }
+}
+
+TEST_CASE("group solver: never better than the exact MILP, and close to it on small batches", "[selector]") {
+  std::mt19937 rng(17);
+  double worst_gap = 0;
+  for (int trial = 0; trial < 8; ++trial) {
+    const GroupProblem problem = random_problem(rng, 4, 6);
+    CAPTURE(trial);
+    const selector::GroupSchedule greedy = selector::solve_groups_greedy(problem);
+    const selector::MilpSolution exact =
+        selector::solve_groups_milp(problem, static_cast<int>(greedy.rounds.size()) + 1, 30);
+    REQUIRE(exact.found);
+    CHECK(selector::schedule_seconds(problem, exact.schedule) ==
+          Approx(exact.schedule.seconds).epsilon(1e-9));
+    if (!exact.optimal) continue;
+    CHECK(greedy.seconds >= exact.schedule.seconds * (1 - 1e-6));
+    worst_gap = std::max(worst_gap, greedy.seconds / exact.schedule.seconds - 1);
+  }
+  CHECK(worst_gap < 0.5);
+}
+
+TEST_CASE("group solver: degrees that are not powers of two dividing the job are refused", "[selector]") {
+  GroupProblem problem = hand_worked();
+  problem.degrees = {1, 3, 4};
+  CHECK_THROWS_WITH(selector::solve_groups_greedy(problem), Catch::Contains("powers of two that divide"));
+  problem = hand_worked();
+  problem.degrees = {1, 2, 8};
+  CHECK_THROWS_AS(selector::solve_groups_greedy(problem), InputError);
+  problem = hand_worked();
+  problem.seconds.pop_back();
+  CHECK_THROWS_WITH(selector::solve_groups_greedy(problem), Catch::Contains("a time per sequence"));
+}
