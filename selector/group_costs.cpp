@@ -1,9 +1,21 @@
 #include "selector/group_costs.hpp"
 
+#include <iomanip>
+#include <sstream>
+
 #include "common/errors.hpp"
+#include "common/units.hpp"
 #include "selector/longest_length.hpp"
 
 namespace paradyse::selector {
+
+namespace {
+std::string gib(double bytes) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(1) << bytes / kGiB << " GiB";
+  return out.str();
+}
+}  // namespace
 
 struct GroupCosts::AtDegree {
   AtDegree(const ModelSpec& model, const hw::ClusterSpec& cluster, int degree, const std::string& policy_name)
@@ -21,6 +33,17 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
     throw InputError("", 0, "job",
                      "expected a power of two of GPUs up to the " + std::to_string(cluster.num_gpus()) +
                          " of " + cluster.name + ", got " + std::to_string(job));
+  // Every GPU of the job holds 1/job of the weights, gradients and optimizer state (grouped_step.hpp).
+  costmodel::MemoryBreakdown sharded;
+  costmodel::static_memory(model, job, sharded, WeightLayout::job);
+  const double static_bytes =
+      sharded.weights_bytes + sharded.gradients_bytes + sharded.optimizer_states_bytes;
+  if (static_bytes > cluster.tensor_capacity_bytes())
+    throw InputError("", 0, "job",
+                     model.name + "'s weights, gradients and optimizer state take " + gib(static_bytes) +
+                         " a GPU sharded over " + std::to_string(job) + " GPUs, more than the " +
+                         gib(cluster.tensor_capacity_bytes()) + " a GPU of " + cluster.name +
+                         " holds: shard over more GPUs");
   for (int degree = 1; degree <= job; degree *= 2) {
     auto at = std::make_unique<AtDegree>(model, cluster, degree, policy);
     at->capacity_tokens = longest_length(*at->policy, max_tokens).tokens;

@@ -7,7 +7,9 @@
 #include <random>
 
 #include "common/errors.hpp"
+#include "selector/group_costs.hpp"
 #include "selector/group_milp.hpp"
+#include "strategies/model.hpp"
 
 using namespace paradyse;
 using selector::GroupProblem;
@@ -124,4 +126,17 @@ TEST_CASE("group solver: degrees that are not powers of two dividing the job are
   problem = hand_worked();
   problem.seconds.pop_back();
   CHECK_THROWS_WITH(selector::solve_groups_greedy(problem), Catch::Contains("a time per sequence"));
+}
+
+TEST_CASE("group costs: a job too small to hold the model's sharded state is refused, naming the sizes",
+          "[selector]") {
+  // llama3-70b-8l: about 9 B parameters in its 8 layers and tables, 18 bytes each: 160 GB on 1 GPU of 80.
+  const ModelSpec model = load_model("llama3-70b-8l");
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  CHECK_THROWS_WITH(
+      selector::GroupCosts(model, cluster, 1, "optimal", 1 << 20),
+      Catch::Contains("sharded over 1 GPUs, more than the") && Catch::Contains("shard over more GPUs"));
+  CHECK_NOTHROW(selector::GroupCosts(model, cluster, 8, "optimal", 1 << 14));
+  CHECK_THROWS_WITH(selector::GroupCosts(model, cluster, 6, "optimal", 1 << 14),
+                    Catch::Contains("power of two"));
 }
