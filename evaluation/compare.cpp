@@ -26,6 +26,8 @@ void accumulate(PolicyResult& result, const std::vector<double>& optimizer_s) {
   }
 }
 
+}  // namespace
+
 void summarise(PolicyResult& result, const hw::ClusterSpec& cluster, int degree) {
   std::string previous_plan;
   for (const SequenceResult& s : result.sequences) {
@@ -48,8 +50,6 @@ void summarise(PolicyResult& result, const hw::ClusterSpec& cluster, int degree)
     result.mfu = result.model_flops / (result.total_s * degree * cluster.gpu.bf16_flops_per_second);
   }
 }
-
-}  // namespace
 
 StepEngine::StepEngine(const ModelSpec& model, const hw::ClusterSpec& cluster, int degree,
                        const std::string& engine, double grid_ratio)

@@ -55,6 +55,16 @@ struct PolicyResult {
   int64_t max_len_before_oom = 0;  // longest micro-batch trained before the first out of memory
   int64_t plan_switches = 0;       // trained micro-batches whose plan differs from the previous trained one
   int64_t steps = 0;               // optimizer steps: global batches with a trained micro-batch
+  // Group policies (group_compare.hpp): their micro-batches, one per group of each round (`sequences`
+  // holds a result per step), the rounds, the mean over steps of the rounds' mean imbalance (slowest
+  // group over the mean group), and the solver's time.
+  int64_t group_micro_batches = 0;
+  int64_t rounds = 0;
+  double mean_imbalance = 0;
+  double solve_s = 0;
+  int64_t micro_batches() const {
+    return group_micro_batches > 0 ? group_micro_batches : static_cast<int64_t>(sequences.size());
+  }
 };
 
 struct CompareResult {
@@ -103,6 +113,10 @@ class StepEngine {
   std::unique_ptr<sim::Simulator> simulator_;
   std::unique_ptr<SimulatedTimes> simulated_;
 };
+
+// The totals of `result` from its micro-batches: trained, time, tokens, MFU over `degree` GPUs, out of
+// memory, plan switches.
+void summarise(PolicyResult& result, const hw::ClusterSpec& cluster, int degree);
 
 // Called now and then with (work done, work total, what is running).
 using Progress = std::function<void(int64_t, int64_t, const std::string&)>;

@@ -5,6 +5,8 @@
 #include <chrono>
 
 #include "common/limits.hpp"
+#include "evaluation/group_compare.hpp"
+#include "selector/group_costs.hpp"
 #include "traces/trace.hpp"
 
 namespace paradyse::evaluation {
@@ -74,10 +76,24 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
     throw InputError("--global-batch", 0, "",
                      "expected 1 with --global-batch-tokens: a global batch is counted in sequences or in "
                      "tokens, not both");
+  const std::vector<GroupPolicy> group_policies = parse_group_policies(job.group_policies);
+  if (!group_policies.empty() && global_batch_tokens == 0)
+    throw InputError("--group-policies", 0, "",
+                     "group policies assign a global batch's sequences to groups of GPUs: they need packed "
+                     "training (--global-batch-tokens and --micro-batch-tokens)");
   const JobTrace run = load_job_trace(job);
   const traces::Trace& trace = run.trace;
   const traces::PreparedTrace& prepared = run.prepared;
   PolicySet set = job.policies.build(job.machine, job.cluster ? &*job.cluster : nullptr);
+  if (!group_policies.empty()) {
+    try {
+      selector::check_group_job(set.model, set.cluster, set.degree);
+    } catch (const InputError& e) {
+      throw InputError(
+          "--group-policies", 0, "",
+          "groups of the job's " + std::to_string(set.degree) + " GPUs (--degree): " + e.message());
+    }
+  }
   const traces::TrainingSchedule schedule =
       global_batch_tokens > 0
           ? traces::packed_steps(prepared.lengths,
@@ -90,6 +106,8 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
   std::vector<selector::Policy*> policies;
   for (auto& policy : set.policies) policies.push_back(policy.get());
   CompareJobResult out{run_compare(policies, schedule, engine, progress, 24), {}};
+  for (const GroupPolicy& group_policy : group_policies)
+    out.result.policies.push_back(run_group_policy(group_policy, schedule, engine, progress));
   RunDescription& description = out.description;
   description.model = set.model.name;
   description.cluster = set.cluster.name;

@@ -32,6 +32,9 @@ struct CompareJob {
   std::string global_batch_tokens = "0";
   std::string micro_batch_tokens = "0";
   std::vector<int64_t> lengths;  // when not empty: these lengths instead of a trace
+  // Group policies (group_compare.hpp), comma-separated, run after `policies` on the same global
+  // batches; they need packed training.
+  std::string group_policies;
 };
 
 // The job's trace, loaded and prepared (order, cap, sample, limit), every flag checked.

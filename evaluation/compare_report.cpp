@@ -171,8 +171,13 @@ void to_json(nlohmann::json& j, const PolicyResult& policy) {
        {"switches", policy.plan_switches},
        {"steps", policy.steps},
        {"trained", policy.trained},
-       {"micro_batches", policy.sequences.size()},
+       {"micro_batches", policy.micro_batches()},
        {"sequences", policy.sequences.size()}};
+  if (policy.rounds > 0) {
+    j["rounds"] = policy.rounds;
+    j["mean_imbalance"] = policy.mean_imbalance;
+    j["solve_s"] = policy.solve_s;
+  }
 }
 
 void to_json(nlohmann::json& j, const CompareResult& result) {
@@ -199,7 +204,7 @@ std::string summary_table(const CompareResult& result) {
   for (const PolicyResult& p : result.policies)
     text +=
         fmt::format("{:<20} {:>12} {:>12.0f} {:>7.1f} {:>7} {:>9} {:>9} {:>10} {:>11.0f} {:>16} {:>9}\n",
-                    p.policy, hours(p.total_s), p.tokens_per_second, 100 * p.mfu, p.steps, p.sequences.size(),
+                    p.policy, hours(p.total_s), p.tokens_per_second, 100 * p.mfu, p.steps, p.micro_batches(),
                     p.trained, p.oom_count, p.oom_tokens, p.max_len_before_oom, p.plan_switches);
   return text;
 }

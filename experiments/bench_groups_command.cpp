@@ -79,7 +79,7 @@ void bench(BenchGroupsOptions& options) {
   fmt::print("  pricing a batch first (cost model, cached by length): median {:.1f} ms, p99 {:.1f} ms\n",
              1e3 * percentile(r.pricing_s, 50), 1e3 * percentile(r.pricing_s, 99));
   fmt::print(
-      "  per step: median {:.0f} sequences in {:.0f} rounds, imbalance (slowest group over mean) {:.2f}\n",
+      "  per step (medians): {:.0f} sequences, {:.0f} round(s), imbalance (slowest group over mean) {:.2f}\n",
       percentile(r.sequences, 50), percentile(r.rounds, 50), percentile(r.imbalance, 50));
 }
 
@@ -93,7 +93,8 @@ void add_bench_groups_command(CLI::App& app) {
       ->capture_default_str();
   command
       ->add_option("--policy", options->bench.policy,
-                   "prices each sequence on each group degree: static:NAME, paradyse or optimal")
+                   "prices each sequence on each group degree: fastest (the strategy fastest in the grouped "
+                   "step), static:NAME, paradyse or optimal")
       ->capture_default_str();
   command->add_option("--instances", options->bench.small_instances, "small batches solved by the MILP too")
       ->capture_default_str();

@@ -103,6 +103,15 @@ void add_compare_command(CLI::App& app) {
                    "packed training: padded tokens per micro-batch (32K, 128K); a longer sequence is a "
                    "micro-batch of its own")
       ->capture_default_str();
+  command
+      ->add_option(
+          "--group-policies", options->job.group_policies,
+          "with packed training, also these policies that split the GPUs into groups training "
+          "different sequences at once, comma-separated: flexsp (groups of any size, Ulysses in "
+          "each), dp-groups (one group size per step, each micro-batch on its fastest strategy), "
+          "groups (any sizes, each micro-batch on its fastest strategy); the GPUs must be a power of "
+          "two")
+      ->capture_default_str();
   command->add_option("--engine", options->job.engine, "sim (the simulator times every step) or analytic")
       ->capture_default_str();
   command

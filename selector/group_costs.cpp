@@ -1,11 +1,13 @@
 #include "selector/group_costs.hpp"
 
+#include <cmath>
 #include <iomanip>
 #include <sstream>
 
 #include "common/errors.hpp"
 #include "common/units.hpp"
-#include "selector/longest_length.hpp"
+#include "costmodel/program_cost.hpp"
+#include "strategies/grouped_step.hpp"
 
 namespace paradyse::selector {
 
@@ -19,16 +21,17 @@ std::string gib(double bytes) {
 
 struct GroupCosts::AtDegree {
   AtDegree(const ModelSpec& model, const hw::ClusterSpec& cluster, int degree, const std::string& policy_name)
-      : source(model, cluster, degree), policy(make_policy(policy_name, source)) {}
+      : source(model, cluster, degree),
+        policy(policy_name == kFastestStrategy ? nullptr : make_policy(policy_name, source)),
+        timer(cluster, degree) {}
   AnalyticCostSource source;
-  std::unique_ptr<Policy> policy;
+  std::unique_ptr<Policy> policy;  // null: the fastest strategy, priced as the grouped step runs it
+  costmodel::OpTimer timer;
   int64_t capacity_tokens = 0;
-  std::unordered_map<int64_t, double> seconds;  // by length; kNoFit where it does not fit
+  std::unordered_map<int64_t, double> seconds;  // by grid length; kNoFit where it does not fit
 };
 
-GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, int job,
-                       const std::string& policy, int64_t max_tokens)
-    : job_(job) {
+void check_group_job(const ModelSpec& model, const hw::ClusterSpec& cluster, int job) {
   if (job < 1 || (job & (job - 1)) != 0 || job > cluster.num_gpus())
     throw InputError("", 0, "job",
                      "expected a power of two of GPUs up to the " + std::to_string(cluster.num_gpus()) +
@@ -44,34 +47,136 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
                          " a GPU sharded over " + std::to_string(job) + " GPUs, more than the " +
                          gib(cluster.tensor_capacity_bytes()) + " a GPU of " + cluster.name +
                          " holds: shard over more GPUs");
+}
+
+GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, int job,
+                       const std::string& policy, int64_t max_tokens)
+    : model_(model), cluster_(cluster), job_(job), causal_(model.causal) {
+  check_group_job(model_, cluster_, job);
+  costmodel::MemoryBreakdown sharded;
+  costmodel::static_memory(model_, job, sharded, WeightLayout::job);
+  static_bytes_ = sharded.weights_bytes + sharded.gradients_bytes + sharded.optimizer_states_bytes;
+  // What a round costs a rank that trains nothing: the job's collectives alone.
+  {
+    StepSpec nothing;
+    nothing.model = &model_;
+    GroupedStepSpec idle;
+    idle.model = &model_;
+    idle.num_layers = static_cast<int>(model_.num_layers);
+    idle.rounds = {{{0, job, nothing}}};
+    const costmodel::OpTimer timer(cluster_, job);
+    for (const costmodel::PhaseCost& phase : costmodel::cost_phases(trace_grouped_step(idle, 0, job), timer))
+      if (phase.phase != Phase::optimizer) round_s_ += phase.cost.seconds;
+  }
+  const int64_t longest = grid_tokens(max_tokens);
+  std::vector<int64_t> grid;  // the grid's lengths up to the longest sequence's
+  for (int64_t tokens = 1; grid.empty() || grid.back() < longest;) {
+    const int64_t point = grid_tokens(tokens);
+    if (grid.empty() || point > grid.back()) grid.push_back(point);
+    tokens = std::max(point + 1, static_cast<int64_t>(static_cast<double>(point) * 1.05));
+  }
   for (int degree = 1; degree <= job; degree *= 2) {
-    auto at = std::make_unique<AtDegree>(model, cluster, degree, policy);
-    at->capacity_tokens = longest_length(*at->policy, max_tokens).tokens;
-    if (at->capacity_tokens == 0) continue;  // the policy trains nothing on this many ranks
     degrees_.push_back(degree);
-    at_degree_.push_back(std::move(at));
+    at_degree_.push_back(std::make_unique<AtDegree>(model_, cluster_, degree, policy));
+    // The longest grid length whose program fits: bisection, as memory grows with the length.
+    std::size_t fit = 0, unfit = grid.size();  // grid[fit − 1] fits (fit 0: none known), grid[unfit] does not
+    while (fit < unfit) {
+      const std::size_t mid = (fit + unfit) / 2;
+      if (price(MicroBatch::sequence(grid[mid]), degree).fits)
+        fit = mid + 1;
+      else
+        unfit = mid;
+    }
+    at_degree_.back()->capacity_tokens = fit == 0 ? 0 : grid[fit - 1];
+    if (fit == 0) {  // the policy trains nothing on this many ranks
+      degrees_.pop_back();
+      at_degree_.pop_back();
+    }
   }
   if (degrees_.empty())
     throw InputError("", 0, "policy",
                      policy + " trains no sequence on any group of up to " + std::to_string(job) +
-                         " GPUs of " + cluster.name);
+                         " GPUs of " + cluster_.name);
 }
 
 GroupCosts::~GroupCosts() = default;
+
+int64_t GroupCosts::grid_tokens(int64_t tokens) const {
+  const double steps =
+      std::ceil(std::log(static_cast<double>(std::max<int64_t>(tokens, 1))) / std::log(1.05) - 1e-9);
+  const auto point = static_cast<int64_t>(std::ceil(std::pow(1.05, steps) - 1e-6));
+  return SequenceLayout::padded_length(std::max(point, tokens), job_, causal_);
+}
+
+GroupCosts::AtDegree& GroupCosts::at(int degree) {
+  for (std::size_t i = 0; i < degrees_.size(); ++i)
+    if (degrees_[i] == degree) return *at_degree_[i];
+  PARADYSE_CHECK(false, "a group of " + std::to_string(degree) + " ranks, which no policy prices");
+  return *at_degree_.front();
+}
+
+GroupCosts::Price GroupCosts::price(const MicroBatch& micro_batch, int degree) {
+  AtDegree& priced = at(degree);
+  if (priced.policy) {
+    const Decision decision = priced.policy->decide(micro_batch);
+    if (decision.plan.empty()) return {};
+    return price_plan(micro_batch, degree, decision.plan);
+  }
+  Price fastest;
+  for (const Strategy* strategy : paper_strategies()) {
+    if (strategy->unsupported(model_, degree)) continue;
+    Price p = price_plan(micro_batch, degree, uniform_plan(*strategy, model_.num_layers));
+    if (p.fits && (!fastest.fits || p.seconds < fastest.seconds)) fastest = std::move(p);
+  }
+  return fastest;
+}
+
+GroupCosts::Price GroupCosts::price_plan(const MicroBatch& micro_batch, int degree, const Plan& plan) {
+  AtDegree& priced = at(degree);
+  Price result;
+  result.plan = plan;
+  StepSpec micro;
+  micro.model = &model_;
+  const std::vector<int64_t> padded = micro_batch.padded_documents(degree, causal_);
+  for (const int64_t length : padded) micro.tokens += length;
+  if (padded.size() > 1) micro.documents = padded;
+  micro.plan = plan;
+  GroupedStepSpec spec;
+  spec.model = &model_;
+  spec.num_layers = static_cast<int>(model_.num_layers);
+  Round round{{0, degree, micro}};
+  if (degree < job_) {
+    StepSpec idle;
+    idle.model = &model_;
+    round.push_back({degree, job_ - degree, idle});
+  }
+  spec.rounds = {round};
+  costmodel::SegmentCost total;
+  for (const costmodel::PhaseCost& phase :
+       costmodel::cost_phases(trace_grouped_step(spec, 0, job_), priced.timer)) {
+    if (phase.phase != Phase::optimizer) result.seconds += phase.cost.seconds;
+    total.then(phase.cost);
+  }
+  result.peak_bytes = static_bytes_ + total.memory_peak_bytes * (1 + cluster_.gpu.allocator_fragmentation);
+  result.fits = result.peak_bytes <= cluster_.tensor_capacity_bytes();
+  return result;
+}
 
 GroupProblem GroupCosts::problem(const std::vector<int64_t>& tokens) {
   GroupProblem problem;
   problem.job = job_;
   problem.degrees = degrees_;
-  problem.tokens = tokens;
-  for (const auto& at : at_degree_) problem.capacity_tokens.push_back(at->capacity_tokens);
-  for (const int64_t length : tokens) {
+  problem.round_s = round_s_;
+  for (const int64_t length : tokens) problem.tokens.push_back(grid_tokens(length));
+  for (const auto& at_degree : at_degree_) problem.capacity_tokens.push_back(at_degree->capacity_tokens);
+  for (const int64_t grid_length : problem.tokens) {
     std::vector<double>& row = problem.seconds.emplace_back();
-    for (const auto& at : at_degree_) {
-      auto [it, added] = at->seconds.try_emplace(length, GroupProblem::kNoFit);
-      if (added && length <= at->capacity_tokens) {
-        const Decision decision = at->policy->decide(length);
-        if (decision.fits) it->second = decision.predicted_s;
+    for (std::size_t i = 0; i < degrees_.size(); ++i) {
+      AtDegree& at_degree = *at_degree_[i];
+      auto [it, added] = at_degree.seconds.try_emplace(grid_length, GroupProblem::kNoFit);
+      if (added && grid_length <= at_degree.capacity_tokens) {
+        const Price p = price(MicroBatch::sequence(grid_length), degrees_[i]);
+        if (p.fits) it->second = std::max(0.0, p.seconds - round_s_);
       }
       row.push_back(it->second);
     }

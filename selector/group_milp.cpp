@@ -42,6 +42,8 @@ MilpSolution solve_groups_milp(const GroupProblem& problem, int max_rounds, doub
   const auto rounds = static_cast<std::size_t>(max_rounds);
   std::vector<int> round_time(rounds);
   for (std::size_t r = 0; r < rounds; ++r) round_time[r] = add_column(COIN_DBL_MAX, 1, false);
+  std::vector<int> round_used(rounds);  // pays the problem's round_s
+  for (std::size_t r = 0; r < rounds; ++r) round_used[r] = add_column(1, kScale * problem.round_s, true);
   std::vector<std::vector<int>> slot_used(slots.size(), std::vector<int>(rounds));
   for (auto& per_round : slot_used)
     for (int& column : per_round) column = add_column(1, 0, true);
@@ -86,6 +88,13 @@ MilpSolution solve_groups_milp(const GroupProblem& problem, int max_rounds, doub
       CoinPackedVector& slower = work[g * rounds + r];
       slower.insert(round_time[r], -1);
       add_row(slower, -COIN_DBL_MAX, 0);
+    }
+  for (std::size_t g = 0; g < slots.size(); ++g)  // a slot in use uses its round
+    for (std::size_t r = 0; r < rounds; ++r) {
+      CoinPackedVector uses;
+      uses.insert(slot_used[g][r], 1);
+      uses.insert(round_used[r], -1);
+      add_row(uses, -COIN_DBL_MAX, 0);
     }
   for (int rank = 0; rank < problem.job; ++rank)
     for (std::size_t r = 0; r < rounds; ++r) {
@@ -139,7 +148,7 @@ MilpSolution solve_groups_milp(const GroupProblem& problem, int max_rounds, doub
     if (round.groups.empty()) continue;
     std::sort(round.groups.begin(), round.groups.end(),
               [](const GroupInRound& a, const GroupInRound& b) { return a.first_rank < b.first_rank; });
-    result.schedule.seconds += round.seconds;
+    result.schedule.seconds += problem.round_s + round.seconds;
     result.schedule.rounds.push_back(std::move(round));
   }
   return result;

@@ -72,40 +72,43 @@ void check_group_problem(const GroupProblem& problem) {
       throw InputError("", 0, "seconds", "expected a time per sequence and degree");
 }
 
+namespace {
+
+// Step 2 of the greedy for sequences whose degrees (indices; degrees.size(): none fits) are chosen.
+GroupSchedule place(const GroupProblem& problem, const std::vector<std::size_t>& degree_of);
+
+}  // namespace
+
 GroupSchedule solve_groups_greedy(const GroupProblem& problem) {
   check_group_problem(problem);
   const std::size_t n = problem.tokens.size(), degrees = problem.degrees.size();
   const auto fits = [&](std::size_t s, std::size_t i) {
     return std::isfinite(problem.seconds[s][i]) && problem.tokens[s] <= problem.capacity_tokens[i];
   };
-  GroupSchedule schedule;
+  const auto gpu_s = [&](std::size_t s, std::size_t i) { return problem.degrees[i] * problem.seconds[s][i]; };
 
-  // 1. A degree per sequence: the fewest GPU-seconds, faster where it would hold a round back.
-  std::vector<std::size_t> degree_of(n, degrees);
+  // 1. Degrees per sequence, several ways; each is placed, and the fastest schedule wins. The first:
+  // the fewest GPU-seconds, faster where it would hold a round back (the bound); then the fewest
+  // GPU-seconds among degrees of at least k, for each allowed k; then the fastest degree.
+  std::vector<std::size_t> cheapest(n, degrees), fastest(n, degrees);
   double gpu_seconds = 0, slowest = 0;
   for (std::size_t s = 0; s < n; ++s) {
-    std::size_t cheapest = degrees, fastest = degrees;
     for (std::size_t i = 0; i < degrees; ++i) {
       if (!fits(s, i)) continue;
-      const double cost = problem.degrees[i] * problem.seconds[s][i];
-      if (cheapest == degrees || cost < problem.degrees[cheapest] * problem.seconds[s][cheapest])
-        cheapest = i;
-      if (fastest == degrees || problem.seconds[s][i] < problem.seconds[s][fastest]) fastest = i;
+      if (cheapest[s] == degrees || gpu_s(s, i) < gpu_s(s, cheapest[s])) cheapest[s] = i;
+      if (fastest[s] == degrees || problem.seconds[s][i] < problem.seconds[s][fastest[s]]) fastest[s] = i;
     }
-    if (cheapest == degrees) {
-      schedule.unplaced.push_back(s);
-      continue;
-    }
-    degree_of[s] = cheapest;
-    gpu_seconds += problem.degrees[cheapest] * problem.seconds[s][cheapest];
-    slowest = std::max(slowest, problem.seconds[s][fastest]);
+    if (cheapest[s] == degrees) continue;
+    gpu_seconds += gpu_s(s, cheapest[s]);
+    slowest = std::max(slowest, problem.seconds[s][fastest[s]]);
   }
   const double bound = std::max(gpu_seconds / problem.job, slowest);
-  schedule.lower_bound_s = bound;
+  std::vector<std::vector<std::size_t>> choices;
+  std::vector<std::size_t>& bounded = choices.emplace_back(cheapest);
   for (std::size_t s = 0; s < n; ++s) {
-    if (degree_of[s] == degrees || problem.seconds[s][degree_of[s]] <= bound) continue;
-    std::size_t faster = degree_of[s];
-    for (std::size_t i = degree_of[s] + 1; i < degrees; ++i) {
+    if (bounded[s] == degrees || problem.seconds[s][bounded[s]] <= bound) continue;
+    std::size_t faster = bounded[s];
+    for (std::size_t i = bounded[s] + 1; i < degrees; ++i) {
       if (!fits(s, i)) continue;
       if (problem.seconds[s][i] <= bound) {
         faster = i;
@@ -113,8 +116,33 @@ GroupSchedule solve_groups_greedy(const GroupProblem& problem) {
       }
       if (problem.seconds[s][i] < problem.seconds[s][faster]) faster = i;
     }
-    degree_of[s] = faster;
+    bounded[s] = faster;
   }
+  for (std::size_t floor = 1; floor < degrees; ++floor) {
+    std::vector<std::size_t>& at_least = choices.emplace_back(cheapest);
+    for (std::size_t s = 0; s < n; ++s) {
+      if (cheapest[s] == degrees || cheapest[s] >= floor) continue;
+      for (std::size_t i = floor; i < degrees; ++i)
+        if (fits(s, i) && (at_least[s] < floor || gpu_s(s, i) < gpu_s(s, at_least[s]))) at_least[s] = i;
+    }
+  }
+  choices.push_back(fastest);
+  GroupSchedule best = place(problem, choices.front());
+  for (std::size_t c = 1; c < choices.size(); ++c) {
+    GroupSchedule schedule = place(problem, choices[c]);
+    if (schedule.seconds < best.seconds) best = std::move(schedule);
+  }
+  best.lower_bound_s = bound + (best.unplaced.size() < n ? problem.round_s : 0);
+  return best;
+}
+
+namespace {
+
+GroupSchedule place(const GroupProblem& problem, const std::vector<std::size_t>& degree_of) {
+  const std::size_t n = problem.tokens.size(), degrees = problem.degrees.size();
+  GroupSchedule schedule;
+  for (std::size_t s = 0; s < n; ++s)
+    if (degree_of[s] == degrees) schedule.unplaced.push_back(s);
 
   // 2. Sequences slowest first, each where it adds least to the step: stacked into a group of its
   // degree with room in its capacity, a new group on free aligned ranks of a round, or a new round.
@@ -158,7 +186,7 @@ GroupSchedule solve_groups_greedy(const GroupProblem& problem) {
         }
       }
     }
-    if (best_increase > t) {  // a round of its own adds t
+    if (best_increase > problem.round_s + t) {  // a round of its own adds its fixed cost and t
       best_round = schedule.rounds.size();
       schedule.rounds.emplace_back();
       ranks.emplace_back(problem.job);
@@ -178,10 +206,12 @@ GroupSchedule solve_groups_greedy(const GroupProblem& problem) {
   for (SolvedRound& round : schedule.rounds) {
     std::sort(round.groups.begin(), round.groups.end(),
               [](const GroupInRound& a, const GroupInRound& b) { return a.first_rank < b.first_rank; });
-    schedule.seconds += round.seconds;
+    schedule.seconds += problem.round_s + round.seconds;
   }
   return schedule;
 }
+
+}  // namespace
 
 double schedule_seconds(const GroupProblem& problem, const GroupSchedule& schedule) {
   std::vector<int> placed(problem.tokens.size(), 0);
@@ -207,7 +237,7 @@ double schedule_seconds(const GroupProblem& problem, const GroupSchedule& schedu
       ranks.take(g.first_rank, g.degree);
       slowest = std::max(slowest, seconds);
     }
-    total += slowest;
+    total += problem.round_s + slowest;
   }
   for (std::size_t s = 0; s < placed.size(); ++s) {
     const bool unplaced =

@@ -7,13 +7,14 @@
 // degree, so that a group wider than a node fills whole nodes); each group trains one micro-batch,
 // the sequences packed into it, within the degree's token capacity; a micro-batch takes the sum of
 // its sequences' times alone on that degree (packing saves fixed costs this does not count), and a
-// round the time of its slowest group; the step is the sum of its rounds.
+// round the time of its slowest group plus a fixed cost per round; the step is the sum of its rounds.
 //
 // The greedy:
-//  1. each sequence takes the degree where it costs the fewest GPU-seconds (degree × time), then, if
-//     its time there exceeds the step's lower bound (the larger of the GPU-seconds over N and the
-//     slowest sequence at its fastest degree), the smallest degree that brings it under the bound, or
-//     its fastest: short sequences go to few ranks, long ones to many;
+//  1. each sequence takes a degree, chosen several ways, each placed as in 2, the fastest schedule
+//     kept: the degree where it costs the fewest GPU-seconds (degree × time), or, if its time there
+//     exceeds the step's lower bound (the larger of the GPU-seconds over N and the slowest sequence at
+//     its fastest degree), the smallest degree that brings it under the bound, or its fastest; the
+//     fewest GPU-seconds among degrees of at least k, for each allowed k; its fastest degree;
 //  2. slowest first, each sequence goes where it adds least to the step's time: into a group of its
 //     degree that has room in the degree's capacity, into a new group on the lowest free aligned ranks
 //     of a round, or into a new round (list scheduling; on a tie, the earlier round, and an existing
@@ -34,6 +35,9 @@ struct GroupProblem {
   // seconds[s][i]: sequence s trained alone on a group of degrees[i]; infinity where it does not fit.
   std::vector<std::vector<double>> seconds;
   std::vector<int64_t> capacity_tokens;  // per degree: the most tokens one micro-batch may hold
+  // What every round costs besides its groups' work (a grouped step's per-layer weight gathers and
+  // gradient reduce-scatters over the job), added once per round.
+  double round_s = 0;
 
   static constexpr double kNoFit = std::numeric_limits<double>::infinity();
 };

@@ -78,6 +78,33 @@ class JobShards final : public WeightSource {
     return shard_grads_;
   }
 
+  // A round in which this rank trains nothing: it still takes part in every job collective, in
+  // forward_backward's order (the embedding table; each layer's weights; the head, and its gradient;
+  // each layer's weights and gradient, backward; the embedding's gradient), adding zero gradients.
+  void idle_round(Backend& be, int num_layers) {
+    const Shape table_shape{padded_vocab(model_, be.job_degree()), model_.hidden};
+    be.begin_phase(Phase::embedding_forward, -1);
+    be.label("idle");
+    table(be, false);
+    for (int layer = 0; layer < num_layers; ++layer) {
+      be.begin_phase(Phase::layer_forward, layer);
+      be.job_all_gather(shards_.flat_layers[static_cast<std::size_t>(layer)], 0);
+    }
+    be.begin_phase(Phase::head, -1);
+    const bool head = !model_.tied_embeddings;
+    table(be, head);
+    add_table_grad(be, head, be.zeros(table_shape, DType::bf16));
+    for (int layer = num_layers - 1; layer >= 0; --layer) {
+      be.begin_phase(Phase::layer_backward, layer);
+      const auto l = static_cast<std::size_t>(layer);
+      be.job_all_gather(shards_.flat_layers[l], 0);
+      be.add_(shards_.flat_layer_grads[l],
+              be.job_reduce_scatter(be.zeros({layout_.padded(be.job_degree())}, DType::fp32), 0));
+    }
+    be.begin_phase(Phase::embedding_backward, -1);
+    add_table_grad(be, false, be.zeros(table_shape, DType::bf16));
+  }
+
   void layer_done(Backend& be, int layer, const Strategy& strategy, bool backward) override {
     flat_ = Tensor();
     whole_ = shard_ = LayerWeights{};
@@ -155,6 +182,7 @@ void check_grouped_step(const GroupedStepSpec& spec, int job_degree) {
                          "out; this one should start at rank " +
                              std::to_string(next));
       next += group.degree;
+      if (group.idle()) continue;
       const StepSpec& micro = group.micro_batch;
       if (static_cast<int>(micro.plan.size()) != spec.num_layers)
         throw InputError("", 0, field,
@@ -184,7 +212,10 @@ Tensor grouped_training_step(Backend& be, const GroupedStepSpec& spec, ModelShar
   for (std::size_t r = 0; r < spec.rounds.size(); ++r) {
     const GroupWork& group = group_of(spec.rounds[r], be.job_rank());
     be.use_group(group.first_rank, group.degree);
-    forward_backward(be, group.micro_batch, shards, weights, tokens[r], targets[r], totals.loss);
+    if (group.idle())
+      weights.idle_round(be, spec.num_layers);
+    else
+      forward_backward(be, group.micro_batch, shards, weights, tokens[r], targets[r], totals.loss);
   }
   be.use_group(0, job);
   std::vector<OptimizerLayer> layers;
@@ -204,8 +235,10 @@ Program trace_grouped_step(const GroupedStepSpec& spec, int job_rank, int job_de
     for (const Round& round : spec.rounds) {
       const GroupWork& group = group_of(round, job_rank);
       const StepSpec& micro = group.micro_batch;
-      tokens.push_back(be.zeros({micro.batch, micro.tokens / group.degree}, DType::int64));
-      targets.push_back(be.zeros({micro.batch, micro.tokens / group.degree}, DType::int64));
+      tokens.push_back(group.idle() ? Tensor()
+                                    : be.zeros({micro.batch, micro.tokens / group.degree}, DType::int64));
+      targets.push_back(group.idle() ? Tensor()
+                                     : be.zeros({micro.batch, micro.tokens / group.degree}, DType::int64));
     }
     grouped_training_step(be, spec, shards, tokens, targets);
   }

@@ -39,6 +39,9 @@ struct GroupWork {
   int first_rank = 0;
   int degree = 1;
   StepSpec micro_batch;
+  // No micro-batch (0 tokens): ranks the round leaves without work, which take part in the job's
+  // collectives only (their gathers, and zero gradients to the reduce-scatters).
+  bool idle() const { return micro_batch.tokens == 0; }
 };
 using Round = std::vector<GroupWork>;  // groups in rank order, covering the job
 

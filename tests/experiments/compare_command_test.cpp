@@ -186,6 +186,12 @@ TEST_CASE("compare: bad inputs fail with a clear message, a non-zero exit and no
       {"--trace github-code-like --global-batch 4 --global-batch-tokens 1M --micro-batch-tokens 64K",
        "--global-batch: expected 1 with --global-batch-tokens"},
       {"--trace github-code-like --global-batch-tokens 1X --micro-batch-tokens 64K", "--global-batch-tokens"},
+      {"--trace github-code-like --group-policies flexsp", "--group-policies: group policies assign"},
+      {"--trace github-code-like --global-batch-tokens 1M --micro-batch-tokens 64K --group-policies fast",
+       "expected flexsp, dp-groups or groups"},
+      {"--trace github-code-like --max-len 1M --global-batch-tokens 1M --micro-batch-tokens 64K --degree 6 "
+       "--group-policies groups",
+       "--group-policies: groups of the job's 6 GPUs (--degree): expected a power of two"},
   };
   for (const Case& c : cases) {
     INFO(c.args);

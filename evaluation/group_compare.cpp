@@ -1,0 +1,209 @@
+#include "evaluation/group_compare.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "common/errors.hpp"
+#include "costmodel/program_cost.hpp"
+#include "selector/group_costs.hpp"
+#include "sim/simulator.hpp"
+#include "strategies/grouped_step.hpp"
+
+namespace paradyse::evaluation {
+namespace {
+
+// The schedule of the degree whose schedule is fastest, when every group must have one degree.
+selector::GroupSchedule solve(const GroupPolicy& policy, const selector::GroupProblem& problem) {
+  if (!policy.one_degree) return selector::solve_groups_greedy(problem);
+  selector::GroupSchedule best;
+  best.seconds = std::numeric_limits<double>::infinity();
+  std::size_t best_unplaced = problem.tokens.size() + 1;
+  for (std::size_t i = 0; i < problem.degrees.size(); ++i) {
+    selector::GroupProblem one = problem;
+    one.degrees = {problem.degrees[i]};
+    one.capacity_tokens = {problem.capacity_tokens[i]};
+    for (std::vector<double>& row : one.seconds) row = {row[i]};
+    selector::GroupSchedule schedule = selector::solve_groups_greedy(one);
+    // Fewest sequences left out first, then the fastest.
+    if (schedule.unplaced.size() < best_unplaced ||
+        (schedule.unplaced.size() == best_unplaced && schedule.seconds < best.seconds)) {
+      best_unplaced = schedule.unplaced.size();
+      best = std::move(schedule);
+    }
+  }
+  return best;
+}
+
+// "4x2,8 | 8": each round's groups by degree, a run of equal ones as count x degree.
+std::string layout_text(const selector::GroupSchedule& schedule) {
+  std::string text;
+  for (const selector::SolvedRound& round : schedule.rounds) {
+    if (!text.empty()) text += " | ";
+    std::vector<int> degrees;
+    for (const selector::GroupInRound& g : round.groups) degrees.push_back(g.degree);
+    std::sort(degrees.rbegin(), degrees.rend());
+    for (std::size_t i = 0; i < degrees.size();) {
+      std::size_t j = i;
+      while (j < degrees.size() && degrees[j] == degrees[i]) ++j;
+      if (i > 0) text += ",";
+      text += (j - i > 1 ? std::to_string(j - i) + "x" : "") + std::to_string(degrees[i]);
+      i = j;
+    }
+  }
+  return text;
+}
+
+// The analytic engine's time of a grouped step: each rank's program priced phase by phase, the
+// slowest rank; its memory: the highest of the ranks' live bytes over the static terms.
+struct Timed {
+  double seconds = 0, peak_bytes = 0;
+  bool fits = false;
+};
+Timed analytic(const GroupedStepSpec& spec, const hw::ClusterSpec& cluster, int job) {
+  const costmodel::OpTimer timer(cluster, job);
+  ModelSpec model = *spec.model;
+  model.num_layers = spec.num_layers;
+  costmodel::MemoryBreakdown static_terms;
+  costmodel::static_memory(model, job, static_terms, WeightLayout::job);
+  const double static_bytes =
+      static_terms.weights_bytes + static_terms.gradients_bytes + static_terms.optimizer_states_bytes;
+  Timed timed;
+  for (int rank = 0; rank < job; ++rank) {
+    costmodel::SegmentCost total;
+    for (const costmodel::PhaseCost& phase :
+         costmodel::cost_phases(trace_grouped_step(spec, rank, job), timer))
+      total.then(phase.cost);
+    timed.seconds = std::max(timed.seconds, total.seconds);
+    timed.peak_bytes = std::max(
+        timed.peak_bytes, static_bytes + total.memory_peak_bytes * (1 + cluster.gpu.allocator_fragmentation));
+  }
+  timed.fits = timed.peak_bytes <= cluster.tensor_capacity_bytes();
+  return timed;
+}
+
+}  // namespace
+
+std::vector<GroupPolicy> parse_group_policies(const std::string& names) {
+  std::vector<GroupPolicy> policies;
+  std::size_t start = 0;
+  while (start < names.size()) {
+    const std::size_t comma = std::min(names.find(',', start), names.size());
+    const std::string name = names.substr(start, comma - start);
+    if (name == "flexsp")
+      policies.push_back({name, "static:ulysses_z", false});
+    else if (name == "dp-groups")
+      policies.push_back({name, selector::GroupCosts::kFastestStrategy, true});
+    else if (name == "groups")
+      policies.push_back({name, selector::GroupCosts::kFastestStrategy, false});
+    else
+      throw InputError("--group-policies", 0, "",
+                       "expected flexsp, dp-groups or groups, comma-separated, got '" + name + "'");
+    start = comma + 1;
+  }
+  return policies;
+}
+
+PolicyResult run_group_policy(const GroupPolicy& policy, const traces::TrainingSchedule& schedule,
+                              StepEngine& engine, const Progress& progress) {
+  const ModelSpec& model = engine.model();
+  const int job = engine.degree();
+  int64_t longest = 1;
+  for (const std::vector<int64_t>& documents : schedule.micro_batches)
+    for (const int64_t length : documents) longest = std::max(longest, length);
+  selector::GroupCosts costs(model, engine.cluster(), job, policy.pricing, longest);
+
+  PolicyResult out;
+  out.policy = policy.name;
+  double imbalance_sum = 0;
+  std::size_t next = 0;
+  for (int64_t step = 0; step < schedule.steps; ++step) {
+    if (progress) progress(step, schedule.steps, policy.name);
+    std::vector<int64_t> lengths;
+    for (; next < schedule.micro_batches.size() && schedule.step_of[next] == step; ++next)
+      lengths.insert(lengths.end(), schedule.micro_batches[next].begin(), schedule.micro_batches[next].end());
+    const selector::GroupProblem problem = costs.problem(lengths);
+    const auto start = std::chrono::steady_clock::now();
+    const selector::GroupSchedule solved = solve(policy, problem);
+    out.solve_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+    if (!solved.unplaced.empty()) {  // out of memory on any group: a result of their own
+      SequenceResult& oom = out.sequences.emplace_back();
+      oom.index = static_cast<int64_t>(out.sequences.size()) - 1;
+      oom.step = step;
+      for (const std::size_t s : solved.unplaced) {
+        oom.tokens += lengths[s];
+        oom.padded_tokens += lengths[s];
+      }
+      oom.documents = static_cast<int64_t>(solved.unplaced.size());
+    }
+    if (solved.rounds.empty()) continue;
+
+    GroupedStepSpec spec;
+    spec.model = &model;
+    spec.num_layers = static_cast<int>(model.num_layers);
+    SequenceResult& result = out.sequences.emplace_back();
+    result.index = static_cast<int64_t>(out.sequences.size()) - 1;
+    result.step = step;
+    result.plan = layout_text(solved);
+    result.predicted_s = solved.seconds;
+    result.documents = 0;
+    bool planned = true;
+    for (const selector::SolvedRound& round : solved.rounds) {
+      Round groups;
+      int covered = 0;
+      const auto idle_until = [&](int rank) {  // ranks the round leaves without work
+        StepSpec idle;
+        idle.model = &model;
+        for (; covered < rank; ++covered) groups.push_back({covered, 1, idle});
+      };
+      for (const selector::GroupInRound& g : round.groups) {
+        idle_until(g.first_rank);
+        std::vector<int64_t> documents;
+        for (const std::size_t s : g.sequences) documents.push_back(lengths[s]);
+        const MicroBatch micro_batch{documents};
+        const selector::GroupCosts::Price priced = costs.price(micro_batch, g.degree);
+        planned = planned && priced.fits;
+        StepSpec micro;
+        micro.model = &model;
+        const std::vector<int64_t> padded = micro_batch.padded_documents(g.degree, model.causal);
+        for (const int64_t length : padded) micro.tokens += length;
+        if (padded.size() > 1) micro.documents = padded;
+        micro.plan = priced.plan;
+        groups.push_back({g.first_rank, g.degree, micro});
+        covered = g.first_rank + g.degree;
+        result.tokens += micro_batch.tokens();
+        result.padded_tokens += micro.tokens;
+        result.documents += static_cast<int64_t>(documents.size());
+        result.model_flops += costmodel::model_flops(model, micro_batch, 1);
+        ++out.group_micro_batches;
+      }
+      idle_until(job);
+      spec.rounds.push_back(std::move(groups));
+    }
+    out.rounds += static_cast<int64_t>(solved.rounds.size());
+    imbalance_sum += solved.mean_imbalance();
+    if (!planned) continue;  // a group's micro-batch fits no plan: the step is out of memory
+    if (sim::Simulator* simulator = engine.simulator()) {
+      const sim::SimulationResult simulated = simulator->simulate_grouped(spec);
+      result.seconds = simulated.iteration_time_s;
+      result.peak_bytes = simulated.peak_memory_bytes;
+      result.fits = !simulated.oom;
+    } else {
+      const Timed timed = analytic(spec, engine.cluster(), job);
+      result.seconds = timed.seconds;
+      result.peak_bytes = timed.peak_bytes;
+      result.fits = timed.fits;
+    }
+    if (!result.fits) {
+      result.seconds = 0;
+      continue;
+    }
+    ++out.steps;
+  }
+  if (schedule.steps > 0) out.mean_imbalance = imbalance_sum / static_cast<double>(schedule.steps);
+  summarise(out, engine.cluster(), job);
+  return out;
+}
+
+}  // namespace paradyse::evaluation

@@ -1,0 +1,42 @@
+// Group policies in a compare run: per global batch, the group solver (selector/group_solver.hpp)
+// assigns its sequences to groups of GPUs, each group's micro-batch gets the pricing policy's plan at
+// its degree, and the engine times the whole grouped step (strategies/grouped_step.hpp): the
+// simulator runs every group of every round at once on the cluster (Simulator::simulate_grouped); the
+// analytic engine prices each rank's traced program and takes the slowest rank.
+//
+//   flexsp     groups of any degrees, Ulysses in every group (static:ulysses_z at each degree), weights
+//              sharded over the job: FlexSP's setting, solved by the greedy instead of its MILP
+//   dp-groups  groups of one degree per step (the degree whose schedule is fastest), each group's
+//              micro-batch on the strategy fastest for it in the grouped step: data parallelism over
+//              sequence-parallel groups, with switching between micro-batches
+//   groups     groups of any degrees, each micro-batch on its fastest strategy
+// Switching per layer inside a group is not priced yet: the per-layer optimum of the one-group model
+// chooses tensor-parallel strategies that a grouped step makes dearer (they gather whole weights and
+// send back zero-padded gradients), so the groups take the fastest uniform plan by the grouped step's
+// own programs instead.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "evaluation/compare.hpp"
+
+namespace paradyse::evaluation {
+
+struct GroupPolicy {
+  std::string name;
+  std::string pricing;      // the policy that plans each group's micro-batch
+  bool one_degree = false;  // every group of a step the same degree
+};
+
+// Comma-separated names of the above; "" for none. InputError naming --group-policies otherwise.
+std::vector<GroupPolicy> parse_group_policies(const std::string& names);
+
+// Every step of `schedule` (its sequences, whatever micro-batches packing made of them) under
+// `policy` on the engine's job of engine.degree() GPUs. A result per step: its sequences' tokens and
+// count, the group layout as the plan ("4x2,1x8 | 8" per round), and its time; sequences that fit no
+// group are a result of their own, out of memory.
+PolicyResult run_group_policy(const GroupPolicy& policy, const traces::TrainingSchedule& schedule,
+                              StepEngine& engine, const Progress& progress = {});
+
+}  // namespace paradyse::evaluation

@@ -1,0 +1,62 @@
+// Group policies in a compare run (group_compare.hpp): every token of every step is either trained or
+// out of memory, a long sequence alone takes every GPU, and there the grouped step (weights gathered
+// layer by layer over the job) takes about the time of the ordinary step of the same strategy, whose
+// ZeRO-3 gathers move the same bytes.
+#include "evaluation/group_compare.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "common/errors.hpp"
+#include "strategies/library.hpp"
+#include "traces/packing.hpp"
+
+namespace paradyse::testing {
+
+TEST_CASE("group policies: every step's tokens trained or out of memory, on both engines", "[evaluation]") {
+  const ModelSpec model = load_model("llama-8l");
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  const std::vector<int64_t> lengths{900, 3000, 120000, 500, 7000, 40000, 2000, 1200, 300, 65000, 800};
+  const traces::TrainingSchedule schedule = traces::packed_steps(
+      lengths, {.global_batch_tokens = 160000, .micro_batch_tokens = 65536, .quantum = 16});
+  double total = 0;
+  for (const int64_t length : lengths) total += static_cast<double>(length);
+  for (const char* engine_name : {"analytic", "sim"}) {
+    evaluation::StepEngine engine(model, cluster, 8, engine_name, 1.05);
+    for (const evaluation::GroupPolicy& policy :
+         evaluation::parse_group_policies("flexsp,dp-groups,groups")) {
+      CAPTURE(engine_name, policy.name);
+      const evaluation::PolicyResult r = evaluation::run_group_policy(policy, schedule, engine);
+      CHECK(r.trained_tokens + r.oom_tokens == Approx(total));
+      CHECK(r.oom_tokens == 0);  // every length here fits 8 GPUs
+      CHECK(r.steps == schedule.steps);
+      CHECK(r.total_s > 0);
+      CHECK(r.rounds >= schedule.steps);
+      CHECK(r.mean_imbalance >= 1);
+      for (const evaluation::SequenceResult& step : r.sequences) CHECK_FALSE(step.plan.empty());
+    }
+  }
+}
+
+TEST_CASE("group policies: a long sequence alone runs on every GPU, about as fast as the ordinary step",
+          "[evaluation]") {
+  const ModelSpec model = load_model("llama-8l");
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  evaluation::StepEngine engine(model, cluster, 8, "sim", 0);
+  const traces::TrainingSchedule schedule = traces::packed_steps(
+      {131072}, {.global_batch_tokens = 131072, .micro_batch_tokens = 131072, .quantum = 16});
+  const evaluation::PolicyResult flexsp =
+      evaluation::run_group_policy(evaluation::parse_group_policies("flexsp").front(), schedule, engine);
+  REQUIRE(flexsp.sequences.size() == 1);
+  CHECK(flexsp.sequences[0].plan == "8");
+  const double ordinary =
+      engine.step(uniform_plan(ulysses_z(), model.num_layers), MicroBatch::sequence(131072)).seconds;
+  CHECK(flexsp.total_s == Approx(ordinary).epsilon(0.10));
+}
+
+TEST_CASE("group policies: unknown names are refused, naming the flag", "[evaluation]") {
+  CHECK(evaluation::parse_group_policies("").empty());
+  CHECK_THROWS_WITH(evaluation::parse_group_policies("flexsp,greedy"),
+                    Catch::Contains("--group-policies") && Catch::Contains("'greedy'"));
+}
+
+}  // namespace paradyse::testing
