@@ -6,8 +6,10 @@
 #include <random>
 
 #include "common/errors.hpp"
+#include "evaluation/group_compare.hpp"
 #include "selector/group_costs.hpp"
 #include "selector/group_milp.hpp"
+#include "sim/simulator.hpp"
 
 namespace paradyse::evaluation {
 namespace {
@@ -27,7 +29,8 @@ double percentile(std::vector<double> values, double p) {
 
 GroupBenchResult bench_group_solver(
     const ModelSpec& model, const hw::ClusterSpec& small_cluster, const hw::ClusterSpec& large_cluster,
-    const std::vector<int64_t>& lengths, const GroupBenchOptions& options,
+    const hw::ClusterSpec& simulate_cluster, const std::vector<int64_t>& lengths,
+    const GroupBenchOptions& options,
     const std::function<void(std::string_view, uint64_t, uint64_t)>& progress) {
   PARADYSE_CHECK(!lengths.empty(), "a trace without sequences");
   GroupBenchResult result;
@@ -79,6 +82,27 @@ GroupBenchResult bench_group_solver(
     result.rounds.push_back(static_cast<double>(schedule.rounds.size()));
     result.imbalance.push_back(schedule.mean_imbalance());
     result.sequences.push_back(static_cast<double>(batch.size()));
+  }
+
+  if (options.simulate_job > 0) {
+    if (progress) progress("simulating one grouped step", 0, 1);
+    std::vector<int64_t> batch;
+    int64_t tokens = 0;
+    for (std::size_t i = 0; i < lengths.size() && tokens + lengths[i] <= options.large_batch_tokens; ++i) {
+      batch.push_back(lengths[i]);
+      tokens += lengths[i];
+    }
+    PARADYSE_CHECK(!batch.empty(), "the trace's first sequence is longer than a large batch");
+    selector::GroupCosts costs(model, simulate_cluster, options.simulate_job, options.policy, longest);
+    const selector::GroupSchedule schedule = selector::solve_groups_greedy(costs.problem(batch));
+    const PlannedStep planned = plan_grouped_step(model, options.simulate_job, batch, schedule, costs);
+    sim::Simulator simulator(model, simulate_cluster);
+    const auto start = std::chrono::steady_clock::now();
+    const sim::SimulationResult simulated = simulator.simulate_grouped(planned.spec);
+    result.simulate_wall_s = seconds_since(start);
+    result.simulated_s = simulated.iteration_time_s;
+    result.simulated_rounds = static_cast<int64_t>(planned.spec.rounds.size());
+    result.simulated_events = static_cast<int64_t>(simulated.events());
   }
   return result;
 }

@@ -24,6 +24,8 @@ struct GroupBenchOptions {
   int64_t large_batch_tokens = int64_t{1}
                                << 20;  // consecutive sequences of the trace, up to this many tokens
   uint64_t seed = 1;
+  // The first large batch's grouped step simulated on this many GPUs (0: not simulated).
+  int simulate_job = 64;
 };
 
 struct GroupBenchResult {
@@ -34,12 +36,17 @@ struct GroupBenchResult {
   // Large batches: the greedy's solve time, the time to price the batch first, rounds, imbalance.
   std::vector<double> greedy_s, pricing_s, rounds, imbalance;
   std::vector<double> sequences;  // per large batch
+  // The simulated step: wall time to trace and simulate it, its simulated time, its rounds.
+  double simulate_wall_s = 0, simulated_s = 0;
+  int64_t simulated_rounds = 0, simulated_events = 0;
 };
 
-// `small_cluster` and `large_cluster` hold the jobs' GPUs; `lengths` is the trace in dataset order.
+// `small_cluster`, `large_cluster` and `simulate_cluster` hold the jobs' GPUs; `lengths` is the trace
+// in dataset order.
 GroupBenchResult bench_group_solver(
     const ModelSpec& model, const hw::ClusterSpec& small_cluster, const hw::ClusterSpec& large_cluster,
-    const std::vector<int64_t>& lengths, const GroupBenchOptions& options,
+    const hw::ClusterSpec& simulate_cluster, const std::vector<int64_t>& lengths,
+    const GroupBenchOptions& options,
     const std::function<void(std::string_view, uint64_t, uint64_t)>& progress = {});
 
 // The p-th percentile (0–100) by the nearest-rank method.

@@ -84,6 +84,46 @@ Timed analytic(const GroupedStepSpec& spec, const hw::ClusterSpec& cluster, int 
 
 }  // namespace
 
+PlannedStep plan_grouped_step(const ModelSpec& model, int job, const std::vector<int64_t>& lengths,
+                              const selector::GroupSchedule& schedule, selector::GroupCosts& costs) {
+  PlannedStep planned;
+  planned.spec.model = &model;
+  planned.spec.num_layers = static_cast<int>(model.num_layers);
+  for (const selector::SolvedRound& round : schedule.rounds) {
+    Round groups;
+    int covered = 0;
+    const auto idle_until = [&](int rank) {  // ranks the round leaves without work
+      StepSpec idle;
+      idle.model = &model;
+      for (; covered < rank; ++covered) groups.push_back({covered, 1, idle});
+    };
+    for (const selector::GroupInRound& g : round.groups) {
+      idle_until(g.first_rank);
+      std::vector<int64_t> documents;
+      for (const std::size_t s : g.sequences) documents.push_back(lengths[s]);
+      const MicroBatch micro_batch{documents};
+      const selector::GroupCosts::Price priced = costs.price(micro_batch, g.degree);
+      planned.fits = planned.fits && priced.fits;
+      StepSpec micro;
+      micro.model = &model;
+      const std::vector<int64_t> padded = micro_batch.padded_documents(g.degree, model.causal);
+      for (const int64_t length : padded) micro.tokens += length;
+      if (padded.size() > 1) micro.documents = padded;
+      micro.plan = priced.plan;
+      groups.push_back({g.first_rank, g.degree, micro});
+      covered = g.first_rank + g.degree;
+      planned.tokens += micro_batch.tokens();
+      planned.padded_tokens += micro.tokens;
+      planned.documents += static_cast<int64_t>(documents.size());
+      planned.model_flops += costmodel::model_flops(model, micro_batch, 1);
+      ++planned.micro_batches;
+    }
+    idle_until(job);
+    planned.spec.rounds.push_back(std::move(groups));
+  }
+  return planned;
+}
+
 std::vector<GroupPolicy> parse_group_policies(const std::string& names) {
   std::vector<GroupPolicy> policies;
   std::size_t start = 0;
@@ -139,51 +179,21 @@ PolicyResult run_group_policy(const GroupPolicy& policy, const traces::TrainingS
     }
     if (solved.rounds.empty()) continue;
 
-    GroupedStepSpec spec;
-    spec.model = &model;
-    spec.num_layers = static_cast<int>(model.num_layers);
+    const PlannedStep planned = plan_grouped_step(model, job, lengths, solved, costs);
+    const GroupedStepSpec& spec = planned.spec;
     SequenceResult& result = out.sequences.emplace_back();
     result.index = static_cast<int64_t>(out.sequences.size()) - 1;
     result.step = step;
     result.plan = layout_text(solved);
     result.predicted_s = solved.seconds;
-    result.documents = 0;
-    bool planned = true;
-    for (const selector::SolvedRound& round : solved.rounds) {
-      Round groups;
-      int covered = 0;
-      const auto idle_until = [&](int rank) {  // ranks the round leaves without work
-        StepSpec idle;
-        idle.model = &model;
-        for (; covered < rank; ++covered) groups.push_back({covered, 1, idle});
-      };
-      for (const selector::GroupInRound& g : round.groups) {
-        idle_until(g.first_rank);
-        std::vector<int64_t> documents;
-        for (const std::size_t s : g.sequences) documents.push_back(lengths[s]);
-        const MicroBatch micro_batch{documents};
-        const selector::GroupCosts::Price priced = costs.price(micro_batch, g.degree);
-        planned = planned && priced.fits;
-        StepSpec micro;
-        micro.model = &model;
-        const std::vector<int64_t> padded = micro_batch.padded_documents(g.degree, model.causal);
-        for (const int64_t length : padded) micro.tokens += length;
-        if (padded.size() > 1) micro.documents = padded;
-        micro.plan = priced.plan;
-        groups.push_back({g.first_rank, g.degree, micro});
-        covered = g.first_rank + g.degree;
-        result.tokens += micro_batch.tokens();
-        result.padded_tokens += micro.tokens;
-        result.documents += static_cast<int64_t>(documents.size());
-        result.model_flops += costmodel::model_flops(model, micro_batch, 1);
-        ++out.group_micro_batches;
-      }
-      idle_until(job);
-      spec.rounds.push_back(std::move(groups));
-    }
+    result.tokens = planned.tokens;
+    result.padded_tokens = planned.padded_tokens;
+    result.documents = planned.documents;
+    result.model_flops = planned.model_flops;
+    out.group_micro_batches += planned.micro_batches;
     out.rounds += static_cast<int64_t>(solved.rounds.size());
     imbalance_sum += solved.mean_imbalance();
-    if (!planned) continue;  // a group's micro-batch fits no plan: the step is out of memory
+    if (!planned.fits) continue;  // a group's micro-batch fits no plan: the step is out of memory
     if (sim::Simulator* simulator = engine.simulator()) {
       const sim::SimulationResult simulated = simulator->simulate_grouped(spec);
       result.seconds = simulated.iteration_time_s;

@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "evaluation/compare.hpp"
+#include "selector/group_costs.hpp"
+#include "strategies/grouped_step.hpp"
 
 namespace paradyse::evaluation {
 
@@ -28,6 +30,18 @@ struct GroupPolicy {
   std::string pricing;      // the policy that plans each group's micro-batch
   bool one_degree = false;  // every group of a step the same degree
 };
+
+// The grouped step of one solved global batch (sequences of `lengths`): each round's groups, the
+// ranks a round leaves without work as idle groups of one, each group's micro-batch padded for its
+// degree and planned by `costs`. `fits`: every micro-batch's plan fits.
+struct PlannedStep {
+  GroupedStepSpec spec;
+  bool fits = true;
+  int64_t tokens = 0, padded_tokens = 0, documents = 0, micro_batches = 0;
+  double model_flops = 0;
+};
+PlannedStep plan_grouped_step(const ModelSpec& model, int job, const std::vector<int64_t>& lengths,
+                              const selector::GroupSchedule& schedule, selector::GroupCosts& costs);
 
 // Comma-separated names of the above; "" for none. InputError naming --group-policies otherwise.
 std::vector<GroupPolicy> parse_group_policies(const std::string& names);

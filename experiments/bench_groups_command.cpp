@@ -38,14 +38,16 @@ void bench(BenchGroupsOptions& options) {
                        "expected a power of two, got " + std::to_string(gpus));
     return std::max(1, (gpus + node.gpus_per_node - 1) / node.gpus_per_node);
   };
-  evaluation::MachineOptions small_machine = options.machine, large_machine = options.machine;
+  evaluation::MachineOptions small_machine = options.machine, large_machine = options.machine,
+                             simulate_machine = options.machine;
   small_machine.nodes = nodes_for(options.bench.small_job);
   large_machine.nodes = nodes_for(options.bench.large_job);
+  simulate_machine.nodes = options.bench.simulate_job > 0 ? nodes_for(options.bench.simulate_job) : 1;
   const traces::Trace trace = traces::load_trace(options.trace);
   ProgressBar bar(isatty(STDERR_FILENO) != 0);
   const evaluation::GroupBenchResult r = evaluation::bench_group_solver(
-      model, small_machine.load_cluster(), large_machine.load_cluster(), trace.lengths, options.bench,
-      [&bar](std::string_view what, uint64_t done, uint64_t total) {
+      model, small_machine.load_cluster(), large_machine.load_cluster(), simulate_machine.load_cluster(),
+      trace.lengths, options.bench, [&bar](std::string_view what, uint64_t done, uint64_t total) {
         bar.update(static_cast<int64_t>(done), static_cast<int64_t>(total), std::string(what));
       });
   bar.finish();
@@ -81,6 +83,11 @@ void bench(BenchGroupsOptions& options) {
   fmt::print(
       "  per step (medians): {:.0f} sequences, {:.0f} round(s), imbalance (slowest group over mean) {:.2f}\n",
       percentile(r.sequences, 50), percentile(r.rounds, 50), percentile(r.imbalance, 50));
+  if (options.bench.simulate_job > 0)
+    fmt::print(
+        "one grouped step simulated on {} GPUs (the first large batch, {} round(s), {} events): {:.2f} s "
+        "to trace and simulate (target 5 s), {:.3f} s simulated\n",
+        options.bench.simulate_job, r.simulated_rounds, r.simulated_events, r.simulate_wall_s, r.simulated_s);
 }
 
 }  // namespace
@@ -114,6 +121,10 @@ void add_bench_groups_command(CLI::App& app) {
   command->add_option("--batch-tokens", options->batch_tokens, "tokens per large batch (1M = 1048576)")
       ->capture_default_str();
   command->add_option("--seed", options->bench.seed, "draws the small batches")->capture_default_str();
+  command
+      ->add_option("--simulate-gpus", options->bench.simulate_job,
+                   "simulate the first large batch's grouped step on this many GPUs (a power of two; 0: not)")
+      ->capture_default_str();
   command->callback([options] { bench(*options); });
 }
 
