@@ -1,8 +1,8 @@
 // The group solver's problem for a global batch (group_solver.hpp), priced as the grouped step runs
-// it (strategies/grouped_step.hpp): a policy chooses each micro-batch's plan on a group of d ranks
-// (one strategy everywhere for `static:ulysses_z`, FlexSP's; the exact per-layer plan of the one-group
-// model for `optimal`; or kFastestStrategy),
-// and the micro-batch's time and memory are those of the analytic model on rank 0's traced program
+// it (strategies/grouped_step.hpp). A policy chooses each micro-batch's plan on a group of d ranks:
+// one strategy everywhere for `static:ulysses_z` (FlexSP's), the per-layer optimum of the one-group
+// model for `optimal`, or, for kFastestStrategy, the strategy fastest in the grouped step itself. The
+// micro-batch's time and memory are those of the analytic model on rank 0's traced program
 // of a round in which its group trains it and the job's other ranks are idle: the job's per-layer
 // weight gathers and gradient reduce-scatter included, the optimizer step not (one per global batch).
 // A sequence is priced at the next point of a grid of lengths 5 % apart, so that a trace's many
