@@ -169,6 +169,12 @@ void static_memory(const ModelSpec& model, int degree, MemoryBreakdown& memory, 
   memory.optimizer_states_bytes = 12 * parameters;
 }
 
+double static_memory_bytes(const ModelSpec& model, int degree, WeightLayout layout) {
+  MemoryBreakdown terms;
+  static_memory(model, degree, terms, layout);
+  return terms.weights_bytes + terms.gradients_bytes + terms.optimizer_states_bytes;
+}
+
 namespace {
 MemoryStep memory_step(const SegmentCost& segment) {
   return {segment.memory_peak_bytes, segment.memory_delta_bytes};
@@ -215,10 +221,7 @@ CostTable Estimator::cost_table(const std::vector<std::pair<const Strategy*, Rec
     step.head = memory_step(costs.head);
     step.embedding_backward = memory_step(costs.embedding_backward);
     step.optimizer = memory_step(costs.model_optimizer);
-    MemoryBreakdown static_terms;
-    static_memory(model_, request.degree, static_terms);
-    step.static_bytes =
-        static_terms.weights_bytes + static_terms.gradients_bytes + static_terms.optimizer_states_bytes;
+    step.static_bytes = static_memory_bytes(model_, request.degree);
     step.fragmentation = cluster_.gpu.allocator_fragmentation;
     step.capacity_bytes = cluster_.tensor_capacity_bytes();
   }

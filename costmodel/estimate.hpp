@@ -132,6 +132,8 @@ EstimateRequest checked_request(const ModelSpec& model, const hw::ClusterSpec& c
 // (a grouped step's, grouped_step.hpp).
 void static_memory(const ModelSpec& model, int degree, MemoryBreakdown& memory,
                    WeightLayout layout = WeightLayout::group);
+// Their sum: what a rank holds before any activation.
+double static_memory_bytes(const ModelSpec& model, int degree, WeightLayout layout = WeightLayout::group);
 
 // Model FLOPs of one iteration (forward and backward, no recomputation), as MFU counts them: attention
 // over the pairs within each document of a packed micro-batch.

@@ -81,4 +81,17 @@ std::vector<PhaseCost> cost_phases(const Program& program, const OpTimer& timer)
   return phases;
 }
 
+ProgramPrice price_program(const Program& program, const OpTimer& timer, double static_bytes,
+                           double fragmentation) {
+  SegmentCost total;
+  ProgramPrice price;
+  for (const PhaseCost& phase : cost_phases(program, timer)) {
+    if (phase.phase == Phase::optimizer) price.optimizer_s += phase.cost.seconds;
+    total.then(phase.cost);
+  }
+  price.seconds = total.seconds;
+  price.peak_bytes = static_bytes + total.memory_peak_bytes * (1 + fragmentation);
+  return price;
+}
+
 }  // namespace paradyse::costmodel

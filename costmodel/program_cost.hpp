@@ -34,4 +34,15 @@ struct PhaseCost {
 };
 std::vector<PhaseCost> cost_phases(const Program& program, const OpTimer& timer);
 
+// A whole program priced by its phases one after another: its seconds, those of its optimizer
+// phases, and the peak a rank holds: `static_bytes` plus its live bytes at their peak with the
+// allocator's `fragmentation` on top (as the simulator's memory fold counts them).
+struct ProgramPrice {
+  double seconds = 0;
+  double optimizer_s = 0;
+  double peak_bytes = 0;
+};
+ProgramPrice price_program(const Program& program, const OpTimer& timer, double static_bytes,
+                           double fragmentation);
+
 }  // namespace paradyse::costmodel

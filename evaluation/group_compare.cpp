@@ -64,19 +64,13 @@ Timed analytic(const GroupedStepSpec& spec, const hw::ClusterSpec& cluster, int 
   const costmodel::OpTimer timer(cluster, job);
   ModelSpec model = *spec.model;
   model.num_layers = spec.num_layers;
-  costmodel::MemoryBreakdown static_terms;
-  costmodel::static_memory(model, job, static_terms, WeightLayout::job);
-  const double static_bytes =
-      static_terms.weights_bytes + static_terms.gradients_bytes + static_terms.optimizer_states_bytes;
+  const double static_bytes = costmodel::static_memory_bytes(model, job, WeightLayout::job);
   Timed timed;
   for (int rank = 0; rank < job; ++rank) {
-    costmodel::SegmentCost total;
-    for (const costmodel::PhaseCost& phase :
-         costmodel::cost_phases(trace_grouped_step(spec, rank, job), timer))
-      total.then(phase.cost);
-    timed.seconds = std::max(timed.seconds, total.seconds);
-    timed.peak_bytes = std::max(
-        timed.peak_bytes, static_bytes + total.memory_peak_bytes * (1 + cluster.gpu.allocator_fragmentation));
+    const costmodel::ProgramPrice price = costmodel::price_program(
+        trace_grouped_step(spec, rank, job), timer, static_bytes, cluster.gpu.allocator_fragmentation);
+    timed.seconds = std::max(timed.seconds, price.seconds);
+    timed.peak_bytes = std::max(timed.peak_bytes, price.peak_bytes);
   }
   timed.fits = timed.peak_bytes <= cluster.tensor_capacity_bytes();
   return timed;

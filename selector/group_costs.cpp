@@ -37,10 +37,7 @@ void check_group_job(const ModelSpec& model, const hw::ClusterSpec& cluster, int
                      "expected a power of two of GPUs up to the " + std::to_string(cluster.num_gpus()) +
                          " of " + cluster.name + ", got " + std::to_string(job));
   // Every GPU of the job holds 1/job of the weights, gradients and optimizer state (grouped_step.hpp).
-  costmodel::MemoryBreakdown sharded;
-  costmodel::static_memory(model, job, sharded, WeightLayout::job);
-  const double static_bytes =
-      sharded.weights_bytes + sharded.gradients_bytes + sharded.optimizer_states_bytes;
+  const double static_bytes = costmodel::static_memory_bytes(model, job, WeightLayout::job);
   if (static_bytes > cluster.tensor_capacity_bytes())
     throw InputError("", 0, "job",
                      model.name + "'s weights, gradients and optimizer state take " + gib(static_bytes) +
@@ -53,9 +50,7 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
                        const std::string& policy, int64_t max_tokens)
     : model_(model), cluster_(cluster), job_(job), causal_(model.causal) {
   check_group_job(model_, cluster_, job);
-  costmodel::MemoryBreakdown sharded;
-  costmodel::static_memory(model_, job, sharded, WeightLayout::job);
-  static_bytes_ = sharded.weights_bytes + sharded.gradients_bytes + sharded.optimizer_states_bytes;
+  static_bytes_ = costmodel::static_memory_bytes(model_, job, WeightLayout::job);
   // What a round costs a rank that trains nothing: the job's collectives alone.
   {
     StepSpec nothing;
@@ -64,9 +59,9 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
     idle.model = &model_;
     idle.num_layers = static_cast<int>(model_.num_layers);
     idle.rounds = {{{0, job, nothing}}};
-    const costmodel::OpTimer timer(cluster_, job);
-    for (const costmodel::PhaseCost& phase : costmodel::cost_phases(trace_grouped_step(idle, 0, job), timer))
-      if (phase.phase != Phase::optimizer) round_s_ += phase.cost.seconds;
+    const costmodel::ProgramPrice price =
+        costmodel::price_program(trace_grouped_step(idle, 0, job), costmodel::OpTimer(cluster_, job), 0, 0);
+    round_s_ = price.seconds - price.optimizer_s;
   }
   const int64_t longest = grid_tokens(max_tokens);
   std::vector<int64_t> grid;  // the grid's lengths up to the longest sequence's
@@ -151,13 +146,10 @@ GroupCosts::Price GroupCosts::price_plan(const MicroBatch& micro_batch, int degr
     round.push_back({degree, job_ - degree, idle});
   }
   spec.rounds = {round};
-  costmodel::SegmentCost total;
-  for (const costmodel::PhaseCost& phase :
-       costmodel::cost_phases(trace_grouped_step(spec, 0, job_), priced.timer)) {
-    if (phase.phase != Phase::optimizer) result.seconds += phase.cost.seconds;
-    total.then(phase.cost);
-  }
-  result.peak_bytes = static_bytes_ + total.memory_peak_bytes * (1 + cluster_.gpu.allocator_fragmentation);
+  const costmodel::ProgramPrice price = costmodel::price_program(
+      trace_grouped_step(spec, 0, job_), priced.timer, static_bytes_, cluster_.gpu.allocator_fragmentation);
+  result.seconds = price.seconds - price.optimizer_s;
+  result.peak_bytes = price.peak_bytes;
   result.fits = result.peak_bytes <= cluster_.tensor_capacity_bytes();
   return result;
 }

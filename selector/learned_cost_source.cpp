@@ -25,10 +25,7 @@ LearnedCostSource::LearnedCostSource(const std::string& path, ModelSpec model, h
   mismatch("cluster", learned_.cluster_name(), cluster_.name);
   mismatch("degree", std::to_string(learned_.degree()), std::to_string(degree_));
   mismatch("batch", std::to_string(learned_.batch()), std::to_string(batch_));
-  costmodel::MemoryBreakdown static_terms;
-  costmodel::static_memory(model_, degree_, static_terms);
-  static_bytes_ =
-      static_terms.weights_bytes + static_terms.gradients_bytes + static_terms.optimizer_states_bytes;
+  static_bytes_ = costmodel::static_memory_bytes(model_, degree_);
 }
 
 bool LearnedCostSource::prices(const CandidateKey& candidate) const {

@@ -86,15 +86,6 @@ std::vector<Program> Simulator::trace_ranks(int ranks, const std::function<Progr
   return programs;
 }
 
-namespace {
-// Weights, gradients and optimizer state a rank holds from the start.
-double static_bytes(const ModelSpec& model, int degree, WeightLayout layout) {
-  costmodel::MemoryBreakdown terms;
-  costmodel::static_memory(model, degree, terms, layout);
-  return terms.weights_bytes + terms.gradients_bytes + terms.optimizer_states_bytes;
-}
-}  // namespace
-
 SimulationResult Simulator::simulate(const Plan& plan, const costmodel::EstimateRequest& request_in) {
   const costmodel::EstimateRequest request = costmodel::checked_request(model_, cluster_, plan, request_in);
   const int p = request.degree;
@@ -107,7 +98,7 @@ SimulationResult Simulator::simulate(const Plan& plan, const costmodel::Estimate
   spec.micro_batches = request.micro_batches;
   spec.plan = plan;
   SimulationResult result = run(trace_ranks(p, [&](int rank) { return trace_training_step(spec, rank, p); }),
-                                static_bytes(model_, p, WeightLayout::group));
+                                costmodel::static_memory_bytes(model_, p));
   result.plan = plan_name(plan);
   result.tokens = request.tokens;
   result.padded_tokens = spec.tokens;
@@ -141,7 +132,7 @@ SimulationResult Simulator::simulate_grouped(const GroupedStepSpec& spec) {
   model.num_layers = spec.num_layers;
   SimulationResult result =
       run(trace_ranks(job, [&](int rank) { return trace_grouped_step(spec, rank, job); }),
-          static_bytes(model, job, WeightLayout::job));
+          costmodel::static_memory_bytes(model, job, WeightLayout::job));
   result.plan = "groups";
   result.micro_batches = static_cast<int64_t>(spec.rounds.size());
   return result;
