@@ -93,6 +93,9 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
           "--group-policies", 0, "",
           "groups of the job's " + std::to_string(set.degree) + " GPUs (--degree): " + e.message());
     }
+    selector::check_group_degrees(job.group_sizes, set.degree);
+  } else if (!job.group_sizes.empty()) {
+    throw InputError("--group-sizes", 0, "", "group sizes are for --group-policies, and there are none");
   }
   const traces::TrainingSchedule schedule =
       global_batch_tokens > 0
@@ -103,11 +106,18 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
           : traces::unpacked_steps(prepared.lengths, job.global_batch);
 
   StepEngine engine(set.model, set.cluster, set.degree, job.engine, job.grid_ratio);
+  // Priced before anything runs: a group policy that can train nothing is an input error.
+  std::vector<std::unique_ptr<selector::GroupCosts>> costs;
+  for (const GroupPolicy& group_policy : group_policies)
+    costs.push_back(
+        group_costs(group_policy, engine,
+                    {.recompute_choices = job.policies.recompute_choices, .degrees = job.group_sizes},
+                    largest_step_tokens(schedule)));
   std::vector<selector::Policy*> policies;
   for (auto& policy : set.policies) policies.push_back(policy.get());
   CompareJobResult out{run_compare(policies, schedule, engine, progress, 24), {}};
-  for (const GroupPolicy& group_policy : group_policies)
-    out.result.policies.push_back(run_group_policy(group_policy, schedule, engine, progress));
+  for (std::size_t i = 0; i < group_policies.size(); ++i)
+    out.result.policies.push_back(run_group_policy(group_policies[i], schedule, engine, *costs[i], progress));
   RunDescription& description = out.description;
   description.model = set.model.name;
   description.cluster = set.cluster.name;

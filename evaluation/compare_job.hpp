@@ -35,6 +35,7 @@ struct CompareJob {
   // Group policies (group_compare.hpp), comma-separated, run after `policies` on the same global
   // batches; they need packed training.
   std::string group_policies;
+  std::vector<int> group_sizes;  // the degrees their groups may have; empty: every power of two
 };
 
 // The job's trace, loaded and prepared (order, cap, sample, limit), every flag checked.

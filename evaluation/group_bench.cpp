@@ -34,7 +34,9 @@ GroupBenchResult bench_group_solver(
     const std::function<void(std::string_view, uint64_t, uint64_t)>& progress) {
   PARADYSE_CHECK(!lengths.empty(), "a trace without sequences");
   GroupBenchResult result;
-  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  // The most tokens a micro-batch may hold: a large batch's, or the longest sequence's.
+  const int64_t longest =
+      std::max(*std::max_element(lengths.begin(), lengths.end()), options.large_batch_tokens);
 
   selector::GroupCosts small(model, small_cluster, options.small_job, options.policy, longest);
   std::mt19937_64 rng(options.seed);

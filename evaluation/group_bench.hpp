@@ -14,7 +14,7 @@
 namespace paradyse::evaluation {
 
 struct GroupBenchOptions {
-  std::string policy = "fastest";  // prices each sequence at each degree (group_costs.hpp)
+  std::string policy = "switching";  // prices each sequence at each degree (group_costs.hpp)
   int small_instances = 50;
   int small_job = 8;
   int small_sequences = 6;  // drawn at random from the trace

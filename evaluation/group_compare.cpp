@@ -23,6 +23,8 @@ selector::GroupSchedule solve(const GroupPolicy& policy, const selector::GroupPr
     selector::GroupProblem one = problem;
     one.degrees = {problem.degrees[i]};
     one.capacity_tokens = {problem.capacity_tokens[i]};
+    if (!problem.micro_batch_s.empty()) one.micro_batch_s = {problem.micro_batch_s[i]};
+    if (!problem.packing_tokens.empty()) one.packing_tokens = {problem.packing_tokens[i]};
     for (std::vector<double>& row : one.seconds) row = {row[i]};
     selector::GroupSchedule schedule = selector::solve_groups_greedy(one);
     // Fewest sequences left out first, then the fastest.
@@ -127,9 +129,9 @@ std::vector<GroupPolicy> parse_group_policies(const std::string& names) {
     if (name == "flexsp")
       policies.push_back({name, "static:ulysses_z", false});
     else if (name == "dp-groups")
-      policies.push_back({name, selector::GroupCosts::kFastestStrategy, true});
+      policies.push_back({name, selector::GroupCosts::kSwitching, true});
     else if (name == "groups")
-      policies.push_back({name, selector::GroupCosts::kFastestStrategy, false});
+      policies.push_back({name, selector::GroupCosts::kSwitching, false});
     else
       throw InputError("--group-policies", 0, "",
                        "expected flexsp, dp-groups or groups, comma-separated, got '" + name + "'");
@@ -138,14 +140,38 @@ std::vector<GroupPolicy> parse_group_policies(const std::string& names) {
   return policies;
 }
 
+std::unique_ptr<selector::GroupCosts> group_costs(const GroupPolicy& policy, const StepEngine& engine,
+                                                  const selector::GroupPricingOptions& pricing,
+                                                  int64_t longest) {
+  try {
+    return std::make_unique<selector::GroupCosts>(engine.model(), engine.cluster(), engine.degree(),
+                                                  policy.pricing, longest, pricing);
+  } catch (const InputError& e) {
+    if (!e.file().empty()) throw;  // names its own flag
+    throw InputError("--group-policies", 0, "", policy.name + ": " + e.message());
+  }
+}
+
+int64_t largest_step_tokens(const traces::TrainingSchedule& schedule) {
+  std::vector<int64_t> step_tokens(static_cast<std::size_t>(schedule.steps), 0);
+  for (std::size_t i = 0; i < schedule.micro_batches.size(); ++i)
+    for (const int64_t length : schedule.micro_batches[i])
+      step_tokens[static_cast<std::size_t>(schedule.step_of[i])] += length;
+  int64_t largest = 1;
+  for (const int64_t tokens : step_tokens) largest = std::max(largest, tokens);
+  return largest;
+}
+
 PolicyResult run_group_policy(const GroupPolicy& policy, const traces::TrainingSchedule& schedule,
-                              StepEngine& engine, const Progress& progress) {
+                              StepEngine& engine, const selector::GroupPricingOptions& pricing) {
+  return run_group_policy(policy, schedule, engine,
+                          *group_costs(policy, engine, pricing, largest_step_tokens(schedule)));
+}
+
+PolicyResult run_group_policy(const GroupPolicy& policy, const traces::TrainingSchedule& schedule,
+                              StepEngine& engine, selector::GroupCosts& costs, const Progress& progress) {
   const ModelSpec& model = engine.model();
   const int job = engine.degree();
-  int64_t longest = 1;
-  for (const std::vector<int64_t>& documents : schedule.micro_batches)
-    for (const int64_t length : documents) longest = std::max(longest, length);
-  selector::GroupCosts costs(model, engine.cluster(), job, policy.pricing, longest);
 
   PolicyResult out;
   out.policy = policy.name;

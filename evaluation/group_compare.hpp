@@ -7,15 +7,12 @@
 //   flexsp     groups of any degrees, Ulysses in every group (static:ulysses_z at each degree), weights
 //              sharded over the job: FlexSP's setting, solved by the greedy instead of its MILP
 //   dp-groups  groups of one degree per step (the degree whose schedule is fastest), each group's
-//              micro-batch on the strategy fastest for it in the grouped step: data parallelism over
-//              sequence-parallel groups, with switching between micro-batches
-//   groups     groups of any degrees, each micro-batch on its fastest strategy
-// Switching per layer inside a group is not priced yet: the per-layer optimum of the one-group model
-// chooses tensor-parallel strategies that a grouped step makes dearer (they gather whole weights and
-// send back zero-padded gradients), so the groups take the fastest uniform plan by the grouped step's
-// own programs instead.
+//              micro-batch on its fastest per-layer plan in the grouped step (GroupCosts::kSwitching):
+//              data parallelism over sequence-parallel groups, switching per layer inside each
+//   groups     groups of any degrees, each micro-batch on its fastest per-layer plan
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,7 +47,21 @@ std::vector<GroupPolicy> parse_group_policies(const std::string& names);
 // `policy` on the engine's job of engine.degree() GPUs. A result per step: its sequences' tokens and
 // count, the group layout as the plan ("4x2,1x8 | 8" per round), and its time; sequences that fit no
 // group are a result of their own, out of memory.
+// The prices of `policy`'s groups on the engine's job for micro-batches up to `longest` tokens, `pricing`
+// the candidates and group degrees it may use. InputError naming --group-policies when the job cannot
+// hold the model's sharded state, or no group it may form trains even the shortest sequence (then
+// every global batch would fit nowhere).
+std::unique_ptr<selector::GroupCosts> group_costs(const GroupPolicy& policy, const StepEngine& engine,
+                                                  const selector::GroupPricingOptions& pricing,
+                                                  int64_t longest);
+
+// The most tokens one step of `schedule` holds: no group's micro-batch holds more.
+int64_t largest_step_tokens(const traces::TrainingSchedule& schedule);
+
 PolicyResult run_group_policy(const GroupPolicy& policy, const traces::TrainingSchedule& schedule,
-                              StepEngine& engine, const Progress& progress = {});
+                              StepEngine& engine, selector::GroupCosts& costs, const Progress& progress = {});
+// As above, with the policy's prices made first.
+PolicyResult run_group_policy(const GroupPolicy& policy, const traces::TrainingSchedule& schedule,
+                              StepEngine& engine, const selector::GroupPricingOptions& pricing = {});
 
 }  // namespace paradyse::evaluation

@@ -100,8 +100,8 @@ void add_bench_groups_command(CLI::App& app) {
       ->capture_default_str();
   command
       ->add_option("--policy", options->bench.policy,
-                   "prices each sequence on each group degree: fastest (the strategy fastest in the grouped "
-                   "step), static:NAME, paradyse or optimal")
+                   "prices each sequence on each group degree: switching (the fastest per-layer plan in the "
+                   "grouped step), static:NAME, paradyse or optimal")
       ->capture_default_str();
   command->add_option("--instances", options->bench.small_instances, "small batches solved by the MILP too")
       ->capture_default_str();

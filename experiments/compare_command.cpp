@@ -108,10 +108,15 @@ void add_compare_command(CLI::App& app) {
           "--group-policies", options->job.group_policies,
           "with packed training, also these policies that split the GPUs into groups training "
           "different sequences at once, comma-separated: flexsp (groups of any size, Ulysses in "
-          "each), dp-groups (one group size per step, each micro-batch on its fastest strategy), "
-          "groups (any sizes, each micro-batch on its fastest strategy); the GPUs must be a power of "
-          "two")
+          "each), dp-groups (one group size per step, each micro-batch on its fastest per-layer plan), "
+          "groups (any sizes, each micro-batch on its fastest per-layer plan; with --recompute-choices "
+          "each layer's recomputation too); the GPUs must be a power of two")
       ->capture_default_str();
+  command
+      ->add_option("--group-sizes", options->job.group_sizes,
+                   "group policies: the group sizes they may use, comma-separated powers of two that "
+                   "divide the GPUs (default: every one)")
+      ->delimiter(',');
   command->add_option("--engine", options->job.engine, "sim (the simulator times every step) or analytic")
       ->capture_default_str();
   command

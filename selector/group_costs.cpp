@@ -1,5 +1,6 @@
 #include "selector/group_costs.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
@@ -22,12 +23,14 @@ std::string gib(double bytes) {
 struct GroupCosts::AtDegree {
   AtDegree(const ModelSpec& model, const hw::ClusterSpec& cluster, int degree, const std::string& policy_name)
       : source(model, cluster, degree),
-        policy(policy_name == kFastestStrategy ? nullptr : make_policy(policy_name, source)),
+        policy(policy_name == kSwitching ? nullptr : make_policy(policy_name, source)),
         timer(cluster, degree) {}
   AnalyticCostSource source;
-  std::unique_ptr<Policy> policy;  // null: the fastest strategy, priced as the grouped step runs it
+  std::unique_ptr<Policy> policy;  // null: kSwitching, priced as the grouped step runs it
   costmodel::OpTimer timer;
   int64_t capacity_tokens = 0;
+  double micro_batch_s = 0;                     // GroupProblem::micro_batch_s
+  int64_t packing_tokens = 0;                   // GroupProblem::packing_tokens
   std::unordered_map<int64_t, double> seconds;  // by grid length; kNoFit where it does not fit
 };
 
@@ -46,10 +49,36 @@ void check_group_job(const ModelSpec& model, const hw::ClusterSpec& cluster, int
                          " holds: shard over more GPUs");
 }
 
+void check_group_degrees(const std::vector<int>& degrees, int job) {
+  for (const int degree : degrees) {
+    if (degree < 1 || job % degree != 0)
+      throw InputError("--group-sizes", 0, "",
+                       "a group of " + std::to_string(degree) + " GPUs does not divide the job's " +
+                           std::to_string(job) + " GPUs: expected powers of two up to " +
+                           std::to_string(job));
+    if ((degree & (degree - 1)) != 0)
+      throw InputError(
+          "--group-sizes", 0, "",
+          "a group of " + std::to_string(degree) +
+              " GPUs is not a power of two: groups sit aligned in the job (expected powers of two "
+              "up to " +
+              std::to_string(job) + ")");
+  }
+}
+
 GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, int job,
-                       const std::string& policy, int64_t max_tokens)
-    : model_(model), cluster_(cluster), job_(job), causal_(model.causal) {
+                       const std::string& policy, int64_t max_tokens, const GroupPricingOptions& options)
+    : model_(model),
+      cluster_(cluster),
+      job_(job),
+      causal_(model.causal),
+      candidates_(all_candidates(options.recompute_choices)) {
   check_group_job(model_, cluster_, job);
+  check_group_degrees(options.degrees, job);
+  const auto allowed = [&](int degree) {
+    return options.degrees.empty() ||
+           std::find(options.degrees.begin(), options.degrees.end(), degree) != options.degrees.end();
+  };
   static_bytes_ = costmodel::static_memory_bytes(model_, job, WeightLayout::job);
   // What a round costs a rank that trains nothing: the job's collectives alone.
   {
@@ -71,6 +100,7 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
     tokens = std::max(point + 1, static_cast<int64_t>(static_cast<double>(point) * 1.05));
   }
   for (int degree = 1; degree <= job; degree *= 2) {
+    if (!allowed(degree)) continue;
     degrees_.push_back(degree);
     at_degree_.push_back(std::make_unique<AtDegree>(model_, cluster_, degree, policy));
     // The longest grid length whose program fits: bisection, as memory grows with the length.
@@ -83,15 +113,34 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
         unfit = mid;
     }
     at_degree_.back()->capacity_tokens = fit == 0 ? 0 : grid[fit - 1];
+    if (fit > 0) {
+      // A micro-batch's cost however few its tokens: the shortest grid length's, beyond the round's.
+      const Price shortest = price(MicroBatch::sequence(grid[0]), degree);
+      at_degree_.back()->micro_batch_s = std::max(0.0, shortest.seconds - round_s_);
+      // The packing limit: the longest grid length that the shortest one's plan holds.
+      std::size_t packs = 1, overflows = fit;
+      while (packs < overflows) {
+        const std::size_t mid = (packs + overflows) / 2;
+        if (price_plan(MicroBatch::sequence(grid[mid]), degree, shortest.plan).fits)
+          packs = mid + 1;
+        else
+          overflows = mid;
+      }
+      at_degree_.back()->packing_tokens = grid[packs - 1];
+    }
     if (fit == 0) {  // the policy trains nothing on this many ranks
       degrees_.pop_back();
       at_degree_.pop_back();
     }
   }
   if (degrees_.empty())
-    throw InputError("", 0, "policy",
-                     policy + " trains no sequence on any group of up to " + std::to_string(job) +
-                         " GPUs of " + cluster_.name);
+    throw InputError("", 0, "",
+                     "priced by " + policy + ", not even a sequence of " + std::to_string(grid.front()) +
+                         " tokens fits any group of " +
+                         (options.degrees.empty() ? "up to " + std::to_string(job) + " GPUs"
+                                                  : "the sizes allowed (--group-sizes)") +
+                         " of " + cluster_.name +
+                         ": every global batch would fit nowhere (more GPUs, or GPUs with more memory)");
 }
 
 GroupCosts::~GroupCosts() = default;
@@ -117,13 +166,71 @@ GroupCosts::Price GroupCosts::price(const MicroBatch& micro_batch, int degree) {
     if (decision.plan.empty()) return {};
     return price_plan(micro_batch, degree, decision.plan);
   }
-  Price fastest;
-  for (const Strategy* strategy : paper_strategies()) {
-    if (strategy->unsupported(model_, degree)) continue;
-    Price p = price_plan(micro_batch, degree, uniform_plan(*strategy, model_.num_layers));
-    if (p.fits && (!fastest.fits || p.seconds < fastest.seconds)) fastest = std::move(p);
-  }
-  return fastest;
+  return price_switching(micro_batch, degree);
+}
+
+GroupCosts::Price GroupCosts::price_switching(const MicroBatch& micro_batch, int degree) {
+  const auto layers = static_cast<int>(model_.num_layers);
+  struct Priced {
+    CandidateKey key;
+    Price price;
+  };
+  std::vector<Priced> uniform;
+  for (const CandidateKey& key : candidates_)
+    if (!key.first->unsupported(model_, degree))
+      uniform.push_back({key, price_plan(micro_batch, degree, uniform_plan(*key.first, layers, key.second))});
+  Price best;
+  for (const Priced& u : uniform)
+    if (u.price.fits && (!best.fits || u.price.seconds < best.seconds)) best = u.price;
+  if (!best.fits) return best;
+  // Worth mixing: faster candidates that do not fit with leaner ones that do, each on its Pareto front
+  // of time and memory (another both faster and leaner makes it useless).
+  const auto front = [&](bool fits) {
+    std::vector<const Priced*> out;
+    for (const Priced& u : uniform) {
+      if (u.price.fits != fits || (!fits && u.price.seconds >= best.seconds)) continue;
+      bool dominated = false;
+      for (const Priced& v : uniform)
+        dominated =
+            dominated || (&v != &u && v.price.fits == fits && v.price.seconds <= u.price.seconds &&
+                          v.price.peak_bytes <= u.price.peak_bytes &&
+                          (v.price.seconds < u.price.seconds || v.price.peak_bytes < u.price.peak_bytes));
+      if (!dominated) out.push_back(&u);
+    }
+    return out;
+  };
+  // `count` layers of `fast`, the rest `lean`, the faster of the two orders that fits.
+  const auto mix = [&](const CandidateKey& fast, const CandidateKey& lean, int count) {
+    Price mixed;
+    for (const bool fast_first : {true, false}) {
+      Plan plan;
+      for (int l = 0; l < layers; ++l) {
+        const bool is_fast = fast_first ? l < count : l >= layers - count;
+        const CandidateKey& key = is_fast ? fast : lean;
+        plan.push_back({key.first, key.second});
+      }
+      Price p = price_plan(micro_batch, degree, plan);
+      if (p.fits && (!mixed.fits || p.seconds < mixed.seconds)) mixed = std::move(p);
+    }
+    return mixed;
+  };
+  for (const Priced* fast : front(false))
+    for (const Priced* lean : front(true)) {
+      int fits = 0, unfit = layers;  // layers of `fast`: `fits` known to fit, `unfit` not
+      Price at_fits;
+      while (unfit - fits > 1) {
+        const int mid = (fits + unfit) / 2;
+        Price p = mix(fast->key, lean->key, mid);
+        if (p.fits) {
+          fits = mid;
+          at_fits = std::move(p);
+        } else {
+          unfit = mid;
+        }
+      }
+      if (fits > 0 && at_fits.seconds < best.seconds) best = std::move(at_fits);
+    }
+  return best;
 }
 
 GroupCosts::Price GroupCosts::price_plan(const MicroBatch& micro_batch, int degree, const Plan& plan) {
@@ -160,7 +267,11 @@ GroupProblem GroupCosts::problem(const std::vector<int64_t>& tokens) {
   problem.degrees = degrees_;
   problem.round_s = round_s_;
   for (const int64_t length : tokens) problem.tokens.push_back(grid_tokens(length));
-  for (const auto& at_degree : at_degree_) problem.capacity_tokens.push_back(at_degree->capacity_tokens);
+  for (const auto& at_degree : at_degree_) {
+    problem.capacity_tokens.push_back(at_degree->capacity_tokens);
+    problem.micro_batch_s.push_back(at_degree->micro_batch_s);
+    problem.packing_tokens.push_back(at_degree->packing_tokens);
+  }
   for (const int64_t grid_length : problem.tokens) {
     std::vector<double>& row = problem.seconds.emplace_back();
     for (std::size_t i = 0; i < degrees_.size(); ++i) {
@@ -168,7 +279,7 @@ GroupProblem GroupCosts::problem(const std::vector<int64_t>& tokens) {
       auto [it, added] = at_degree.seconds.try_emplace(grid_length, GroupProblem::kNoFit);
       if (added && grid_length <= at_degree.capacity_tokens) {
         const Price p = price(MicroBatch::sequence(grid_length), degrees_[i]);
-        if (p.fits) it->second = std::max(0.0, p.seconds - round_s_);
+        if (p.fits) it->second = std::max(0.0, p.seconds - round_s_ - at_degree.micro_batch_s);
       }
       row.push_back(it->second);
     }

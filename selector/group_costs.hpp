@@ -1,15 +1,20 @@
 // The group solver's problem for a global batch (group_solver.hpp), priced as the grouped step runs
 // it (strategies/grouped_step.hpp). A policy chooses each micro-batch's plan on a group of d ranks:
 // one strategy everywhere for `static:ulysses_z` (FlexSP's), the per-layer optimum of the one-group
-// model for `optimal`, or, for kFastestStrategy, the strategy fastest in the grouped step itself. The
-// micro-batch's time and memory are those of the analytic model on rank 0's traced program
-// of a round in which its group trains it and the job's other ranks are idle: the job's per-layer
+// model for `optimal`, or, for kSwitching, the fastest per-layer plan by the grouped step's own
+// programs (below). The micro-batch's time and memory are those of the analytic model on rank 0's traced
+// program of a round in which its group trains it and the job's other ranks are idle: the job's per-layer
 // weight gathers and gradient reduce-scatter included, the optimizer step not (one per global batch).
 // A sequence is priced at the next point of a grid of lengths 5 % apart, so that a trace's many
 // lengths cost a few hundred programs per degree; a degree's capacity is the longest grid length
 // whose program fits. The job's collectives are a fixed cost per round (GroupProblem::round_s: what
-// they take an idle rank), taken off each sequence's time. What the model leaves out: other groups'
-// contention and their waits at the job's collectives (the simulator has both).
+// they take an idle rank), and the shortest grid length's time beyond them a fixed cost per
+// micro-batch (GroupProblem::micro_batch_s: a packed micro-batch launches its kernels and reads its
+// weights once), both taken off each sequence's time. Sequences pack into one micro-batch up to the
+// longest grid length that the shortest one's plan holds (GroupProblem::packing_tokens), so that
+// what a packed micro-batch runs is what its sequences were priced on; a longer one is trained alone. What
+// the model leaves out: other groups' contention and their waits at the job's collectives (the simulator has
+// both).
 #pragma once
 
 #include <memory>
@@ -17,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "selector/cost_source.hpp"
 #include "selector/group_solver.hpp"
 #include "selector/policy.hpp"
 
@@ -26,12 +32,23 @@ namespace paradyse::selector {
 // the model's weights, gradients and optimizer state sharded over all of them.
 void check_group_job(const ModelSpec& model, const hw::ClusterSpec& cluster, int job);
 
+struct GroupPricingOptions {
+  // kSwitching: also each candidate strategy with selective and full recomputation.
+  bool recompute_choices = false;
+  // The group degrees allowed (powers of two that divide the job); empty: every power of two.
+  std::vector<int> degrees;
+};
+
+// Throws InputError naming --group-sizes unless every degree is a power of two that divides `job`.
+void check_group_degrees(const std::vector<int>& degrees, int job);
+
 class GroupCosts {
  public:
-  // Degrees: the powers of two up to `job` at which the policy can run the model. Throws InputError
+  // Degrees: the powers of two up to `job` (or those of options.degrees) at which the policy can run
+  // the model; micro-batches of up to `max_tokens` (the capacities stop there). Throws InputError
   // as check_group_job does, or when no degree can run the model.
   GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, int job, const std::string& policy,
-             int64_t max_tokens);
+             int64_t max_tokens, const GroupPricingOptions& options = {});
   ~GroupCosts();
 
   int job() const { return job_; }
@@ -48,22 +65,29 @@ class GroupCosts {
     bool fits = false;
   };
   Price price(const MicroBatch& micro_batch, int degree);
-  // The pricing policy that takes, for each micro-batch, the strategy whose uniform plan is fastest
-  // in the grouped step (by its own programs, not the one-group model's).
-  static constexpr const char* kFastestStrategy = "fastest";
+  // The pricing policy that switches per layer by the grouped step's own programs (not the one-group
+  // model's, whose tensor-parallel layers a grouped step makes dearer: they take their shard out of
+  // whole gathered weights and send back zero-padded gradients). Every layer is the same, so without
+  // a memory limit the fastest plan is uniform: the fastest candidate that fits. When a faster one
+  // does not fit, a plan may mix it with a leaner one that does, as many layers of the faster as fit
+  // (by bisection, in either order). Two candidates suffice: the linear relaxation of choosing layer
+  // counts under one memory limit has an optimum with at most two of them.
+  static constexpr const char* kSwitching = "switching";
 
  private:
   struct AtDegree;
   AtDegree& at(int degree);
   Price price_plan(const MicroBatch& micro_batch, int degree, const Plan& plan);
+  Price price_switching(const MicroBatch& micro_batch, int degree);
   // The grid point at or above `tokens`, padded as on the whole job.
   int64_t grid_tokens(int64_t tokens) const;
   ModelSpec model_;
   hw::ClusterSpec cluster_;
   int job_;
   bool causal_;
-  double static_bytes_ = 0;  // per GPU, the weights sharded over the job
-  double round_s_ = 0;       // a round of an idle rank: the job's collectives (GroupProblem::round_s)
+  std::vector<CandidateKey> candidates_;  // kSwitching's
+  double static_bytes_ = 0;               // per GPU, the weights sharded over the job
+  double round_s_ = 0;  // a round of an idle rank: the job's collectives (GroupProblem::round_s)
   std::vector<int> degrees_;
   std::vector<std::unique_ptr<AtDegree>> at_degree_;
 };

@@ -68,11 +68,21 @@ MilpSolution solve_groups_milp(const GroupProblem& problem, int max_rounds, doub
     row_lb.push_back(lb);
     row_ub.push_back(ub);
   };
-  std::vector<CoinPackedVector> once(n), tokens(slots.size() * rounds), work(slots.size() * rounds);
+  // A sequence over its degree's packing limit is a micro-batch of its own ("solo"): the packed
+  // sequences' tokens stay within the packing limit, and a solo one leaves room for no other:
+  // n · solo + packed ≤ n.
+  const auto solo = [&](std::size_t s, std::size_t i) {
+    return problem.tokens[s] > problem.micro_batch_limit(i, 2);
+  };
+  std::vector<CoinPackedVector> once(n), tokens(slots.size() * rounds), work(slots.size() * rounds),
+      alone(slots.size() * rounds);
   for (const Placement& p : placements) {
     once[p.sequence].insert(p.column, 1);
     const std::size_t i = slots[p.slot].degree_index;
-    tokens[p.slot * rounds + p.round].insert(p.column, static_cast<double>(problem.tokens[p.sequence]));
+    const bool is_solo = solo(p.sequence, i);
+    alone[p.slot * rounds + p.round].insert(p.column, is_solo ? static_cast<double>(n) : 1.0);
+    if (!is_solo)
+      tokens[p.slot * rounds + p.round].insert(p.column, static_cast<double>(problem.tokens[p.sequence]));
     work[p.slot * rounds + p.round].insert(p.column, kScale * problem.seconds[p.sequence][i]);
     CoinPackedVector in_use;  // x ≤ z
     in_use.insert(p.column, 1);
@@ -83,10 +93,13 @@ MilpSolution solve_groups_milp(const GroupProblem& problem, int max_rounds, doub
     if (placeable[s]) add_row(once[s], 1, 1);
   for (std::size_t g = 0; g < slots.size(); ++g)
     for (std::size_t r = 0; r < rounds; ++r) {
-      const double capacity = static_cast<double>(problem.capacity_tokens[slots[g].degree_index]);
-      add_row(tokens[g * rounds + r], -COIN_DBL_MAX, capacity);
+      const double packing = static_cast<double>(problem.micro_batch_limit(slots[g].degree_index, 2));
+      add_row(tokens[g * rounds + r], -COIN_DBL_MAX, packing);
+      add_row(alone[g * rounds + r], -COIN_DBL_MAX, static_cast<double>(n));
       CoinPackedVector& slower = work[g * rounds + r];
       slower.insert(round_time[r], -1);
+      if (const double fixed_s = problem.micro_batch_fixed_s(slots[g].degree_index); fixed_s > 0)
+        slower.insert(slot_used[g][r], kScale * fixed_s);
       add_row(slower, -COIN_DBL_MAX, 0);
     }
   for (std::size_t g = 0; g < slots.size(); ++g)  // a slot in use uses its round
@@ -135,7 +148,10 @@ MilpSolution solve_groups_milp(const GroupProblem& problem, int max_rounds, doub
     SolvedRound round;
     for (std::size_t g = 0; g < slots.size(); ++g) {
       if (values[slot_used[g][r]] < 0.5) continue;
-      GroupInRound group{slots[g].first_rank, problem.degrees[slots[g].degree_index], {}, 0};
+      GroupInRound group{slots[g].first_rank,
+                         problem.degrees[slots[g].degree_index],
+                         {},
+                         problem.micro_batch_fixed_s(slots[g].degree_index)};
       for (const Placement& p : placements)
         if (p.slot == g && p.round == r && values[p.column] > 0.5) {
           group.sequences.push_back(p.sequence);

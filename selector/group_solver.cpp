@@ -65,8 +65,12 @@ void check_group_problem(const GroupProblem& problem) {
                            std::to_string(problem.job) + " ranks, got " + std::to_string(d));
   }
   if (problem.seconds.size() != problem.tokens.size() ||
-      problem.capacity_tokens.size() != problem.degrees.size())
-    throw InputError("", 0, "seconds", "expected a time per sequence and degree, and a capacity per degree");
+      problem.capacity_tokens.size() != problem.degrees.size() ||
+      (!problem.micro_batch_s.empty() && problem.micro_batch_s.size() != problem.degrees.size()) ||
+      (!problem.packing_tokens.empty() && problem.packing_tokens.size() != problem.degrees.size()))
+    throw InputError("", 0, "seconds",
+                     "expected a time per sequence and degree, and a capacity (and any micro-batch cost) per "
+                     "degree");
   for (const std::vector<double>& row : problem.seconds)
     if (row.size() != problem.degrees.size())
       throw InputError("", 0, "seconds", "expected a time per sequence and degree");
@@ -100,7 +104,10 @@ GroupSchedule solve_groups_greedy(const GroupProblem& problem) {
     }
     if (cheapest[s] == degrees) continue;
     gpu_seconds += gpu_s(s, cheapest[s]);
-    slowest = std::max(slowest, problem.seconds[s][fastest[s]]);
+    double alone = std::numeric_limits<double>::infinity();  // in a micro-batch of its own, at best
+    for (std::size_t i = 0; i < degrees; ++i)
+      if (fits(s, i)) alone = std::min(alone, problem.micro_batch_fixed_s(i) + problem.seconds[s][i]);
+    slowest = std::max(slowest, alone);
   }
   const double bound = std::max(gpu_seconds / problem.job, slowest);
   std::vector<std::vector<std::size_t>> choices;
@@ -157,6 +164,7 @@ GroupSchedule place(const GroupProblem& problem, const std::vector<std::size_t>&
     const std::size_t i = degree_of[s];
     const int degree = problem.degrees[i];
     const double t = time_of(s);
+    const double alone = problem.micro_batch_fixed_s(i) + t;  // in a micro-batch of its own
     // The best place so far: its round (rounds.size(): a new one), its group (groups.size(): a new one).
     double best_increase = std::numeric_limits<double>::infinity();
     std::size_t best_round = schedule.rounds.size(), best_group = 0;
@@ -165,8 +173,8 @@ GroupSchedule place(const GroupProblem& problem, const std::vector<std::size_t>&
       SolvedRound& round = schedule.rounds[r];
       for (std::size_t g = 0; g < round.groups.size(); ++g) {
         const GroupInRound& group = round.groups[g];
-        if (group.degree != degree ||
-            micro_batch_tokens(problem, group) + problem.tokens[s] > problem.capacity_tokens[i])
+        if (group.degree != degree || micro_batch_tokens(problem, group) + problem.tokens[s] >
+                                          problem.micro_batch_limit(i, group.sequences.size() + 1))
           continue;
         const double increase = std::max(0.0, group.seconds + t - round.seconds);
         if (increase < best_increase) {
@@ -177,7 +185,7 @@ GroupSchedule place(const GroupProblem& problem, const std::vector<std::size_t>&
       }
       const int first = ranks[r].free_block(degree);
       if (first >= 0) {
-        const double increase = std::max(0.0, t - round.seconds);
+        const double increase = std::max(0.0, alone - round.seconds);
         if (increase < best_increase) {
           best_increase = increase;
           best_round = r;
@@ -186,7 +194,7 @@ GroupSchedule place(const GroupProblem& problem, const std::vector<std::size_t>&
         }
       }
     }
-    if (best_increase > problem.round_s + t) {  // a round of its own adds its fixed cost and t
+    if (best_increase > problem.round_s + alone) {  // a round of its own adds its fixed cost
       best_round = schedule.rounds.size();
       schedule.rounds.emplace_back();
       ranks.emplace_back(problem.job);
@@ -195,7 +203,7 @@ GroupSchedule place(const GroupProblem& problem, const std::vector<std::size_t>&
     }
     SolvedRound& round = schedule.rounds[best_round];
     if (best_group == round.groups.size()) {
-      round.groups.push_back({best_first, degree, {}, 0});
+      round.groups.push_back({best_first, degree, {}, problem.micro_batch_fixed_s(i)});
       ranks[best_round].take(best_first, degree);
     }
     GroupInRound& group = round.groups[best_group];
@@ -227,13 +235,14 @@ double schedule_seconds(const GroupProblem& problem, const GroupSchedule& schedu
       PARADYSE_CHECK(ranks.free(g.first_rank, g.degree), "groups overlap");
       const auto i = static_cast<std::size_t>(it - problem.degrees.begin());
       int64_t tokens = 0;
-      double seconds = 0;
+      double seconds = problem.micro_batch_fixed_s(i);
       for (const std::size_t s : g.sequences) {
         ++placed[s];
         tokens += problem.tokens[s];
         seconds += problem.seconds[s][i];
       }
-      PARADYSE_CHECK(tokens <= problem.capacity_tokens[i], "a micro-batch over its degree's capacity");
+      PARADYSE_CHECK(tokens <= problem.micro_batch_limit(i, g.sequences.size()),
+                     "a micro-batch over its degree's capacity or packing limit");
       ranks.take(g.first_rank, g.degree);
       slowest = std::max(slowest, seconds);
     }

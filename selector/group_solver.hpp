@@ -5,9 +5,12 @@
 // The model both solve (FlexSP's): a step is rounds; in a round the job's N ranks split into groups
 // of the allowed degrees (powers of two dividing N, each at an offset that is a multiple of its
 // degree, so that a group wider than a node fills whole nodes); each group trains one micro-batch,
-// the sequences packed into it, within the degree's token capacity; a micro-batch takes the sum of
-// its sequences' times alone on that degree (packing saves fixed costs this does not count), and a
-// round the time of its slowest group plus a fixed cost per round; the step is the sum of its rounds.
+// the sequences packed into it, within the degree's packing limit (a longer sequence, up to the
+// degree's capacity, is a micro-batch of its own: one that needs a leaner plan than a sequence alone
+// was priced with); a micro-batch takes a fixed cost
+// of its degree (what a micro-batch costs however few its tokens: its kernels' launches, its weights
+// read) plus the sum of its sequences' times on that degree beyond that cost, and a round the time of
+// its slowest group plus a fixed cost per round; the step is the sum of its rounds.
 //
 // The greedy:
 //  1. each sequence takes a degree, chosen several ways, each placed as in 2, the fastest schedule
@@ -32,13 +35,26 @@ struct GroupProblem {
   int job = 1;                  // N ranks
   std::vector<int> degrees;     // allowed group degrees, ascending powers of two dividing N
   std::vector<int64_t> tokens;  // per sequence
-  // seconds[s][i]: sequence s trained alone on a group of degrees[i]; infinity where it does not fit.
+  // seconds[s][i]: what sequence s adds to a micro-batch on a group of degrees[i] (trained alone, it
+  // takes micro_batch_s[i] more); infinity where it does not fit.
   std::vector<std::vector<double>> seconds;
   std::vector<int64_t> capacity_tokens;  // per degree: the most tokens one micro-batch may hold
+  std::vector<double> micro_batch_s;     // per degree, or empty: none
+  // Per degree, or empty: capacity_tokens. The most tokens a micro-batch of two or more sequences may
+  // hold: what the plan that prices its sequences holds.
+  std::vector<int64_t> packing_tokens;
   // What every round costs besides its groups' work (a grouped step's per-layer weight gathers and
   // gradient reduce-scatters over the job), added once per round.
   double round_s = 0;
 
+  // The most tokens a micro-batch of `sequences` (at least one) may hold on degrees[degree_index].
+  int64_t micro_batch_limit(std::size_t degree_index, std::size_t sequences) const {
+    return sequences > 1 && !packing_tokens.empty() ? packing_tokens[degree_index]
+                                                    : capacity_tokens[degree_index];
+  }
+  double micro_batch_fixed_s(std::size_t degree_index) const {
+    return micro_batch_s.empty() ? 0 : micro_batch_s[degree_index];
+  }
   static constexpr double kNoFit = std::numeric_limits<double>::infinity();
 };
 
@@ -64,7 +80,8 @@ struct GroupSchedule {
 // job, a table of the wrong shape).
 void check_group_problem(const GroupProblem& problem);
 GroupSchedule solve_groups_greedy(const GroupProblem& problem);
-// The problem's objective for a schedule: the sum over rounds of the slowest group's time; throws
+// The problem's objective for a schedule: the sum over rounds of the slowest group's time (with the
+// round's fixed cost); throws
 // when the schedule breaks a rule of the model (overlapping or misaligned groups, capacity, a
 // sequence placed twice or not at all though it fits).
 double schedule_seconds(const GroupProblem& problem, const GroupSchedule& schedule);

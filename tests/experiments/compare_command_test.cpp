@@ -192,6 +192,13 @@ TEST_CASE("compare: bad inputs fail with a clear message, a non-zero exit and no
       {"--trace github-code-like --max-len 1M --global-batch-tokens 1M --micro-batch-tokens 64K --degree 6 "
        "--group-policies groups",
        "--group-policies: groups of the job's 6 GPUs (--degree): expected a power of two"},
+      {"--trace github-code-like --max-len 1M --global-batch-tokens 1M --micro-batch-tokens 64K "
+       "--group-policies groups --group-sizes 2,3",
+       "--group-sizes: a group of 3 GPUs does not divide the job's 8 GPUs"},
+      {"--trace github-code-like --group-sizes 2", "--group-sizes: group sizes are for --group-policies"},
+      {"--trace github-code-like --max-len 1M --global-batch-tokens 1M --micro-batch-tokens 64K "
+       "--group-policies groups --group-sizes 2,x",
+       "--group-sizes"},
   };
   for (const Case& c : cases) {
     INFO(c.args);

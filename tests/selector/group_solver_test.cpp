@@ -5,10 +5,14 @@
 #include <catch2/catch.hpp>
 
 #include <random>
+#include <set>
 
 #include "common/errors.hpp"
+#include "costmodel/program_cost.hpp"
 #include "selector/group_costs.hpp"
 #include "selector/group_milp.hpp"
+#include "strategies/grouped_step.hpp"
+#include "strategies/library.hpp"
 #include "strategies/model.hpp"
 
 using namespace paradyse;
@@ -31,12 +35,16 @@ GroupProblem hand_worked() {
 
 // `sequences` random sequences on `job` ranks: times that fall with the degree, less than linearly
 // (communication), and long sequences that fit only on larger groups.
-GroupProblem random_problem(std::mt19937& rng, int job, int sequences) {
+// With `packed`, each micro-batch also pays a fixed cost, and sequences pack only to half the capacity.
+GroupProblem random_problem(std::mt19937& rng, int job, int sequences, bool packed = false) {
   GroupProblem p;
   p.job = job;
   for (int d = 1; d <= job; d *= 2) {
     p.degrees.push_back(d);
     p.capacity_tokens.push_back(int64_t{16384} * d);
+    if (!packed) continue;
+    p.packing_tokens.push_back(int64_t{8192} * d);
+    p.micro_batch_s.push_back(2e-3 / d + 1e-4 * d);
   }
   std::lognormal_distribution<double> length(8.5, 1.4);
   for (int s = 0; s < sequences; ++s) {
@@ -86,7 +94,7 @@ TEST_CASE("group solver: every sequence placed once, in aligned groups within ca
   std::mt19937 rng(5);
   for (int trial = 0; trial < 50; ++trial) {
     const int job = trial % 2 == 0 ? 8 : 32;
-    const GroupProblem problem = random_problem(rng, job, 10 + trial * 4);
+    const GroupProblem problem = random_problem(rng, job, 10 + trial * 4, trial % 4 < 2);
     CAPTURE(trial, job);
     const selector::GroupSchedule greedy = selector::solve_groups_greedy(problem);
     CHECK(selector::schedule_seconds(problem, greedy) == Approx(greedy.seconds).epsilon(1e-12));
@@ -100,8 +108,8 @@ TEST_CASE("group solver: every sequence placed once, in aligned groups within ca
 TEST_CASE("group solver: never better than the exact MILP, and close to it on small batches", "[selector]") {
   std::mt19937 rng(17);
   double worst_gap = 0;
-  for (int trial = 0; trial < 8; ++trial) {
-    const GroupProblem problem = random_problem(rng, 4, 6);
+  for (int trial = 0; trial < 12; ++trial) {
+    const GroupProblem problem = random_problem(rng, 4, 6, trial % 2 == 1);
     CAPTURE(trial);
     const selector::GroupSchedule greedy = selector::solve_groups_greedy(problem);
     const selector::MilpSolution exact =
@@ -114,6 +122,57 @@ TEST_CASE("group solver: never better than the exact MILP, and close to it on sm
     worst_gap = std::max(worst_gap, greedy.seconds / exact.schedule.seconds - 1);
   }
   CHECK(worst_gap < 0.5);
+}
+
+TEST_CASE("group solver: a micro-batch pays its fixed cost once, however many sequences it packs",
+          "[selector]") {
+  // Two ranks, four equal sequences: 1 s each on one rank, 0.55 s on two, 0.5 s a micro-batch. Two
+  // micro-batches of two side by side take 0.5 + 2 = 2.5 s; all four on both ranks 0.5 + 2.2 = 2.7 s;
+  // four micro-batches of one would pay 0.5 four times.
+  GroupProblem problem;
+  problem.job = 2;
+  problem.degrees = {1, 2};
+  problem.tokens = {1000, 1000, 1000, 1000};
+  problem.seconds.assign(4, {1, 0.55});
+  problem.capacity_tokens = {10000, 10000};
+  problem.micro_batch_s = {0.5, 0.5};
+  selector::GroupSchedule pairs;
+  pairs.rounds = {{{{0, 1, {0, 1}, 0}, {1, 1, {2, 3}, 0}}, 0}};
+  CHECK(selector::schedule_seconds(problem, pairs) == Approx(2.5));
+  selector::GroupSchedule singles;
+  singles.rounds = {{{{0, 1, {0}, 0}, {1, 1, {1}, 0}}, 0}, {{{0, 1, {2}, 0}, {1, 1, {3}, 0}}, 0}};
+  CHECK(selector::schedule_seconds(problem, singles) == Approx(3.0));
+  const selector::GroupSchedule greedy = selector::solve_groups_greedy(problem);
+  CHECK(greedy.seconds == Approx(2.5));
+  CHECK(selector::schedule_seconds(problem, greedy) == Approx(2.5));
+  const selector::MilpSolution exact = selector::solve_groups_milp(problem, 2, 30);
+  REQUIRE(exact.optimal);
+  CHECK(exact.schedule.seconds == Approx(2.5));
+}
+
+TEST_CASE("group solver: beyond the packing limit a sequence is a micro-batch of its own", "[selector]") {
+  // One rank: 3000 + 3000 tokens fit its capacity (10000) but not its packing limit (4000), and 6000
+  // fits only alone; so three micro-batches, three rounds of 0.1 s each on top of the work.
+  GroupProblem problem;
+  problem.job = 1;
+  problem.degrees = {1};
+  problem.tokens = {3000, 3000, 6000};
+  problem.seconds = {{1}, {1}, {2}};
+  problem.capacity_tokens = {10000};
+  problem.packing_tokens = {4000};
+  problem.round_s = 0.1;
+  const selector::GroupSchedule greedy = selector::solve_groups_greedy(problem);
+  CHECK(greedy.rounds.size() == 3);
+  CHECK(greedy.seconds == Approx(4.3));
+  const selector::MilpSolution exact = selector::solve_groups_milp(problem, 3, 30);
+  REQUIRE(exact.optimal);
+  CHECK(exact.schedule.rounds.size() == 3);
+  CHECK(exact.schedule.seconds == Approx(4.3));
+  selector::GroupSchedule packed;
+  packed.rounds = {{{{0, 1, {0, 1}, 0}}, 0}, {{{0, 1, {2}, 0}}, 0}};
+  CHECK_THROWS_WITH(selector::schedule_seconds(problem, packed), Catch::Contains("packing limit"));
+  problem.packing_tokens = {};  // without a limit, the two short ones share a micro-batch
+  CHECK(selector::solve_groups_greedy(problem).seconds == Approx(4.2));
 }
 
 TEST_CASE("group solver: degrees that are not powers of two dividing the job are refused", "[selector]") {
@@ -139,4 +198,59 @@ TEST_CASE("group costs: a job too small to hold the model's sharded state is ref
   CHECK_NOTHROW(selector::GroupCosts(model, cluster, 8, "optimal", 1 << 14));
   CHECK_THROWS_WITH(selector::GroupCosts(model, cluster, 6, "optimal", 1 << 14),
                     Catch::Contains("power of two"));
+}
+
+TEST_CASE("group costs: group sizes that do not divide the job, or are not powers of two, are refused",
+          "[selector]") {
+  CHECK_NOTHROW(selector::check_group_degrees({1, 2, 8}, 8));
+  CHECK_THROWS_WITH(selector::check_group_degrees({2, 3}, 8),
+                    Catch::Contains("--group-sizes") &&
+                        Catch::Contains("a group of 3 GPUs does not divide") && Catch::Contains("8 GPUs"));
+  CHECK_THROWS_WITH(selector::check_group_degrees({16}, 8), Catch::Contains("does not divide"));
+  CHECK_THROWS_WITH(selector::check_group_degrees({0}, 8), Catch::Contains("does not divide"));
+  CHECK_THROWS_WITH(selector::check_group_degrees({6}, 12), Catch::Contains("not a power of two"));
+  const ModelSpec model = load_model("llama-8l");
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  const selector::GroupCosts costs(model, cluster, 8, selector::GroupCosts::kSwitching, 1 << 14,
+                                   {.degrees = {2, 8}});
+  CHECK(costs.degrees() == std::vector<int>{2, 8});
+}
+
+TEST_CASE("group costs: switching mixes a faster strategy into a leaner one where the faster does not fit",
+          "[selector]") {
+  // gpt-8l on 8 GPUs: past Ulysses' capacity, as many Ulysses (or other fast) layers as fit beside
+  // METP's. Each priced plan beats every uniform plan that fits, priced on its own.
+  const ModelSpec model = load_model("gpt-8l");
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  const int job = 8;
+  selector::GroupCosts costs(model, cluster, job, selector::GroupCosts::kSwitching, 1 << 19,
+                             {.degrees = {8}});
+  const costmodel::OpTimer timer(cluster, job);
+  const double static_bytes = costmodel::static_memory_bytes(model, job, WeightLayout::job);
+  int mixed = 0;
+  for (const int64_t length : {16384, 110000, 200000}) {
+    CAPTURE(length);
+    const selector::GroupCosts::Price chosen = costs.price(MicroBatch::sequence(length), job);
+    REQUIRE(chosen.fits);
+    CHECK(chosen.peak_bytes <= cluster.tensor_capacity_bytes());
+    std::set<std::string> strategies;
+    for (const LayerChoice& layer : chosen.plan) strategies.insert(std::string(layer.strategy->name()));
+    mixed += strategies.size() > 1 ? 1 : 0;
+    for (const Strategy* strategy : paper_strategies()) {
+      StepSpec micro;
+      micro.model = &model;
+      micro.tokens = SequenceLayout::padded_length(length, job, model.causal);
+      micro.plan = uniform_plan(*strategy, model.num_layers);
+      GroupedStepSpec step;
+      step.model = &model;
+      step.num_layers = static_cast<int>(model.num_layers);
+      step.rounds = {{{0, job, micro}}};
+      const costmodel::ProgramPrice uniform = costmodel::price_program(
+          trace_grouped_step(step, 0, job), timer, static_bytes, cluster.gpu.allocator_fragmentation);
+      if (uniform.peak_bytes > cluster.tensor_capacity_bytes()) continue;
+      CAPTURE(strategy->name());
+      CHECK(chosen.seconds <= (uniform.seconds - uniform.optimizer_s) * (1 + 1e-9));
+    }
+  }
+  CHECK(mixed >= 1);
 }
