@@ -38,6 +38,10 @@ struct SequenceResult {
   double seconds = 0;
   double peak_bytes = 0;  // the engine's
   bool fits = false;
+  // Group policies, per step: its slowest group over the mean group (per round, averaged), and the
+  // solver's time; 0 for other policies.
+  double imbalance = 0;
+  double solve_s = 0;
 };
 
 struct PolicyResult {

@@ -31,16 +31,19 @@ void write_text(const fs::path& path, const std::string& text) {
 }
 
 std::string csv(const CompareResult& result) {
-  std::string text =
-      csv::row({"policy", "index", "step", "documents", "seq", "padded_seq", "plan", "layer_switches",
-                "predicted_time_s", "time_s", "predicted_peak_bytes", "peak_bytes", "fits"});
+  std::string text = csv::row({"policy", "index", "step", "documents", "seq", "padded_seq", "plan",
+                               "layer_switches", "predicted_time_s", "time_s", "predicted_peak_bytes",
+                               "peak_bytes", "fits", "imbalance", "solve_s"});
+  // Empty where a policy has no groups.
+  const auto group_figure = [](double value) { return value > 0 ? fmt::to_string(value) : std::string(); };
   for (const PolicyResult& p : result.policies)
     for (const SequenceResult& s : p.sequences)
-      text += csv::row(
-          {p.policy, fmt::to_string(s.index), fmt::to_string(s.step), fmt::to_string(s.documents),
-           fmt::to_string(s.tokens), fmt::to_string(s.padded_tokens), s.plan,
-           fmt::to_string(s.layer_switches), fmt::to_string(s.predicted_s), fmt::to_string(s.seconds),
-           fmt::to_string(s.predicted_peak_bytes), fmt::to_string(s.peak_bytes), s.fits ? "1" : "0"});
+      text += csv::row({p.policy, fmt::to_string(s.index), fmt::to_string(s.step),
+                        fmt::to_string(s.documents), fmt::to_string(s.tokens),
+                        fmt::to_string(s.padded_tokens), s.plan, fmt::to_string(s.layer_switches),
+                        fmt::to_string(s.predicted_s), fmt::to_string(s.seconds),
+                        fmt::to_string(s.predicted_peak_bytes), fmt::to_string(s.peak_bytes),
+                        s.fits ? "1" : "0", group_figure(s.imbalance), group_figure(s.solve_s)});
   return text;
 }
 

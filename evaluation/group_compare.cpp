@@ -185,7 +185,8 @@ PolicyResult run_group_policy(const GroupPolicy& policy, const traces::TrainingS
     const selector::GroupProblem problem = costs.problem(lengths);
     const auto start = std::chrono::steady_clock::now();
     const selector::GroupSchedule solved = solve(policy, problem);
-    out.solve_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double solve_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    out.solve_s += solve_s;
 
     if (!solved.unplaced.empty()) {  // out of memory on any group: a result of their own
       SequenceResult& oom = out.sequences.emplace_back();
@@ -210,6 +211,8 @@ PolicyResult run_group_policy(const GroupPolicy& policy, const traces::TrainingS
     result.padded_tokens = planned.padded_tokens;
     result.documents = planned.documents;
     result.model_flops = planned.model_flops;
+    result.imbalance = solved.mean_imbalance();
+    result.solve_s = solve_s;
     out.group_micro_batches += planned.micro_batches;
     out.rounds += static_cast<int64_t>(solved.rounds.size());
     imbalance_sum += solved.mean_imbalance();

@@ -34,7 +34,11 @@ TEST_CASE("group policies: every step's tokens trained or out of memory, on both
       CHECK(r.total_s > 0);
       CHECK(r.rounds >= schedule.steps);
       CHECK(r.mean_imbalance >= 1);
-      for (const evaluation::SequenceResult& step : r.sequences) CHECK_FALSE(step.plan.empty());
+      for (const evaluation::SequenceResult& step : r.sequences) {
+        CHECK_FALSE(step.plan.empty());
+        CHECK(step.imbalance >= 1);
+        CHECK(step.solve_s > 0);
+      }
     }
   }
 }
