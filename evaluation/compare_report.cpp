@@ -143,14 +143,89 @@ std::string comparisons(const CompareResult& result) {
 
 }  // namespace
 
-std::pair<double, double> common_time_s(const PolicyResult& a, const PolicyResult& b) {
-  double ta = 0, tb = 0;
-  for (std::size_t i = 0; i < a.sequences.size() && i < b.sequences.size(); ++i)
-    if (a.sequences[i].fits && b.sequences[i].fits) {
-      ta += a.sequences[i].seconds;
-      tb += b.sequences[i].seconds;
+namespace {
+
+struct CommonSteps {
+  double a_s = 0, b_s = 0;
+  int64_t steps = 0;
+};
+
+CommonSteps common_steps(const PolicyResult& a, const PolicyResult& b) {
+  // Per step: its seconds, and whether every micro-batch of it was trained.
+  const auto by_step = [](const PolicyResult& p) {
+    std::map<int64_t, std::pair<double, bool>> steps;
+    for (const SequenceResult& s : p.sequences) {
+      auto& [seconds, whole] = steps.try_emplace(s.step, 0.0, true).first->second;
+      seconds += s.seconds;
+      whole = whole && s.fits;
     }
-  return {ta, tb};
+    return steps;
+  };
+  const auto a_steps = by_step(a), b_steps = by_step(b);
+  CommonSteps common;
+  for (const auto& [step, a_step] : a_steps) {
+    const auto found = b_steps.find(step);
+    if (!a_step.second || found == b_steps.end() || !found->second.second) continue;
+    common.a_s += a_step.first;
+    common.b_s += found->second.first;
+    ++common.steps;
+  }
+  return common;
+}
+
+bool is_group_policy(const PolicyResult& p) {
+  return p.rounds > 0 || p.group_micro_batches > 0;
+}
+
+}  // namespace
+
+std::pair<double, double> common_time_s(const PolicyResult& a, const PolicyResult& b) {
+  const CommonSteps common = common_steps(a, b);
+  return {common.a_s, common.b_s};
+}
+
+const PolicyResult* best_static(const CompareResult& result) {
+  const PolicyResult* best = nullptr;
+  for (const PolicyResult& p : result.policies) {
+    if (!p.policy.starts_with("static:")) continue;
+    if (best == nullptr || p.trained > best->trained ||
+        (p.trained == best->trained && p.total_s < best->total_s))
+      best = &p;
+  }
+  return best;
+}
+
+std::vector<GroupSpeedup> group_speedups(const CompareResult& result) {
+  const PolicyResult *best = nullptr, *flexsp = nullptr;
+  for (const PolicyResult& p : result.policies) {
+    if (!is_group_policy(p)) continue;
+    if (p.policy == "flexsp") flexsp = &p;
+    const bool better = best == nullptr || best == flexsp || p.trained_tokens > best->trained_tokens ||
+                        (p.trained_tokens == best->trained_tokens && p.total_s < best->total_s);
+    if (better && (p.policy != "flexsp" || best == nullptr)) best = &p;
+  }
+  std::vector<GroupSpeedup> out;
+  if (best == nullptr) return out;
+  for (const PolicyResult* baseline : {best_static(result), flexsp}) {
+    if (baseline == nullptr || baseline == best) continue;
+    const CommonSteps common = common_steps(*baseline, *best);
+    out.push_back(
+        {best->policy, baseline->policy,
+         baseline->tokens_per_second > 0 ? best->tokens_per_second / baseline->tokens_per_second : 0,
+         common.b_s > 0 ? common.a_s / common.b_s : 0, common.steps});
+  }
+  return out;
+}
+
+std::string group_speedups_text(const CompareResult& result) {
+  const PolicyResult* best = best_static(result);
+  std::string text;
+  for (const GroupSpeedup& s : group_speedups(result))
+    text +=
+        fmt::format("{} over {}{}: {:.2f}x tokens/s, {:.2f}x on the {} steps both train whole\n", s.policy,
+                    s.baseline, best != nullptr && s.baseline == best->policy ? " (the best static)" : "",
+                    s.tokens_per_s_ratio, s.common_speedup, s.common_steps);
+  return text;
 }
 
 std::string steps_text(const RunDescription& run) {
@@ -192,6 +267,12 @@ void to_json(nlohmann::json& j, const CompareResult& result) {
                                 {"max_pct", result.interpolation->max_pct()}};
   }
   for (const PolicyResult& p : result.policies) j["policies"][p.policy] = p;
+  for (const GroupSpeedup& s : group_speedups(result))
+    j["group_speedups"].push_back({{"policy", s.policy},
+                                   {"baseline", s.baseline},
+                                   {"tokens_per_s_ratio", s.tokens_per_s_ratio},
+                                   {"speedup_on_common_steps", s.common_speedup},
+                                   {"common_steps", s.common_steps}});
 }
 
 nlohmann::json summary_json(const CompareResult& result, const RunDescription& run) {
@@ -250,6 +331,8 @@ void write_compare_outputs(const CompareResult& result, const RunDescription& ru
         result.simulations);
   report += fmt::format("- Wall time of the run: {:.1f} s.\n\n", run.wall_s);
   report += "## Per policy\n\n```\n" + summary_table(result) + "```\n\n";
+  if (const std::string speedups = group_speedups_text(result); !speedups.empty())
+    report += "Groups:\n\n```\n" + speedups + "```\n\n";
   report +=
       "`steps`: optimizer steps; `micro_bs`: micro-batches (one sequence each unless packed); `trained`: "
       "micro-batches whose plan fit in memory; `oom_count`: those that did not (not trained), and "
@@ -257,7 +340,7 @@ void write_compare_outputs(const CompareResult& result, const RunDescription& ru
       "of memory; `switches`: trained micro-batches whose plan differs from the previous one's.\n\n";
   report += "## Each policy against each other\n\n";
   report +=
-      "Time of the row's policy over the micro-batches both policies trained, against the column's policy "
+      "Time of the row's policy over the steps both policies trained whole, against the column's policy "
       "(negative: the row is faster).\n\n" +
       comparisons(result) + "\n";
   report += "## Cumulative training time\n\n![cumulative training time](cumulative_time.png)\n\n";

@@ -54,7 +54,27 @@ std::string summary_table(const CompareResult& result);
 // is first written as dir + ".partial" and renamed at the end.
 void write_compare_outputs(const CompareResult& result, const RunDescription& run, const std::string& dir);
 
-// Seconds `a` took over the sequences both `a` and `b` trained, and seconds `b` took over them.
+// Seconds `a` took over the steps both `a` and `b` trained whole (every micro-batch in memory), and
+// seconds `b` took over them: policies that split a step differently (group policies) compare too.
 std::pair<double, double> common_time_s(const PolicyResult& a, const PolicyResult& b);
+
+// The static policy that trains the most micro-batches, then in the least time; null when none.
+const PolicyResult* best_static(const CompareResult& result);
+
+// A group policy against a baseline: tokens/s over the baseline's, and the baseline's time over its
+// own on the steps both trained whole (policies that leave different sequences out of memory compare
+// fairly there).
+struct GroupSpeedup {
+  std::string policy, baseline;
+  double tokens_per_s_ratio = 0;
+  double common_speedup = 0;
+  int64_t common_steps = 0;
+};
+// The best group policy (the most tokens trained, then the least time; flexsp only when it is the one
+// group policy) against the best static policy and against flexsp, where the run has them.
+std::vector<GroupSpeedup> group_speedups(const CompareResult& result);
+// "groups over static:ulysses_z (the best static): 1.20x tokens/s, 1.31x on the 340 steps both train
+// whole", a line each.
+std::string group_speedups_text(const CompareResult& result);
 
 }  // namespace paradyse::evaluation

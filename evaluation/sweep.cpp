@@ -29,19 +29,6 @@ bool under_mpirun() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
 }
 
-// The static policy that trains the most sequences (the fastest of equals): the one a user could run
-// instead of switching.
-const PolicyResult* best_static(const CompareResult& result) {
-  const PolicyResult* best = nullptr;
-  for (const PolicyResult& p : result.policies) {
-    if (!p.policy.starts_with("static:")) continue;
-    if (best == nullptr || p.trained > best->trained ||
-        (p.trained == best->trained && p.total_s < best->total_s))
-      best = &p;
-  }
-  return best;
-}
-
 Json run_point(const SweepSpec& spec, const SweepPoint& point) {
   const CompareJobResult run = run_compare_job(spec.job(point));
   Json row;

@@ -48,6 +48,7 @@ void run(const CompareCommandOptions& options) {
                result.interpolation->count(), result.interpolation->mean_pct(),
                result.interpolation->max_pct());
   fmt::print("{}", evaluation::summary_table(result));
+  fmt::print("{}", evaluation::group_speedups_text(result));
   fmt::print(
       "wrote {}/{{summary.json, per_sequence.csv, report.md, cumulative_time.png, time_by_length.png}} in "
       "{:.1f} s\n",

@@ -9,6 +9,7 @@
 #include "common/errors.hpp"
 #include "costmodel/estimate.hpp"
 #include "evaluation/compare_job.hpp"
+#include "evaluation/compare_report.hpp"
 #include "strategies/library.hpp"
 #include "traces/packing.hpp"
 
@@ -109,6 +110,55 @@ TEST_CASE("group policies: a job whose groups hold no sequence at all is refused
   job.group_sizes = {3};
   CHECK_THROWS_WITH(evaluation::run_compare_job(job),
                     Catch::Contains("--group-sizes: a group of 3 GPUs does not divide"));
+}
+
+TEST_CASE("group speedups: the best group policy against the best static and flexsp, on common steps",
+          "[evaluation]") {
+  // Two steps. static:a trains both (4 micro-batches, 10 s + 10 s); static:b leaves step 1 out of
+  // memory; flexsp and groups train each step as one result; groups is faster and takes step 1 whole,
+  // flexsp not.
+  const auto step = [](int64_t index, double seconds, bool fits) {
+    evaluation::SequenceResult s;
+    s.step = index;
+    s.seconds = seconds;
+    s.fits = fits;
+    return s;
+  };
+  evaluation::CompareResult result;
+  evaluation::PolicyResult a, b, flexsp, groups;
+  a.policy = "static:a";
+  b.policy = "static:b";
+  flexsp.policy = "flexsp";
+  groups.policy = "groups";
+  a.sequences = {step(0, 6, true), step(0, 4, true), step(1, 7, true), step(1, 3, true)};
+  a.trained = 4;
+  a.total_s = 20;
+  a.tokens_per_second = 100;
+  b.sequences = {step(0, 5, true), step(1, 0, false)};
+  b.trained = 1;
+  b.total_s = 5;
+  flexsp.sequences = {step(0, 8, true), step(1, 0, false)};
+  flexsp.rounds = 2;
+  flexsp.trained_tokens = 500;
+  flexsp.tokens_per_second = 60;
+  groups.sequences = {step(0, 5, true), step(1, 5, true)};
+  groups.rounds = 3;
+  groups.trained_tokens = 1000;
+  groups.tokens_per_second = 150;
+  result.policies = {a, b, flexsp, groups};
+  const std::vector<evaluation::GroupSpeedup> speedups = evaluation::group_speedups(result);
+  REQUIRE(speedups.size() == 2);
+  CHECK(speedups[0].policy == "groups");
+  CHECK(speedups[0].baseline == "static:a");
+  CHECK(speedups[0].tokens_per_s_ratio == Approx(1.5));
+  CHECK(speedups[0].common_speedup == Approx(2.0));  // 20 s against 10 s over both steps
+  CHECK(speedups[0].common_steps == 2);
+  CHECK(speedups[1].baseline == "flexsp");
+  CHECK(speedups[1].tokens_per_s_ratio == Approx(2.5));
+  CHECK(speedups[1].common_speedup == Approx(1.6));  // step 0 only: 8 s against 5 s
+  CHECK(speedups[1].common_steps == 1);
+  CHECK_THAT(evaluation::group_speedups_text(result),
+             Catch::Contains("groups over static:a (the best static): 1.50x tokens/s, 2.00x on the 2 steps"));
 }
 
 TEST_CASE("group policies: unknown names are refused, naming the flag", "[evaluation]") {
