@@ -206,11 +206,22 @@ std::vector<GroupSpeedup> group_speedups(const CompareResult& result) {
   }
   std::vector<GroupSpeedup> out;
   if (best == nullptr) return out;
-  for (const PolicyResult* baseline : {best_static(result), flexsp}) {
+  const PolicyResult* fastest = nullptr;
+  for (const PolicyResult& p : result.policies)
+    if (p.policy.starts_with("static:") &&
+        (fastest == nullptr || p.tokens_per_second > fastest->tokens_per_second))
+      fastest = &p;
+  const PolicyResult* most = best_static(result);
+  const std::pair<const PolicyResult*, std::string> baselines[] = {
+      {fastest,
+       most == fastest ? "the fastest static, and the one that trains the most" : "the fastest static"},
+      {most == fastest ? nullptr : most, "the static that trains the most"},
+      {flexsp, ""}};
+  for (const auto& [baseline, role] : baselines) {
     if (baseline == nullptr || baseline == best) continue;
     const CommonSteps common = common_steps(*baseline, *best);
     out.push_back(
-        {best->policy, baseline->policy,
+        {best->policy, baseline->policy, role,
          baseline->tokens_per_second > 0 ? best->tokens_per_second / baseline->tokens_per_second : 0,
          common.b_s > 0 ? common.a_s / common.b_s : 0, common.steps});
   }
@@ -218,13 +229,11 @@ std::vector<GroupSpeedup> group_speedups(const CompareResult& result) {
 }
 
 std::string group_speedups_text(const CompareResult& result) {
-  const PolicyResult* best = best_static(result);
   std::string text;
   for (const GroupSpeedup& s : group_speedups(result))
-    text +=
-        fmt::format("{} over {}{}: {:.2f}x tokens/s, {:.2f}x on the {} steps both train whole\n", s.policy,
-                    s.baseline, best != nullptr && s.baseline == best->policy ? " (the best static)" : "",
-                    s.tokens_per_s_ratio, s.common_speedup, s.common_steps);
+    text += fmt::format("{} over {}{}: {:.2f}x tokens/s, {:.2f}x on the {} steps both train whole\n",
+                        s.policy, s.baseline, s.role.empty() ? "" : " (" + s.role + ")", s.tokens_per_s_ratio,
+                        s.common_speedup, s.common_steps);
   return text;
 }
 
@@ -270,6 +279,7 @@ void to_json(nlohmann::json& j, const CompareResult& result) {
   for (const GroupSpeedup& s : group_speedups(result))
     j["group_speedups"].push_back({{"policy", s.policy},
                                    {"baseline", s.baseline},
+                                   {"baseline_role", s.role},
                                    {"tokens_per_s_ratio", s.tokens_per_s_ratio},
                                    {"speedup_on_common_steps", s.common_speedup},
                                    {"common_steps", s.common_steps}});

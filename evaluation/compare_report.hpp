@@ -66,15 +66,18 @@ const PolicyResult* best_static(const CompareResult& result);
 // fairly there).
 struct GroupSpeedup {
   std::string policy, baseline;
+  std::string role;  // the baseline's: "the fastest static", "the static that trains the most", or none
   double tokens_per_s_ratio = 0;
   double common_speedup = 0;
   int64_t common_steps = 0;
 };
 // The best group policy (the most tokens trained, then the least time; flexsp only when it is the one
-// group policy) against the best static policy and against flexsp, where the run has them.
+// group policy) against the fastest static policy (the most tokens/s), the static policy that trains
+// the most (best_static), and flexsp, where the run has them: statics that leave long sequences out
+// of memory have the most tokens/s, so each comparison says something the others do not.
 std::vector<GroupSpeedup> group_speedups(const CompareResult& result);
-// "groups over static:ulysses_z (the best static): 1.20x tokens/s, 1.31x on the 340 steps both train
-// whole", a line each.
+// "groups over static:ulysses_z (the fastest static): 1.20x tokens/s, 1.31x on the 340 steps both
+// train whole", a line each.
 std::string group_speedups_text(const CompareResult& result);
 
 }  // namespace paradyse::evaluation

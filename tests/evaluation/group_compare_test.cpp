@@ -137,6 +137,7 @@ TEST_CASE("group speedups: the best group policy against the best static and fle
   b.sequences = {step(0, 5, true), step(1, 0, false)};
   b.trained = 1;
   b.total_s = 5;
+  b.tokens_per_second = 120;  // the fastest static, though it trains less
   flexsp.sequences = {step(0, 8, true), step(1, 0, false)};
   flexsp.rounds = 2;
   flexsp.trained_tokens = 500;
@@ -147,18 +148,27 @@ TEST_CASE("group speedups: the best group policy against the best static and fle
   groups.tokens_per_second = 150;
   result.policies = {a, b, flexsp, groups};
   const std::vector<evaluation::GroupSpeedup> speedups = evaluation::group_speedups(result);
-  REQUIRE(speedups.size() == 2);
+  REQUIRE(speedups.size() == 3);
   CHECK(speedups[0].policy == "groups");
-  CHECK(speedups[0].baseline == "static:a");
-  CHECK(speedups[0].tokens_per_s_ratio == Approx(1.5));
-  CHECK(speedups[0].common_speedup == Approx(2.0));  // 20 s against 10 s over both steps
-  CHECK(speedups[0].common_steps == 2);
-  CHECK(speedups[1].baseline == "flexsp");
-  CHECK(speedups[1].tokens_per_s_ratio == Approx(2.5));
-  CHECK(speedups[1].common_speedup == Approx(1.6));  // step 0 only: 8 s against 5 s
-  CHECK(speedups[1].common_steps == 1);
-  CHECK_THAT(evaluation::group_speedups_text(result),
-             Catch::Contains("groups over static:a (the best static): 1.50x tokens/s, 2.00x on the 2 steps"));
+  CHECK(speedups[0].baseline == "static:b");
+  CHECK(speedups[0].tokens_per_s_ratio == Approx(1.25));
+  CHECK(speedups[0].common_speedup == Approx(1.0));  // step 0 only: 5 s each
+  CHECK(speedups[0].common_steps == 1);
+  CHECK(speedups[1].baseline == "static:a");
+  CHECK(speedups[1].tokens_per_s_ratio == Approx(1.5));
+  CHECK(speedups[1].common_speedup == Approx(2.0));  // 20 s against 10 s over both steps
+  CHECK(speedups[1].common_steps == 2);
+  CHECK(speedups[2].baseline == "flexsp");
+  CHECK(speedups[2].tokens_per_s_ratio == Approx(2.5));
+  CHECK(speedups[2].common_speedup == Approx(1.6));  // step 0 only: 8 s against 5 s
+  CHECK(speedups[2].common_steps == 1);
+  const std::string text = evaluation::group_speedups_text(result);
+  CHECK_THAT(text,
+             Catch::Contains("groups over static:b (the fastest static): 1.25x tokens/s, 1.00x on the 1 "
+                             "steps both train whole"));
+  CHECK_THAT(text, Catch::Contains("groups over static:a (the static that trains the most): 1.50x tokens/s, "
+                                   "2.00x on the 2 steps"));
+  CHECK_THAT(text, Catch::Contains("groups over flexsp: 2.50x tokens/s, 1.60x on the 1 steps"));
 }
 
 TEST_CASE("group policies: unknown names are refused, naming the flag", "[evaluation]") {
