@@ -10,7 +10,9 @@ using namespace paradyse::testing;
 
 TEST_CASE("bench-groups: the greedy is at or above the MILP's proven optimum, and its solve time is printed",
           "[experiments]") {
-  const RunResult r = run_paradyse("bench-groups --model llama-8l --instances 4 --sequences 5 --steps 3");
+  const RunResult r = run_paradyse(
+      "bench-groups --model llama-8l --instances 4 --sequences 5 --steps 3 --batch-tokens 128K "
+      "--simulate-gpus 16");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   std::smatch gap;
