@@ -176,6 +176,7 @@ PolicyResult run_group_policy(const GroupPolicy& policy, const traces::TrainingS
   PolicyResult out;
   out.policy = policy.name;
   double imbalance_sum = 0;
+  int64_t solved_steps = 0;  // with at least one round
   std::size_t next = 0;
   for (int64_t step = 0; step < schedule.steps; ++step) {
     if (progress) progress(step, schedule.steps, policy.name);
@@ -216,6 +217,7 @@ PolicyResult run_group_policy(const GroupPolicy& policy, const traces::TrainingS
     out.group_micro_batches += planned.micro_batches;
     out.rounds += static_cast<int64_t>(solved.rounds.size());
     imbalance_sum += solved.mean_imbalance();
+    ++solved_steps;
     if (!planned.fits) continue;  // a group's micro-batch fits no plan: the step is out of memory
     if (sim::Simulator* simulator = engine.simulator()) {
       const sim::SimulationResult simulated = simulator->simulate_grouped(spec);
@@ -234,7 +236,7 @@ PolicyResult run_group_policy(const GroupPolicy& policy, const traces::TrainingS
     }
     ++out.steps;
   }
-  if (schedule.steps > 0) out.mean_imbalance = imbalance_sum / static_cast<double>(schedule.steps);
+  if (solved_steps > 0) out.mean_imbalance = imbalance_sum / static_cast<double>(solved_steps);
   summarise(out, engine.cluster(), job);
   return out;
 }

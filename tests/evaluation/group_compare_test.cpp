@@ -44,6 +44,23 @@ TEST_CASE("group policies: every step's tokens trained or out of memory, on both
   }
 }
 
+TEST_CASE("group policies: a sequence no group holds is out of memory, and its step counts in no mean",
+          "[evaluation]") {
+  const ModelSpec model = load_model("llama-8l");
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  evaluation::StepEngine engine(model, cluster, 8, "analytic", 0);
+  // Step 0 trains 3000 tokens; step 1 is one sequence of 4M tokens, which 8 A100s cannot hold.
+  const int64_t too_long = int64_t{4} << 20;
+  const traces::TrainingSchedule schedule = traces::packed_steps(
+      {3000, too_long}, {.global_batch_tokens = too_long, .micro_batch_tokens = 65536, .quantum = 16});
+  REQUIRE(schedule.steps == 2);
+  const evaluation::PolicyResult r =
+      evaluation::run_group_policy(evaluation::parse_group_policies("groups").front(), schedule, engine);
+  CHECK(r.oom_tokens == Approx(static_cast<double>(too_long)));
+  CHECK(r.trained_tokens == Approx(3000));
+  CHECK(r.mean_imbalance >= 1);
+}
+
 TEST_CASE("group policies: a long sequence alone runs on every GPU, about as fast as the ordinary step",
           "[evaluation]") {
   const ModelSpec model = load_model("llama-8l");
