@@ -64,7 +64,7 @@ class JobShards final : public WeightSource {
   }
 
   LayerWeights& layer_grads(Backend& be, int, const Strategy& strategy) override {
-    grad_flat_ = be.zeros({layout_.padded(be.job_degree())}, DType::fp32);
+    grad_flat_ = be.zeros({layout_.padded(be.job_degree())}, DType::bf16);
     whole_grads_ = whole_views(be, layout_, grad_flat_);
     if (takes_whole(be, strategy) && !strategy.replicates_tokens()) return whole_grads_;
     shard_grads_ = LayerWeights{};
@@ -99,7 +99,7 @@ class JobShards final : public WeightSource {
       const auto l = static_cast<std::size_t>(layer);
       be.job_all_gather(shards_.flat_layers[l], 0);
       be.add_(shards_.flat_layer_grads[l],
-              be.job_reduce_scatter(be.zeros({layout_.padded(be.job_degree())}, DType::fp32), 0));
+              be.job_reduce_scatter(be.zeros({layout_.padded(be.job_degree())}, DType::bf16), 0));
     }
     be.begin_phase(Phase::embedding_backward, -1);
     add_table_grad(be, false, be.zeros(table_shape, DType::bf16));

@@ -6,7 +6,9 @@
 // sharded over the whole job, ZeRO-3 style (FSDP's FULL_SHARD unit per layer): a layer's weights are
 // one flat tensor (layer_flat_layout), 1/N of it on each of the job's N ranks, gathered whole over
 // the job before the layer's forward and again before its backward; the layer's whole gradient is
-// reduce-scattered over the job after its backward. These job collectives are the same, layer by
+// reduce-scattered over the job after its backward, in bf16 as the ZeRO-3 strategies here reduce
+// theirs (DeepSpeed ZeRO-3 and FSDP reduce in the parameters' dtype by default), and added into the
+// rank's fp32 gradient shard. These job collectives are the same, layer by
 // layer, whatever each group runs, so the groups of a round go through the layers together.
 //
 // What a group of degree d does with a layer's whole weights:
