@@ -99,12 +99,15 @@ double OpTimer::communication_s(const Op& op) const {
   // nccl-tests' bus bandwidth at the collective's size turns bus bytes into time (REFERENCE.md §1, §3);
   // the hops' latency is the floor of small messages.
   const int group_size = op.group_size > 1 ? op.group_size : degree_;
-  const hw::FabricSpec& fabric = cluster_.fabric_of(op.group_first, group_size);
+  const hw::FabricSpec& fabric = cluster_.fabric_of(op.group_first, group_size, op.group_stride);
   double bandwidth = fabric.streaming_bandwidth(op.size_bytes);
   if (op.kind == OpKind::all_to_all) bandwidth *= fabric.all_to_all_efficiency;
-  // A point-to-point transfer crosses one link: between nodes one NIC, not the NICs of every ring.
-  if (op.kind == OpKind::send_recv && &fabric == &cluster_.inter_node)
-    bandwidth *= fabric.bytes_per_second / fabric.peak_bus_bandwidth();
+  // A point-to-point transfer crosses one link: between nodes one NIC, not the NICs of every ring; so
+  // does every step of a ring with one GPU per node. Every GPU of a node does so at once (a ring
+  // attention step, the replicas of every shard), so each has its share of the node's NICs.
+  else if ((op.kind == OpKind::send_recv || cluster_.one_gpu_per_node(group_size, op.group_stride)) &&
+           &fabric == &cluster_.inter_node)
+    bandwidth *= fabric.bytes_per_second * cluster_.nic_share() / fabric.peak_bus_bandwidth();
   return latency_hops(op.kind, group_size) * fabric.hop_latency_s() + op.bus_bytes / bandwidth;
 }
 

@@ -85,9 +85,10 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
   const traces::Trace& trace = run.trace;
   const traces::PreparedTrace& prepared = run.prepared;
   PolicySet set = job.policies.build(job.machine, job.cluster ? &*job.cluster : nullptr);
+  const int shard_degree = parse_shard_group(job.shard_group, set.cluster, set.degree);
   if (!group_policies.empty()) {
     try {
-      selector::check_group_job(set.model, set.cluster, set.degree);
+      selector::check_group_job(set.model, set.cluster, set.degree, shard_degree);
     } catch (const InputError& e) {
       throw InputError(
           "--group-policies", 0, "",
@@ -96,6 +97,8 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
     selector::check_group_degrees(job.group_sizes, set.degree);
   } else if (!job.group_sizes.empty()) {
     throw InputError("--group-sizes", 0, "", "group sizes are for --group-policies, and there are none");
+  } else if (job.shard_group != "job") {
+    throw InputError("--shard-group", 0, "", "a shard group is for --group-policies, and there are none");
   }
   const traces::TrainingSchedule schedule =
       global_batch_tokens > 0
@@ -109,10 +112,11 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
   // Priced before anything runs: a group policy that can train nothing is an input error.
   std::vector<std::unique_ptr<selector::GroupCosts>> costs;
   for (const GroupPolicy& group_policy : group_policies)
-    costs.push_back(
-        group_costs(group_policy, engine,
-                    {.recompute_choices = job.policies.recompute_choices, .degrees = job.group_sizes},
-                    largest_step_tokens(schedule)));
+    costs.push_back(group_costs(group_policy, engine,
+                                {.recompute_choices = job.policies.recompute_choices,
+                                 .degrees = job.group_sizes,
+                                 .shard_degree = shard_degree},
+                                largest_step_tokens(schedule)));
   std::vector<selector::Policy*> policies;
   for (auto& policy : set.policies) policies.push_back(policy.get());
   CompareJobResult out{run_compare(policies, schedule, engine, progress, 24), {}};
@@ -122,6 +126,7 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
   description.model = set.model.name;
   description.cluster = set.cluster.name;
   description.degree = set.degree;
+  if (!group_policies.empty()) description.shard_degree = shard_degree;
   description.global_batch = job.global_batch;
   description.global_batch_tokens = global_batch_tokens;
   description.micro_batch_tokens = micro_batch_tokens;

@@ -35,7 +35,8 @@ struct CompareJob {
   // Group policies (group_compare.hpp), comma-separated, run after `policies` on the same global
   // batches; they need packed training.
   std::string group_policies;
-  std::vector<int> group_sizes;  // the degrees their groups may have; empty: every power of two
+  std::vector<int> group_sizes;     // the degrees their groups may have; empty: every power of two
+  std::string shard_group = "job";  // what their weights are sharded over (parse_shard_group)
 };
 
 // The job's trace, loaded and prepared (order, cap, sample, limit), every flag checked.

@@ -248,6 +248,16 @@ std::string steps_text(const RunDescription& run) {
                      run.global_batch);
 }
 
+std::string shard_group_text(const RunDescription& run) {
+  if (run.shard_degree == 0) return "";
+  if (run.shard_degree == run.degree)
+    return fmt::format("group policies shard every weight over the job's {} GPUs (fully sharded)",
+                       run.degree);
+  return fmt::format(
+      "group policies shard every weight over each shard group of {} GPUs, {} replicas (hybrid sharding)",
+      run.shard_degree, run.degree / run.shard_degree);
+}
+
 void to_json(nlohmann::json& j, const PolicyResult& policy) {
   j = {{"total_time_s", policy.total_s},
        {"tokens_per_s", policy.tokens_per_second},
@@ -331,6 +341,8 @@ void write_compare_outputs(const CompareResult& result, const RunDescription& ru
   report += fmt::format("- Trained: {}\n", run.preparation);
   report += fmt::format("- Machine: {} GPUs of {}, degree {}, {}.\n", run.degree, run.cluster, run.degree,
                         steps_text(run));
+  if (const std::string shards = shard_group_text(run); !shards.empty())
+    report += fmt::format("- Groups: {}.\n", shards);
   report += fmt::format("- Times: {}.\n", result.method);
   if (result.interpolation && result.interpolation->count() > 0)
     report += fmt::format(

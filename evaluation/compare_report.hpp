@@ -23,6 +23,7 @@ struct RunDescription {
   // Packed training: tokens a step and padded tokens a micro-batch (0: not packed).
   int64_t global_batch_tokens = 0;
   int64_t micro_batch_tokens = 0;
+  int shard_degree = 0;     // group policies: the GPUs each weight is sharded over (0: no group policies)
   std::string trace;        // name or path
   std::string trace_about;  // where it comes from
   std::string preparation;  // order, cap rule, limit: what was trained
@@ -33,10 +34,12 @@ struct RunDescription {
 // What summary.json says of the run: not `sorted` (it only shapes a plot) nor the wall time (which
 // would make two identical runs' summaries differ).
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RunDescription, model, cluster, degree, global_batch, global_batch_tokens,
-                                   micro_batch_tokens, trace, trace_about, preparation)
+                                   micro_batch_tokens, shard_degree, trace, trace_about, preparation)
 
 // "one sequence per training step", how many a global batch holds, or how it is packed.
 std::string steps_text(const RunDescription& run);
+// What the group policies shard their weights over ("" without group policies).
+std::string shard_group_text(const RunDescription& run);
 
 // A policy's totals: "total_time_s", "tokens_per_s", "mfu", "oom_count" and "oom_tokens" (micro-batches
 // out of memory and their tokens), "max_len_before_oom", "switches" (plan switches), "steps" (optimizer

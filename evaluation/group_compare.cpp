@@ -66,7 +66,8 @@ Timed analytic(const GroupedStepSpec& spec, const hw::ClusterSpec& cluster, int 
   const costmodel::OpTimer timer(cluster, job);
   ModelSpec model = *spec.model;
   model.num_layers = spec.num_layers;
-  const double static_bytes = costmodel::static_memory_bytes(model, job, WeightLayout::job);
+  const double static_bytes =
+      costmodel::static_memory_bytes(model, spec.shard_degree_of(job), WeightLayout::job);
   Timed timed;
   for (int rank = 0; rank < job; ++rank) {
     const costmodel::ProgramPrice price = costmodel::price_program(
@@ -85,6 +86,7 @@ PlannedStep plan_grouped_step(const ModelSpec& model, int job, const std::vector
   PlannedStep planned;
   planned.spec.model = &model;
   planned.spec.num_layers = static_cast<int>(model.num_layers);
+  planned.spec.shard_degree = costs.shard_degree();
   for (const selector::SolvedRound& round : schedule.rounds) {
     Round groups;
     int covered = 0;
@@ -118,6 +120,12 @@ PlannedStep plan_grouped_step(const ModelSpec& model, int job, const std::vector
     planned.spec.rounds.push_back(std::move(groups));
   }
   return planned;
+}
+
+int parse_shard_group(const std::string& name, const hw::ClusterSpec& cluster, int job) {
+  if (name == "job") return job;
+  if (name == "node") return std::min(cluster.gpus_per_node, job);
+  throw InputError("--shard-group", 0, "", "expected job or node, got '" + name + "'");
 }
 
 std::vector<GroupPolicy> parse_group_policies(const std::string& names) {

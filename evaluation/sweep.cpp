@@ -49,6 +49,12 @@ Json run_point(const SweepSpec& spec, const SweepPoint& point) {
     const auto [static_s, seconds] = best != nullptr ? common_time_s(*best, p) : std::pair{0.0, 0.0};
     row["speedup_" + p.policy] = seconds > 0 ? static_s / seconds : 0.0;
   }
+  // The best group policy over the same static, on the steps both train whole.
+  for (const GroupSpeedup& speedup : group_speedups(run.result))
+    if (best != nullptr && speedup.baseline == best->policy) {
+      row["best_group"] = speedup.policy;
+      row["speedup_groups"] = speedup.common_speedup;
+    }
   return row;
 }
 
@@ -152,13 +158,14 @@ std::string csv_cell(const Json& value) {
 // memory. The points are named on the x axis by their ids.
 void plot(const std::vector<Json>& rows, const std::vector<std::string>& policies, const fs::path& dir) {
   std::string tics = "set xtics rotate by -20 (";
-  std::string paradyse, optimal;
+  std::string paradyse, optimal, groups;
   std::vector<std::string> longest(policies.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Json& row = rows[i];
     tics += fmt::format("{}{} {}", i == 0 ? "" : ", ", gnuplot::quoted(row.at("id").get<std::string>()), i);
     paradyse += fmt::format("{}\n", row.value("speedup_paradyse", 0.0));
     optimal += fmt::format("{}\n", row.value("speedup_optimal", 0.0));
+    groups += fmt::format("{}\n", row.value("speedup_groups", 0.0));
     for (std::size_t p = 0; p < policies.size(); ++p) {
       const Json& cell = row.at("policies").contains(policies[p])
                              ? row.at("policies").at(policies[p]).at("max_len_before_oom")
@@ -176,6 +183,8 @@ void plot(const std::vector<Json>& rows, const std::vector<std::string>& policie
                    "set title 'speedup over the static strategy that trains the most sequences'",
                    "set ylabel 'speedup (x)'"},
       .series = {{paradyse, "1", "lw 2", "paradyse"}, {optimal, "1", "lw 2", "optimal"}}};
+  if (std::any_of(rows.begin(), rows.end(), [](const Json& row) { return row.contains("speedup_groups"); }))
+    speedup.series.push_back({groups, "1", "lw 2", "best group policy"});
   gnuplot::Plot longest_plot{
       .png = dir / "longest.png",
       .height_px = 650,
@@ -198,14 +207,16 @@ void write_outputs(const SweepSpec& spec, const std::vector<Json>& rows, const f
                                            "max_len_before_oom"};
   std::vector<std::string> header = {"point", "id"};
   header.insert(header.end(), spec.axes.begin(), spec.axes.end());
-  header.insert(header.end(), {"best_static", "speedup_paradyse", "speedup_optimal"});
+  header.insert(header.end(),
+                {"best_static", "speedup_paradyse", "speedup_optimal", "best_group", "speedup_groups"});
   for (const std::string& p : policies)
     for (const std::string& f : fields) header.push_back(p + "." + f);
   std::string csv = csv::row(header);
   for (const Json& row : rows) {
     std::vector<std::string> cells = {csv_cell(row.at("point")), csv_cell(row.at("id"))};
     for (const std::string& axis : spec.axes) cells.push_back(csv_cell(row.at(axis)));
-    for (const char* key : {"best_static", "speedup_paradyse", "speedup_optimal"})
+    for (const char* key :
+         {"best_static", "speedup_paradyse", "speedup_optimal", "best_group", "speedup_groups"})
       cells.push_back(csv_cell(row.value(key, Json())));
     for (const std::string& p : policies)
       for (const std::string& f : fields)

@@ -9,6 +9,7 @@
 #include "common/errors.hpp"
 #include "common/json_input.hpp"
 #include "common/units.hpp"
+#include "evaluation/group_compare.hpp"
 #include "traces/trace.hpp"
 
 namespace paradyse::evaluation {
@@ -18,8 +19,8 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 const std::vector<std::string> kAxes = {
-    "cluster", "nodes", "degree",       "nvlink_scale",        "nic_scale",         "hbm_gib",
-    "model",   "trace", "global_batch", "global_batch_tokens", "micro_batch_tokens"};
+    "cluster", "nodes", "degree",       "nvlink_scale",        "nic_scale",          "hbm_gib",
+    "model",   "trace", "global_batch", "global_batch_tokens", "micro_batch_tokens", "shard_group"};
 const std::vector<std::string> kBaseKeys = {"model",
                                             "cluster",
                                             "nodes",
@@ -37,6 +38,8 @@ const std::vector<std::string> kBaseKeys = {"model",
                                             "over",
                                             "global_batch_tokens",
                                             "micro_batch_tokens",
+                                            "group_policies",
+                                            "shard_group",
                                             "mode",
                                             "plan_lengths"};
 
@@ -205,7 +208,9 @@ SweepSpec load_sweep_spec(const std::string& path, bool plan_only) {
   for (const SweepPoint& point : spec.points) {
     try {
       const CompareJob job = spec.job(point);
-      (void)job.policies.build(job.machine, job.cluster ? &*job.cluster : nullptr);  // model, cluster, degree
+      const PolicySet set = job.policies.build(job.machine, job.cluster ? &*job.cluster : nullptr);
+      (void)parse_group_policies(job.group_policies);
+      (void)parse_shard_group(job.shard_group, set.cluster, set.degree);
       if (!job.lengths.empty() ||
           std::find(traces_read.begin(), traces_read.end(), job.trace) != traces_read.end())
         continue;
@@ -244,6 +249,8 @@ CompareJob SweepSpec::job(const SweepPoint& point) const {
   job.over = settings.value("over", job.over);
   job.global_batch_tokens = length_text("global_batch_tokens", job.global_batch_tokens);
   job.micro_batch_tokens = length_text("micro_batch_tokens", job.micro_batch_tokens);
+  job.group_policies = settings.value("group_policies", job.group_policies);
+  job.shard_group = settings.value("shard_group", job.shard_group);
   if (settings.value("mode", "compare") == "plan") {
     job.engine = "analytic";
     job.lengths = settings.value("plan_lengths", std::vector<int64_t>{});

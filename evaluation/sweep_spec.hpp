@@ -5,12 +5,12 @@
 //
 // base keys: model, cluster, nodes, degree, trace, policies, order, seed, limit, sample, engine,
 // grid_ratio, global_batch, max_len and over (compare's --max-len and --over), global_batch_tokens and
-// micro_batch_tokens (packed training; lengths as integers or text such as "64K"), mode ("compare": the
-// trace; "plan": planning only, at plan_lengths, on the analytic model), plan_lengths. Axes: cluster (a
-// preset: GPU type and node), nodes, degree, nvlink_scale and nic_scale (factors on the fabrics'
-// bandwidths), hbm_gib (GPU memory), model, trace, global_batch, global_batch_tokens,
-// micro_batch_tokens. Points are the cartesian product, enumerated in that axis order, the last axis
-// fastest.
+// micro_batch_tokens (packed training; lengths as integers or text such as "64K"), group_policies and
+// shard_group (compare's --group-policies and --shard-group), mode ("compare": the trace; "plan":
+// planning only, at plan_lengths, on the analytic model), plan_lengths. Axes: cluster (a preset: GPU
+// type and node), nodes, degree, nvlink_scale and nic_scale (factors on the fabrics' bandwidths),
+// hbm_gib (GPU memory), model, trace, global_batch, global_batch_tokens, micro_batch_tokens,
+// shard_group. Points are the cartesian product, enumerated in that axis order, the last axis fastest.
 #pragma once
 
 #include <string>

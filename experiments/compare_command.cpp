@@ -42,6 +42,8 @@ void run(const CompareCommandOptions& options) {
   fmt::print("{} on {} (degree {}, {}), trace {}: {}\n", description.model, description.cluster,
              description.degree, evaluation::steps_text(description), description.trace,
              description.preparation);
+  if (const std::string shards = evaluation::shard_group_text(description); !shards.empty())
+    fmt::print("{}\n", shards);
   fmt::print("times: {}\n", result.method);
   if (result.interpolation && result.interpolation->count() > 0)
     fmt::print("interpolation error on {} sequences simulated directly: mean {:.3f} %, max {:.3f} %\n",
@@ -118,6 +120,13 @@ void add_compare_command(CLI::App& app) {
                    "group policies: the group sizes they may use, comma-separated powers of two that "
                    "divide the GPUs (default: every one)")
       ->delimiter(',');
+  command
+      ->add_option("--shard-group", options->job.shard_group,
+                   "group policies: what each weight is sharded over, job (every GPU holds 1/N of it, "
+                   "gathered over all N for every layer: FSDP's FULL_SHARD) or node (every node holds a "
+                   "replica, 1/G of it on each of its G GPUs, gathered over NVLink; gradients then "
+                   "all-reduced across the nodes: FSDP's HYBRID_SHARD)")
+      ->capture_default_str();
   command->add_option("--engine", options->job.engine, "sim (the simulator times every step) or analytic")
       ->capture_default_str();
   command

@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "common/errors.hpp"
@@ -36,12 +37,24 @@ void run(const SweepOptions& options) {
   fmt::print("{} points ({} run now, {} from an earlier run){}\n", spec.points.size(), run.run_now,
              spec.points.size() - static_cast<std::size_t>(run.run_now),
              run.mpi_ranks > 0 ? fmt::format(", over {} MPI ranks", run.mpi_ranks) : "");
-  fmt::print("{:<44} {:>18} {:>18} {:>17}\n", "point", "best static", "paradyse speedup", "optimal speedup");
+  // Speedups over the best static on the sequences both train; "-" where the run has no such policy.
+  const auto speedup = [](const Json& row, const char* key) {
+    return row.contains(key) ? fmt::format("{:.2f}x", row.at(key).get<double>()) : std::string("-");
+  };
+  const bool groups = std::any_of(run.rows.begin(), run.rows.end(),
+                                  [](const Json& row) { return row.contains("best_group"); });
+  fmt::print("{:<44} {:>18} {:>18} {:>17}{}\n", "point", "best static", "paradyse speedup", "optimal speedup",
+             groups ? fmt::format(" {:>24}", "best group policy speedup") : "");
   for (const Json& row : run.rows) {
     const std::string best = row.at("best_static").get<std::string>();
-    fmt::print("{:<44} {:>18} {:>17.2f}x {:>16.2f}x\n", row.at("id").get<std::string>(),
-               best.empty() ? "-" : best.substr(best.find(':') + 1), row.value("speedup_paradyse", 0.0),
-               row.value("speedup_optimal", 0.0));
+    fmt::print(
+        "{:<44} {:>18} {:>18} {:>17}{}\n", row.at("id").get<std::string>(),
+        best.empty() ? "-" : best.substr(best.find(':') + 1), speedup(row, "speedup_paradyse"),
+        speedup(row, "speedup_optimal"),
+        groups ? fmt::format(" {:>24}", row.contains("best_group") ? row.at("best_group").get<std::string>() +
+                                                                         " " + speedup(row, "speedup_groups")
+                                                                   : "-")
+               : "");
   }
   fmt::print("wrote {0}/sweep.csv, {0}/sweep.json, {0}/speedup.png, {0}/longest.png\n", options.out);
 }

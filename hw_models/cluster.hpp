@@ -3,6 +3,7 @@
 // header is what the rest of paradyse sees of them. Knows nothing of strategies.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -101,11 +102,19 @@ struct ClusterSpec {
   int nics_per_node = 0;
 
   int num_gpus() const { return num_nodes * gpus_per_node; }
-  // The fabric a group of GPUs [first_gpu, first_gpu + gpus) communicates over: the NICs when it
-  // spans nodes, else NVLink.
-  const FabricSpec& fabric_of(int first_gpu, int gpus) const {
-    const bool spans = first_gpu / gpus_per_node != (first_gpu + gpus - 1) / gpus_per_node;
+  // The fabric a group of GPUs first_gpu, first_gpu + stride, … (gpus of them) communicates over: the
+  // NICs when it spans nodes, else NVLink.
+  const FabricSpec& fabric_of(int first_gpu, int gpus, int stride = 1) const {
+    const bool spans = first_gpu / gpus_per_node != (first_gpu + (gpus - 1) * stride) / gpus_per_node;
     return spans ? inter_node : intra_node;
+  }
+  // Whether such a group has at most one GPU in any node: then each of its GPUs reaches the others
+  // through its own NIC alone, not through the NICs of a whole node (the replicas of a hybrid-sharded
+  // shard, one per node, all-reducing their gradient).
+  bool one_gpu_per_node(int gpus, int stride) const { return gpus > 1 && stride >= gpus_per_node; }
+  // A GPU's share of its node's NICs when every GPU of the node sends across nodes at once.
+  double nic_share() const {
+    return std::min(1.0, static_cast<double>(std::max(1, nics_per_node)) / std::max(1, gpus_per_node));
   }
   // Bytes a rank may allocate for tensors: HBM minus what CUDA and NCCL reserve.
   double tensor_capacity_bytes() const { return gpu.hbm_bytes - gpu.reserved_bytes; }

@@ -19,16 +19,17 @@ std::vector<std::vector<double>> gather_values(Communicator& communicator,
   return by_value;
 }
 
-void check_subgroup(int first_rank, int size, int rank, int group_size) {
-  PARADYSE_CHECK(first_rank >= 0 && size >= 1 && first_rank + size <= group_size && rank >= first_rank &&
-                     rank < first_rank + size,
-                 "ranks [" + std::to_string(first_rank) + ", " + std::to_string(first_rank + size) +
-                     ") as a subgroup of " + std::to_string(group_size) + " asked for by rank " +
-                     std::to_string(rank));
+void check_subgroup(const RankSet& ranks, int rank, int group_size) {
+  PARADYSE_CHECK(ranks.first >= 0 && ranks.size >= 1 && ranks.stride >= 1 &&
+                     ranks.rank(ranks.size - 1) < group_size && ranks.holds(rank),
+                 "ranks " + std::to_string(ranks.first) + " + " + std::to_string(ranks.stride) +
+                     "·i for i < " + std::to_string(ranks.size) + " as a subgroup of " +
+                     std::to_string(group_size) + " asked for by rank " + std::to_string(rank));
 }
 
-std::string subgroup_prefix(int first_rank, int size) {
-  return "paradyse/group/" + std::to_string(first_rank) + "/" + std::to_string(size) + "/";
+std::string subgroup_prefix(const RankSet& ranks) {
+  return "paradyse/group/" + std::to_string(ranks.first) + "/" + std::to_string(ranks.size) + "/" +
+         std::to_string(ranks.stride) + "/";
 }
 
 }  // namespace paradyse::real

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "real_backend/communication_error.hpp"
+#include "strategies/backend.hpp"
 
 namespace paradyse::real {
 
@@ -46,16 +47,16 @@ class Communicator {
   // Sends `send` to rank `to` and receives `recv` (same size and type) from rank `from`.
   virtual std::unique_ptr<Work> send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) = 0;
   virtual void barrier() = 0;
-  // Ranks [first_rank, first_rank + size) of this group as a group of their own (a grouped step's
-  // sequence-parallel group), connected through the same store under a key of their own: every one of
-  // them calls it, and no other rank does.
-  virtual std::unique_ptr<Communicator> subgroup(int first_rank, int size) = 0;
+  // `ranks` of this group as a group of their own (a grouped step's sequence-parallel group, shard
+  // group or replicas), member i being rank ranks.rank(i), connected through the same store under a
+  // key of their own: every one of them calls it, and no other rank does.
+  virtual std::unique_ptr<Communicator> subgroup(const RankSet& ranks) = 0;
 };
 
-// The store key prefix of subgroup(first_rank, size), unique per group.
-std::string subgroup_prefix(int first_rank, int size);
-// Checks that ranks [first_rank, first_rank + size) lie in a group of `group_size` and hold `rank`.
-void check_subgroup(int first_rank, int size, int rank, int group_size);
+// The store key prefix of subgroup(ranks), unique per group.
+std::string subgroup_prefix(const RankSet& ranks);
+// Checks that `ranks` lie in a group of `group_size` and hold `rank`.
+void check_subgroup(const RankSet& ranks, int rank, int group_size);
 
 // Every rank's `values` on every rank: element i of the result holds value i of each rank, in rank
 // order. For the few numbers (times, peaks) that a measurement summarises over the group.

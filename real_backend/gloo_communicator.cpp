@@ -124,10 +124,11 @@ class GlooCommunicator final : public Communicator {
     start("barrier", [&] { return Works{group_->barrier()}; })->wait();
   }
 
-  std::unique_ptr<Communicator> subgroup(int first_rank, int size) override {
-    check_subgroup(first_rank, size, rank_, size_);
-    auto store = c10::make_intrusive<c10d::PrefixStore>(subgroup_prefix(first_rank, size), store_);
-    return std::make_unique<GlooCommunicator>(store, rank_ - first_rank, size, timeout_);
+  std::unique_ptr<Communicator> subgroup(const RankSet& ranks) override {
+    check_subgroup(ranks, rank_, size_);
+    auto store = c10::make_intrusive<c10d::PrefixStore>(subgroup_prefix(ranks), store_);
+    return std::make_unique<GlooCommunicator>(store, (rank_ - ranks.first) / ranks.stride, ranks.size,
+                                              timeout_);
   }
 
  private:

@@ -301,11 +301,12 @@ class NcclCommunicator final : public Communicator {
     })->wait_on_host("barrier", timeout_);
   }
 
-  std::unique_ptr<Communicator> subgroup(int first_rank, int size) override {
+  std::unique_ptr<Communicator> subgroup(const RankSet& ranks) override {
     const Group& g = *group_;
-    check_subgroup(first_rank, size, g.rank, g.size);
-    auto store = c10::make_intrusive<c10d::PrefixStore>(subgroup_prefix(first_rank, size), store_);
-    return std::make_unique<NcclCommunicator>(store, g.rank - first_rank, size, g.device, timeout_);
+    check_subgroup(ranks, g.rank, g.size);
+    auto store = c10::make_intrusive<c10d::PrefixStore>(subgroup_prefix(ranks), store_);
+    return std::make_unique<NcclCommunicator>(store, (g.rank - ranks.first) / ranks.stride, ranks.size,
+                                              g.device, timeout_);
   }
 
  private:

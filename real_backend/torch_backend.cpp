@@ -260,7 +260,7 @@ void TorchBackend::label(std::string_view name) {
 }
 
 Tensor TorchBackend::parameter(std::string_view name, const Shape& shape, int shard) {
-  Tensor weight = wrap(weights_.shard(name, shape, shard, job_degree()), DType::bf16);
+  Tensor weight = wrap(weights_.shard(name, shape, shard, shard_degree()), DType::bf16);
   // The optimizer state exists from the start, as the static memory terms count it (18 bytes a
   // parameter with the bf16 weight and the fp32 main gradient).
   auto state = std::make_unique<AdamState>();
@@ -638,26 +638,36 @@ void TorchBackend::scale_(const std::vector<Tensor>& tensors, double factor) {
 
 Pending TorchBackend::start(OpKind kind, const Tensor& input, InFlight flight, Tensor result, int root,
                             int to, int from, CommGroup group) {
-  const int group_size = communicator(group).size();
-  const CommunicationBytes bytes = communication_bytes(kind, static_cast<double>(input.bytes()), group_size);
-  calls_.push_back({kind, group, group == CommGroup::job ? 0 : group_first_, group_size, bytes.size_bytes,
-                    bytes.bus_bytes, root, to, from});
+  const RankSet ranks = ranks_of(group);
+  const CommunicationBytes bytes = communication_bytes(kind, static_cast<double>(input.bytes()), ranks.size);
+  calls_.push_back({kind, group, ranks.first, ranks.size, ranks.stride, bytes.size_bytes, bytes.bus_bytes,
+                    root, to, from});
   const int64_t token = next_token_++;
   flight.held = std::make_shared<HeldTensors>(held_, flight.keep_alive);
   in_flight_.emplace(token, std::move(flight));
   return Pending(this, token, std::move(result));
 }
 
+void TorchBackend::use_shard_degree(int degree) {
+  check_shard_degree(degree, job_.size());
+  shard_degree_ = degree;
+}
+
+Communicator& TorchBackend::communicator(CommGroup group) {
+  return group == CommGroup::parallel ? *group_ : subgroup(ranks_of(group));
+}
+
+Communicator& TorchBackend::subgroup(const RankSet& ranks) {
+  check_subgroup(ranks, job_.rank(), job_.size());
+  if (ranks.size == job_.size()) return job_;
+  std::unique_ptr<Communicator>& made = subgroups_[{ranks.first, ranks.size, ranks.stride}];
+  if (!made) made = job_.subgroup(ranks);
+  return *made;
+}
+
 void TorchBackend::use_group(int first_rank, int degree) {
-  check_subgroup(first_rank, degree, job_.rank(), job_.size());
+  group_ = &subgroup({first_rank, degree, 1});
   group_first_ = first_rank;
-  if (first_rank == 0 && degree == job_.size()) {
-    group_ = &job_;
-  } else {
-    std::unique_ptr<Communicator>& subgroup = subgroups_[{first_rank, degree}];
-    if (!subgroup) subgroup = job_.subgroup(first_rank, degree);
-    group_ = subgroup.get();
-  }
   // Ranks that hold a tensor whole draw its dropout mask alike; ranks of different groups may have drawn
   // different counts of masks before, so the stream restarts from what the group's ranks share.
   replicated_dropout_generator_.set_current_seed(options_.weight_seed * 7919 - 1 +
@@ -751,11 +761,14 @@ Pending TorchBackend::reduce_scatter_async(const Tensor& x, int dim) {
 Pending TorchBackend::all_reduce_async(const Tensor& x) {
   return all_reduce(CommGroup::parallel, x);
 }
-Pending TorchBackend::job_all_gather_async(const Tensor& x, int dim) {
-  return gather(CommGroup::job, x, dim);
+Pending TorchBackend::shard_all_gather_async(const Tensor& x, int dim) {
+  return gather(CommGroup::shard, x, dim);
 }
-Pending TorchBackend::job_reduce_scatter_async(const Tensor& x, int dim) {
-  return reduce_scatter(CommGroup::job, x, dim);
+Pending TorchBackend::shard_reduce_scatter_async(const Tensor& x, int dim) {
+  return reduce_scatter(CommGroup::shard, x, dim);
+}
+Pending TorchBackend::replica_all_reduce_async(const Tensor& x) {
+  return all_reduce(CommGroup::replica, x);
 }
 Pending TorchBackend::job_all_reduce_async(const Tensor& x) {
   return all_reduce(CommGroup::job, x);

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -42,6 +43,7 @@ struct CommunicationCall {
   CommGroup group;
   int group_first;
   int group_size;
+  int group_stride;
   double size_bytes;
   double bus_bytes;
   int root = -1, send_to = -1, recv_from = -1;
@@ -91,6 +93,8 @@ class TorchBackend final : public Backend {
   int job_degree() const override { return job_.size(); }
   int group_first_rank() const override { return group_first_; }
   void use_group(int first_rank, int degree) override;
+  int shard_degree() const override { return shard_degree_; }
+  void use_shard_degree(int degree) override;
   void begin_phase(Phase phase, int layer) override;
   void label(std::string_view name) override;
 
@@ -145,8 +149,9 @@ class TorchBackend final : public Backend {
   Pending broadcast_async(const Tensor& x, int root) override;
   Pending reduce_async(const Tensor& x, int root) override;
   Pending send_recv_async(const Tensor& x, int to, int from) override;
-  Pending job_all_gather_async(const Tensor& x, int dim) override;
-  Pending job_reduce_scatter_async(const Tensor& x, int dim) override;
+  Pending shard_all_gather_async(const Tensor& x, int dim) override;
+  Pending shard_reduce_scatter_async(const Tensor& x, int dim) override;
+  Pending replica_all_reduce_async(const Tensor& x) override;
   Pending job_all_reduce_async(const Tensor& x) override;
 
  protected:
@@ -165,7 +170,8 @@ class TorchBackend final : public Backend {
   Tensor make(const at::Tensor& t, DType dtype) const;  // wraps storage already of the right type
   Pending start(OpKind kind, const Tensor& input, InFlight flight, Tensor result, int root = -1, int to = -1,
                 int from = -1, CommGroup group = CommGroup::parallel);
-  Communicator& communicator(CommGroup group) { return group == CommGroup::job ? job_ : *group_; }
+  Communicator& communicator(CommGroup group);
+  Communicator& subgroup(const RankSet& ranks);  // made on first use
   Pending gather(CommGroup group, const Tensor& x, int dim);
   Pending reduce_scatter(CommGroup group, const Tensor& x, int dim);
   Pending all_reduce(CommGroup group, const Tensor& x);
@@ -175,8 +181,9 @@ class TorchBackend final : public Backend {
   Communicator& job_;
   Communicator* group_;  // the parallel group: the job, or one of subgroups_
   int group_first_ = 0;
+  int shard_degree_ = job_.size();
   int groups_used_ = 0;  // use_group calls: what the replicated dropout stream is reseeded by
-  std::map<std::pair<int, int>, std::unique_ptr<Communicator>> subgroups_;  // by (first rank, size)
+  std::map<std::tuple<int, int, int>, std::unique_ptr<Communicator>> subgroups_;  // by (first, size, stride)
   const ModelSpec& model_;
   TorchBackendOptions options_;
   ModelWeights weights_;

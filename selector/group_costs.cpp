@@ -34,19 +34,25 @@ struct GroupCosts::AtDegree {
   std::unordered_map<int64_t, double> seconds;  // by grid length; kNoFit where it does not fit
 };
 
-void check_group_job(const ModelSpec& model, const hw::ClusterSpec& cluster, int job) {
+void check_group_job(const ModelSpec& model, const hw::ClusterSpec& cluster, int job, int shard_degree) {
   if (job < 1 || (job & (job - 1)) != 0 || job > cluster.num_gpus())
     throw InputError("", 0, "job",
                      "expected a power of two of GPUs up to the " + std::to_string(cluster.num_gpus()) +
                          " of " + cluster.name + ", got " + std::to_string(job));
-  // Every GPU of the job holds 1/job of the weights, gradients and optimizer state (grouped_step.hpp).
-  const double static_bytes = costmodel::static_memory_bytes(model, job, WeightLayout::job);
+  const int shard = shard_degree == 0 ? job : shard_degree;
+  if (shard < 1 || job % shard != 0)
+    throw InputError("", 0, "shard group",
+                     "a shard group of " + std::to_string(shard) + " GPUs does not divide the job's " +
+                         std::to_string(job) + " GPUs");
+  // Every GPU of a shard group holds 1/shard of the weights, gradients and optimizer state
+  // (grouped_step.hpp).
+  const double static_bytes = costmodel::static_memory_bytes(model, shard, WeightLayout::job);
   if (static_bytes > cluster.tensor_capacity_bytes())
     throw InputError("", 0, "job",
                      model.name + "'s weights, gradients and optimizer state take " + gib(static_bytes) +
-                         " a GPU sharded over " + std::to_string(job) + " GPUs, more than the " +
+                         " a GPU sharded over " + std::to_string(shard) + " GPUs, more than the " +
                          gib(cluster.tensor_capacity_bytes()) + " a GPU of " + cluster.name +
-                         " holds: shard over more GPUs");
+                         " holds: shard over " + (shard < job ? "the whole job" : "more GPUs"));
 }
 
 void check_group_degrees(const std::vector<int>& degrees, int job) {
@@ -71,15 +77,16 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
     : model_(model),
       cluster_(cluster),
       job_(job),
+      shard_degree_(options.shard_degree == 0 ? job : options.shard_degree),
       causal_(model.causal),
       candidates_(all_candidates(options.recompute_choices)) {
-  check_group_job(model_, cluster_, job);
+  check_group_job(model_, cluster_, job, shard_degree_);
   check_group_degrees(options.degrees, job);
   const auto allowed = [&](int degree) {
     return options.degrees.empty() ||
            std::find(options.degrees.begin(), options.degrees.end(), degree) != options.degrees.end();
   };
-  static_bytes_ = costmodel::static_memory_bytes(model_, job, WeightLayout::job);
+  static_bytes_ = costmodel::static_memory_bytes(model_, shard_degree_, WeightLayout::job);
   // What a round costs a rank that trains nothing: the job's collectives alone.
   {
     StepSpec nothing;
@@ -88,6 +95,7 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
     idle.model = &model_;
     idle.num_layers = static_cast<int>(model_.num_layers);
     idle.rounds = {{{0, job, nothing}}};
+    idle.shard_degree = shard_degree_;
     const costmodel::ProgramPrice price =
         costmodel::price_program(trace_grouped_step(idle, 0, job), costmodel::OpTimer(cluster_, job), 0, 0);
     round_s_ = price.seconds - price.optimizer_s;
@@ -253,6 +261,7 @@ GroupCosts::Price GroupCosts::price_plan(const MicroBatch& micro_batch, int degr
     round.push_back({degree, job_ - degree, idle});
   }
   spec.rounds = {round};
+  spec.shard_degree = shard_degree_;
   const costmodel::ProgramPrice price = costmodel::price_program(
       trace_grouped_step(spec, 0, job_), priced.timer, static_bytes_, cluster_.gpu.allocator_fragmentation);
   result.seconds = price.seconds - price.optimizer_s;

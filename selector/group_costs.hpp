@@ -28,15 +28,19 @@
 
 namespace paradyse::selector {
 
-// Throws InputError when `job` is not a power of two of the cluster's GPUs, or its GPUs cannot hold
-// the model's weights, gradients and optimizer state sharded over all of them.
-void check_group_job(const ModelSpec& model, const hw::ClusterSpec& cluster, int job);
+// Throws InputError when `job` is not a power of two of the cluster's GPUs, `shard_degree` (0: the
+// job) does not divide it, or its GPUs cannot hold the model's weights, gradients and optimizer state
+// sharded over `shard_degree` of them.
+void check_group_job(const ModelSpec& model, const hw::ClusterSpec& cluster, int job, int shard_degree = 0);
 
 struct GroupPricingOptions {
   // kSwitching: also each candidate strategy with selective and full recomputation.
   bool recompute_choices = false;
   // The group degrees allowed (powers of two that divide the job); empty: every power of two.
   std::vector<int> degrees;
+  // The ranks each weight is sharded over (GroupedStepSpec::shard_degree): 0 for the whole job, a node's
+  // GPUs for hybrid sharding.
+  int shard_degree = 0;
 };
 
 // Throws InputError naming --group-sizes unless every degree is a power of two that divides `job`.
@@ -52,6 +56,7 @@ class GroupCosts {
   ~GroupCosts();
 
   int job() const { return job_; }
+  int shard_degree() const { return shard_degree_; }  // never 0: the job's when it shards over the job
   const std::vector<int>& degrees() const { return degrees_; }
   // The problem of one global batch of sequences of these lengths (its tokens padded as the job's
   // layout pads them, so that capacity holds on any group); times cached per length.
@@ -84,9 +89,10 @@ class GroupCosts {
   ModelSpec model_;
   hw::ClusterSpec cluster_;
   int job_;
+  int shard_degree_;
   bool causal_;
   std::vector<CandidateKey> candidates_;  // kSwitching's
-  double static_bytes_ = 0;               // per GPU, the weights sharded over the job
+  double static_bytes_ = 0;               // per GPU, the weights sharded over the shard group
   double round_s_ = 0;  // a round of an idle rank: the job's collectives (GroupProblem::round_s)
   std::vector<int> degrees_;
   std::vector<std::unique_ptr<AtDegree>> at_degree_;

@@ -7,16 +7,16 @@
 
 namespace paradyse::sim {
 
-int ring_channels(int p, const hw::ClusterSpec& cluster) {
-  if (p <= cluster.gpus_per_node) return 1;
+int ring_channels(int p, const hw::ClusterSpec& cluster, int stride) {
+  if (p <= cluster.gpus_per_node || stride > 1) return 1;
   return std::max(1, std::min(cluster.nics_per_node, cluster.gpus_per_node));
 }
 
-std::vector<int> ring_order(int p, const hw::ClusterSpec& cluster, int channel) {
+std::vector<int> ring_order(int p, const hw::ClusterSpec& cluster, int channel, int stride) {
   const int g = cluster.gpus_per_node;
   std::vector<int> order;
   order.reserve(static_cast<std::size_t>(p));
-  if (p <= g) {
+  if (p <= g || stride > 1) {
     for (int r = 0; r < p; ++r) order.push_back(r);
     return order;
   }
@@ -33,7 +33,7 @@ std::vector<int> ring_order(int p, const hw::ClusterSpec& cluster, int channel) 
 }
 
 std::size_t flow_count(const Op& op, int p, const hw::ClusterSpec& cluster) {
-  const auto rings = static_cast<std::size_t>(ring_channels(p, cluster));
+  const auto rings = static_cast<std::size_t>(ring_channels(p, cluster, op.group_stride));
   const auto n = static_cast<std::size_t>(p);
   switch (op.kind) {
     case OpKind::all_gather:
@@ -58,7 +58,7 @@ CollectiveFlows collective_flows(const std::vector<const Op*>& ops, const hw::Cl
   const Op& op = *ops.front();
   CollectiveFlows result;
   result.latency_hops = costmodel::latency_hops(op.kind, p);
-  const int rings = ring_channels(p, cluster);
+  const int rings = ring_channels(p, cluster, op.group_stride);
   auto& flows = result.flows;
   flows.reserve(flow_count(op, p, cluster));
   switch (op.kind) {
@@ -66,7 +66,7 @@ CollectiveFlows collective_flows(const std::vector<const Op*>& ops, const hw::Cl
     case OpKind::reduce_scatter:
     case OpKind::all_reduce:
       for (int c = 0; c < rings; ++c) {
-        const std::vector<int> order = ring_order(p, cluster, c);
+        const std::vector<int> order = ring_order(p, cluster, c, op.group_stride);
         for (int i = 0; i < p; ++i) {
           const int r = order[static_cast<std::size_t>(i)];
           flows.push_back({r, order[static_cast<std::size_t>((i + 1) % p)],
@@ -78,7 +78,7 @@ CollectiveFlows collective_flows(const std::vector<const Op*>& ops, const hw::Cl
     case OpKind::reduce: {
       PARADYSE_CHECK(op.root >= 0 && op.root < p, "broadcast or reduce without a root in the group");
       for (int c = 0; c < rings; ++c) {
-        std::vector<int> order = ring_order(p, cluster, c);
+        std::vector<int> order = ring_order(p, cluster, c, op.group_stride);
         std::rotate(order.begin(), std::find(order.begin(), order.end(), op.root), order.end());
         for (int i = 0; i + 1 < p; ++i) {
           const int near = order[static_cast<std::size_t>(i)], far = order[static_cast<std::size_t>(i + 1)];

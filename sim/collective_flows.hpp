@@ -32,13 +32,15 @@ struct CollectiveFlows {
   int latency_hops = 0;  // costmodel::latency_hops of the collective
 };
 
-// Rings used by a group of ranks 0..p−1 placed on consecutive GPUs of `cluster`.
-int ring_channels(int p, const hw::ClusterSpec& cluster);
+// Rings used by a group of ranks 0..p−1 placed on consecutive GPUs of `cluster`, or `stride` GPUs
+// apart: a strided group (a shard's replicas, one per shard group) runs one ring in rank order.
+int ring_channels(int p, const hw::ClusterSpec& cluster, int stride = 1);
 // The ranks of ring `channel` in ring order.
-std::vector<int> ring_order(int p, const hw::ClusterSpec& cluster, int channel);
+std::vector<int> ring_order(int p, const hw::ClusterSpec& cluster, int channel, int stride = 1);
 // Flows that collective_flows would return, without building them.
 std::size_t flow_count(const Op& op, int p, const hw::ClusterSpec& cluster);
-// ops[r]: the collective's op on rank r; all of the same kind.
+// ops[r]: the collective's op on rank r (of the group Op::ranks names); all of the same kind. Flows
+// go between ranks in the group.
 CollectiveFlows collective_flows(const std::vector<const Op*>& ops, const hw::ClusterSpec& cluster);
 
 }  // namespace paradyse::sim

@@ -50,15 +50,15 @@ struct RankState {
 };
 
 // The k-th collective of a group of ranks: the k-th communication op over that group of every rank of
-// it. Groups are the ranks [first, first + size) of the job that an op names; the job's collectives and
-// a group's that holds every rank are the same group.
+// it. Groups are the ranks of the job that an op names (Op::ranks); the job's collectives and a group's
+// that holds every rank are the same group.
 int64_t group_key(const Op& op) {
-  return int64_t{op.group_first} << 16 | op.group_size;
+  return int64_t{op.group_first} << 32 | int64_t{op.group_size} << 16 | op.group_stride;
 }
 
 struct Collective {
   OpKind kind = OpKind::wait;
-  int first = 0;          // the group's first rank
+  RankSet ranks;          // the group
   std::vector<OpId> ops;  // by rank in the group
   int reached = 0;
   std::vector<sg4::ActivityPtr> flows;  // in flight, in launch order
@@ -275,14 +275,15 @@ class Run {
     const std::size_t k = rank.collectives_reached[key]++;
     std::vector<std::size_t>& of_group = group_collectives_[key];
     if (k == of_group.size()) {
-      PARADYSE_CHECK(o.group_first >= 0 && o.group_first + o.group_size <= p_ && r >= o.group_first &&
-                         r < o.group_first + o.group_size,
-                     "rank " + std::to_string(r) + " in a collective of ranks [" +
-                         std::to_string(o.group_first) + ", " + std::to_string(o.group_first + o.group_size) +
-                         ") of " + std::to_string(p_));
+      const RankSet ranks = o.ranks();
+      PARADYSE_CHECK(
+          ranks.first >= 0 && ranks.stride >= 1 && ranks.rank(ranks.size - 1) < p_ && ranks.holds(r),
+          "rank " + std::to_string(r) + " in a collective of ranks " + std::to_string(ranks.first) + " + " +
+              std::to_string(ranks.stride) + "·i for i < " + std::to_string(ranks.size) + " of " +
+              std::to_string(p_));
       of_group.push_back(collectives_.size());
       Collective& created = collectives_.emplace_back();
-      created.first = o.group_first;
+      created.ranks = ranks;
       created.ops.assign(static_cast<std::size_t>(o.group_size), kNoOp);
     }
     const std::size_t index = of_group[k];
@@ -293,7 +294,7 @@ class Run {
                        std::string(to_string(o.kind)) + " on rank " + std::to_string(r) + " but a " +
                        std::string(to_string(c.kind)) +
                        " elsewhere: ranks must issue the same collectives in the same order");
-    c.ops[static_cast<std::size_t>(r - c.first)] = id;
+    c.ops[static_cast<std::size_t>((r - c.ranks.first) / c.ranks.stride)] = id;
     if (++c.reached == static_cast<int>(c.ops.size())) launch(index);
   }
 
@@ -301,7 +302,7 @@ class Run {
     Collective& c = collectives_[k];
     const int size = static_cast<int>(c.ops.size());
     std::vector<const Op*> ops;
-    for (int i = 0; i < size; ++i) ops.push_back(&op(c.first + i, c.ops[static_cast<std::size_t>(i)]));
+    for (int i = 0; i < size; ++i) ops.push_back(&op(c.ranks.rank(i), c.ops[static_cast<std::size_t>(i)]));
     const Op& o = *ops.front();
     if (flow_count(o, size, cluster_) > static_cast<std::size_t>(options_.max_flows_per_collective)) {
       ++analytic_collectives_;
@@ -309,14 +310,14 @@ class Run {
       return;
     }
     const CollectiveFlows plan = collective_flows(ops, cluster_);
-    const hw::FabricSpec& fabric = cluster_.fabric_of(c.first, size);
+    const hw::FabricSpec& fabric = cluster_.fabric_of(c.ranks.first, size, c.ranks.stride);
     const double efficiency = size_efficiency(o, fabric);
     c.tail_s = std::max(0, plan.latency_hops - 1) * fabric.hop_latency_s();
     c.flows.reserve(plan.flows.size());
     for (const Flow& flow : plan.flows) {
       const auto bytes = static_cast<uint64_t>(std::max(1.0, std::round(flow.bytes / efficiency)));
-      c.flows.push_back(sg4::Comm::sendto_async(platform_.gpu(c.first + flow.from),
-                                                platform_.gpu(c.first + flow.to), bytes));
+      c.flows.push_back(sg4::Comm::sendto_async(platform_.gpu(c.ranks.rank(flow.from)),
+                                                platform_.gpu(c.ranks.rank(flow.to)), bytes));
     }
     flows_ += plan.flows.size();
     if (plan.flows.empty()) {
@@ -359,7 +360,7 @@ class Run {
 
   void finish_collective(std::size_t k, double time) {
     const Collective& c = collectives_[k];
-    for (std::size_t i = 0; i < c.ops.size(); ++i) finish(c.first + static_cast<int>(i), c.ops[i], time);
+    for (std::size_t i = 0; i < c.ops.size(); ++i) finish(c.ranks.rank(static_cast<int>(i)), c.ops[i], time);
   }
 
   std::string stuck_ranks() const {

@@ -132,7 +132,7 @@ SimulationResult Simulator::simulate_grouped(const GroupedStepSpec& spec) {
   model.num_layers = spec.num_layers;
   SimulationResult result =
       run(trace_ranks(job, [&](int rank) { return trace_grouped_step(spec, rank, job); }),
-          costmodel::static_memory_bytes(model, job, WeightLayout::job));
+          costmodel::static_memory_bytes(model, spec.shard_degree_of(job), WeightLayout::job));
   result.plan = "groups";
   result.micro_batches = static_cast<int64_t>(spec.rounds.size());
   return result;

@@ -93,6 +93,25 @@ enum class Phase : uint8_t {
 };
 std::string_view to_string(Phase phase);
 
+// The ranks a communication op runs over (Backend): the parallel group, the shard group that holds one
+// replica of the weights (the job, or one node under hybrid sharding), the ranks that hold the same
+// shard in every shard group (its replicas), or the whole job.
+enum class CommGroup : uint8_t { parallel, shard, replica, job };
+
+// Ranks first, first + stride, …, first + (size − 1)·stride of the job.
+struct RankSet {
+  int first = 0;
+  int size = 1;
+  int stride = 1;
+  int rank(int i) const { return first + i * stride; }  // the job rank of member i
+  bool holds(int job_rank) const {
+    return job_rank >= first && (job_rank - first) % stride == 0 && (job_rank - first) / stride < size;
+  }
+};
+
+// Checks that a shard group of `degree` ranks divides a job of `job_degree` (Backend::use_shard_degree).
+void check_shard_degree(int degree, int job_degree);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -112,6 +131,16 @@ class Backend {
   // Makes ranks [first_rank, first_rank + degree) of the job this rank's parallel group; it must be
   // one of them, and every other rank of that group must make the same group its own.
   virtual void use_group(int first_rank, int degree) = 0;
+  // Hybrid sharding (FSDP's HYBRID_SHARD): a grouped step's weights are sharded over shard groups of
+  // shard_degree() consecutive ranks (one node), each shard group holding a whole replica of them, so
+  // that the per-layer gathers stay inside a node; each gradient shard is then summed over its
+  // replicas, the ranks that hold the same shard in the other shard groups. By default the shard
+  // group is the whole job (FULL_SHARD). Set it before any weight is made; it must divide the job.
+  virtual int shard_degree() const = 0;
+  virtual void use_shard_degree(int degree) = 0;
+  int shard_rank() const { return job_rank() % shard_degree(); }  // which shard this rank holds
+  // The job ranks `group` names for this rank.
+  RankSet ranks_of(CommGroup group) const;
 
   // Marks the start of a phase of the step (layer = -1 outside the layers).
   virtual void begin_phase(Phase phase, int layer) = 0;
@@ -209,10 +238,13 @@ class Backend {
   virtual Pending broadcast_async(const Tensor& x, int root) = 0;
   virtual Pending reduce_async(const Tensor& x, int root) = 0;
   virtual Pending send_recv_async(const Tensor& x, int to, int from) = 0;
-  // all_gather, reduce_scatter and all_reduce over the whole job instead of the group: how a grouped
-  // step gathers the weights every group needs and sums the gradients every group computed.
-  virtual Pending job_all_gather_async(const Tensor& x, int dim) = 0;
-  virtual Pending job_reduce_scatter_async(const Tensor& x, int dim) = 0;
+  // Collectives over the other groups of CommGroup instead of the parallel group: how a grouped step
+  // gathers the weights every group needs (over the shard group), sums the gradients every group
+  // computed (reduce-scattered over the shard group, then all-reduced over the replicas), and sums what
+  // every rank holds whole (over the job). Over a group of one rank they return x and record nothing.
+  virtual Pending shard_all_gather_async(const Tensor& x, int dim) = 0;
+  virtual Pending shard_reduce_scatter_async(const Tensor& x, int dim) = 0;
+  virtual Pending replica_all_reduce_async(const Tensor& x) = 0;
   virtual Pending job_all_reduce_async(const Tensor& x) = 0;
 
   Tensor all_gather(const Tensor& x, int dim) { return all_gather_async(x, dim).wait(); }
@@ -223,8 +255,9 @@ class Backend {
   }
   Tensor broadcast(const Tensor& x, int root) { return broadcast_async(x, root).wait(); }
   Tensor reduce(const Tensor& x, int root) { return reduce_async(x, root).wait(); }
-  Tensor job_all_gather(const Tensor& x, int dim) { return job_all_gather_async(x, dim).wait(); }
-  Tensor job_reduce_scatter(const Tensor& x, int dim) { return job_reduce_scatter_async(x, dim).wait(); }
+  Tensor shard_all_gather(const Tensor& x, int dim) { return shard_all_gather_async(x, dim).wait(); }
+  Tensor shard_reduce_scatter(const Tensor& x, int dim) { return shard_reduce_scatter_async(x, dim).wait(); }
+  Tensor replica_all_reduce(const Tensor& x) { return replica_all_reduce_async(x).wait(); }
   Tensor job_all_reduce(const Tensor& x) { return job_all_reduce_async(x).wait(); }
 
  protected:

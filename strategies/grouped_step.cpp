@@ -33,21 +33,27 @@ constexpr Tensor LayerWeights::*kMatrices[] = {&LayerWeights::qkv, &LayerWeights
 constexpr Tensor LayerWeights::*kNorms[] = {&LayerWeights::norm1_gamma, &LayerWeights::norm1_beta,
                                             &LayerWeights::norm2_gamma, &LayerWeights::norm2_beta};
 
+// This rank's shard of the sum over the job of every rank's whole `gradient`: reduce-scattered over the
+// shard group, then summed over the shard's replicas (FSDP's HYBRID_SHARD; nothing under FULL_SHARD).
+Tensor summed_shard(Backend& be, const Tensor& gradient) {
+  return be.replica_all_reduce(be.shard_reduce_scatter(gradient, 0));
+}
+
 // The job's shards, gathered layer by layer (grouped_step.hpp).
 class JobShards final : public WeightSource {
  public:
   JobShards(ModelShards& shards, const ModelSpec& model) : shards_(shards), model_(model) {}
 
   Tensor table(Backend& be, bool head) override {
-    return be.job_all_gather(head ? shards_.head : shards_.embedding, 0);
+    return be.shard_all_gather(head ? shards_.head : shards_.embedding, 0);
   }
   void add_table_grad(Backend& be, bool head, const Tensor& d_table) override {
-    be.add_(head ? shards_.head_grad : shards_.embedding_grad, be.job_reduce_scatter(d_table, 0));
+    be.add_(head ? shards_.head_grad : shards_.embedding_grad, summed_shard(be, d_table));
   }
 
   const LayerWeights& layer(Backend& be, int layer, const Strategy& strategy) override {
     be.label("gather layer");
-    flat_ = be.job_all_gather(shards_.flat_layers[static_cast<std::size_t>(layer)], 0);
+    flat_ = be.shard_all_gather(shards_.flat_layers[static_cast<std::size_t>(layer)], 0);
     whole_ = whole_views(be, layout_, flat_);
     if (takes_whole(be, strategy)) return whole_;
     // This rank's shard of the unified layout at the group's degree.
@@ -64,7 +70,7 @@ class JobShards final : public WeightSource {
   }
 
   LayerWeights& layer_grads(Backend& be, int, const Strategy& strategy) override {
-    grad_flat_ = be.zeros({layout_.padded(be.job_degree())}, DType::bf16);
+    grad_flat_ = be.zeros({layout_.padded(be.shard_degree())}, DType::bf16);
     whole_grads_ = whole_views(be, layout_, grad_flat_);
     if (takes_whole(be, strategy) && !strategy.replicates_tokens()) return whole_grads_;
     shard_grads_ = LayerWeights{};
@@ -82,13 +88,13 @@ class JobShards final : public WeightSource {
   // forward_backward's order (the embedding table; each layer's weights; the head, and its gradient;
   // each layer's weights and gradient, backward; the embedding's gradient), adding zero gradients.
   void idle_round(Backend& be, int num_layers) {
-    const Shape table_shape{padded_vocab(model_, be.job_degree()), model_.hidden};
+    const Shape table_shape{padded_vocab(model_, be.shard_degree()), model_.hidden};
     be.begin_phase(Phase::embedding_forward, -1);
     be.label("idle");
     table(be, false);
     for (int layer = 0; layer < num_layers; ++layer) {
       be.begin_phase(Phase::layer_forward, layer);
-      be.job_all_gather(shards_.flat_layers[static_cast<std::size_t>(layer)], 0);
+      be.shard_all_gather(shards_.flat_layers[static_cast<std::size_t>(layer)], 0);
     }
     be.begin_phase(Phase::head, -1);
     const bool head = !model_.tied_embeddings;
@@ -97,9 +103,9 @@ class JobShards final : public WeightSource {
     for (int layer = num_layers - 1; layer >= 0; --layer) {
       be.begin_phase(Phase::layer_backward, layer);
       const auto l = static_cast<std::size_t>(layer);
-      be.job_all_gather(shards_.flat_layers[l], 0);
+      be.shard_all_gather(shards_.flat_layers[l], 0);
       be.add_(shards_.flat_layer_grads[l],
-              be.job_reduce_scatter(be.zeros({layout_.padded(be.job_degree())}, DType::bf16), 0));
+              summed_shard(be, be.zeros({layout_.padded(be.shard_degree())}, DType::bf16)));
     }
     be.begin_phase(Phase::embedding_backward, -1);
     add_table_grad(be, false, be.zeros(table_shape, DType::bf16));
@@ -121,7 +127,7 @@ class JobShards final : public WeightSource {
       for (Tensor LayerWeights::*n : kNorms)
         if ((shard_grads_.*n).defined()) be.add_(whole_grads_.*n, shard_grads_.*n);
     shard_grads_ = whole_grads_ = LayerWeights{};
-    be.add_(shards_.flat_layer_grads[static_cast<std::size_t>(layer)], be.job_reduce_scatter(grad_flat_, 0));
+    be.add_(shards_.flat_layer_grads[static_cast<std::size_t>(layer)], summed_shard(be, grad_flat_));
     grad_flat_ = Tensor();
   }
 
@@ -170,6 +176,11 @@ const GroupWork& group_of(const Round& round, int rank) {
 
 void check_grouped_step(const GroupedStepSpec& spec, int job_degree) {
   PARADYSE_CHECK(spec.model != nullptr, "a grouped step without a model");
+  const int shard = spec.shard_degree_of(job_degree);
+  if (shard < 1 || job_degree % shard != 0)
+    throw InputError("", 0, "shard group",
+                     "expected a shard group of ranks that divides the job's " + std::to_string(job_degree) +
+                         ", got " + std::to_string(shard));
   if (spec.rounds.empty()) throw InputError("", 0, "rounds", "expected at least one round");
   for (std::size_t r = 0; r < spec.rounds.size(); ++r) {
     const std::string where = "rounds[" + std::to_string(r) + "]";
@@ -205,8 +216,9 @@ Tensor grouped_training_step(Backend& be, const GroupedStepSpec& spec, ModelShar
   const int job = be.job_degree();
   PARADYSE_CHECK(tokens.size() == spec.rounds.size() && targets.size() == spec.rounds.size(),
                  "one tokens and targets tensor per round");
-  PARADYSE_CHECK(static_cast<int>(shards.flat_layers.size()) == spec.num_layers,
-                 "a grouped step runs on shards laid out over the job, one per layer");
+  PARADYSE_CHECK(static_cast<int>(shards.flat_layers.size()) == spec.num_layers &&
+                     be.shard_degree() == spec.shard_degree_of(job),
+                 "a grouped step runs on shards laid out over its shard group, one per layer");
   StepTotals totals = step_totals(be, spec.clip_grad_norm);
   JobShards weights(shards, *spec.model);
   for (std::size_t r = 0; r < spec.rounds.size(); ++r) {
@@ -229,6 +241,7 @@ Tensor grouped_training_step(Backend& be, const GroupedStepSpec& spec, ModelShar
 
 Program trace_grouped_step(const GroupedStepSpec& spec, int job_rank, int job_degree) {
   TracingBackend be(job_rank, job_degree);
+  be.use_shard_degree(spec.shard_degree_of(job_degree));
   {
     ModelShards shards(be, *spec.model, spec.num_layers, WeightLayout::job);
     std::vector<Tensor> tokens, targets;

@@ -3,13 +3,16 @@
 // ASPLOS'25; ByteScale; Megatron-LM's dynamic context parallelism).
 //
 // So that any ranks can form a group of any degree without moving parameters, every weight is
-// sharded over the whole job, ZeRO-3 style (FSDP's FULL_SHARD unit per layer): a layer's weights are
-// one flat tensor (layer_flat_layout), 1/N of it on each of the job's N ranks, gathered whole over
-// the job before the layer's forward and again before its backward; the layer's whole gradient is
-// reduce-scattered over the job after its backward, in bf16 as the ZeRO-3 strategies here reduce
-// theirs (DeepSpeed ZeRO-3 and FSDP reduce in the parameters' dtype by default), and added into the
-// rank's fp32 gradient shard. These job collectives are the same, layer by
-// layer, whatever each group runs, so the groups of a round go through the layers together.
+// sharded ZeRO-3 style over a shard group (FSDP's unit per layer): a layer's weights are one flat
+// tensor (layer_flat_layout), 1/S of it on each of the shard group's S ranks, gathered whole over the
+// shard group before the layer's forward and again before its backward; the layer's whole gradient is
+// reduce-scattered over the shard group after its backward, in bf16 as the ZeRO-3 strategies here
+// reduce theirs (DeepSpeed ZeRO-3 and FSDP reduce in the parameters' dtype by default), and added
+// into the rank's fp32 gradient shard. The shard group is the whole job (FSDP's FULL_SHARD), or one
+// node (HYBRID_SHARD: every node holds a replica, the gathers stay on NVLink, and each reduce-scattered
+// gradient shard is then all-reduced over its replicas across the nodes, as FSDP does). These
+// collectives are the same, layer by layer, whatever each group runs, so the groups of a round go
+// through the layers together.
 //
 // What a group of degree d does with a layer's whole weights:
 // - a strategy that gathers whole weights anyway (ZeRO-3: megatron_cz, ulysses_z, colossal_z) uses
@@ -52,11 +55,14 @@ struct GroupedStepSpec {
   int num_layers = 0;  // every plan's length
   std::vector<Round> rounds;
   double clip_grad_norm = 1.0;  // as StepSpec's
+  int shard_degree = 0;         // ranks in a shard group: 0 for the whole job (Backend::use_shard_degree)
+
+  int shard_degree_of(int job_degree) const { return shard_degree == 0 ? job_degree : shard_degree; }
 };
 
-// Throws InputError when the rounds' groups do not cover the job's `job_degree` ranks exactly, in
-// order, or a plan has another length, a strategy cannot run at its group's degree, or a micro-batch's
-// tokens do not fit its group's layout.
+// Throws InputError when the shard group does not divide the job, the rounds' groups do not cover the
+// job's `job_degree` ranks exactly, in order, or a plan has another length, a strategy cannot run at its
+// group's degree, or a micro-batch's tokens do not fit its group's layout.
 void check_grouped_step(const GroupedStepSpec& spec, int job_degree);
 // The group of `round` that holds job rank `rank`.
 const GroupWork& group_of(const Round& round, int rank);
@@ -72,14 +78,17 @@ struct FlatPart {
 struct LayerFlatLayout {
   std::vector<FlatPart> parts;
   int64_t elements = 0;
-  // Elements after padding to a multiple of the job's ranks, as FSDP pads its flat parameter.
-  int64_t padded(int job_degree) const { return (elements + job_degree - 1) / job_degree * job_degree; }
+  // Elements after padding to a multiple of the shard group's ranks, as FSDP pads its flat parameter.
+  int64_t padded(int shard_degree) const {
+    return (elements + shard_degree - 1) / shard_degree * shard_degree;
+  }
 };
 LayerFlatLayout layer_flat_layout(const ModelSpec& model);
 
 // Runs one grouped step on `be` (whose parallel group is set per round) with `shards` laid out over
-// the job (WeightLayout::job). tokens[i] and targets[i] are this rank's [b, s/d] int64 of its
-// group's micro-batch in round i. Returns this rank's summed loss ([1] fp32).
+// the shard group (WeightLayout::job, made after be.use_shard_degree(spec.shard_degree_of(job))). tokens[i]
+// and targets[i] are this rank's [b, s/d] int64 of its group's micro-batch in round i. Returns this rank's
+// summed loss ([1] fp32).
 Tensor grouped_training_step(Backend& be, const GroupedStepSpec& spec, ModelShards& shards,
                              const std::vector<Tensor>& tokens, const std::vector<Tensor>& targets);
 

@@ -11,7 +11,7 @@ void forward_backward(Backend& be, const StepSpec& micro_batch, ModelShards& sha
   const ModelSpec& model = *spec.model;
   const int num_layers = static_cast<int>(spec.plan.size());
   const SequenceLayout layout = step_layout(spec, be.degree());
-  const int64_t vocab = padded_vocab(model, be.job_degree());
+  const int64_t vocab = padded_vocab(model, be.shard_degree());
 
   be.begin_phase(Phase::embedding_forward, -1);
   be.label("embedding");
@@ -100,11 +100,13 @@ void optimizer_step(Backend& be, double clip_grad_norm, ModelShards& shards,
                     std::vector<OptimizerLayer>& layers, StepTotals& totals) {
   const bool clips = clip_grad_norm > 0;
   Tensor& norm_squared = totals.norm_squared;
+  // Summed over the job, a shard counts once per replica of it and a replicated gradient once per rank.
+  const double sharded_share = static_cast<double>(be.shard_degree()) / be.job_degree();
   const double replicated_share = 1.0 / be.job_degree();
   const auto add_norm = [&](const std::vector<WeightAndGrad>& sharded,
                             const std::vector<WeightAndGrad>& replicated) {
     if (!clips) return;
-    for (auto [pairs, weight] : {std::pair{&sharded, 1.0}, {&replicated, replicated_share}}) {
+    for (auto [pairs, weight] : {std::pair{&sharded, sharded_share}, {&replicated, replicated_share}}) {
       std::vector<Tensor> defined;
       for (const WeightAndGrad& pair : *pairs)
         if (pair.second->defined()) defined.push_back(*pair.second);

@@ -59,7 +59,8 @@ StepTotals step_totals(Backend& be, double clip_grad_norm);
 // gradient summed on each rank and over the job, read by the host, which scales the gradients when the
 // norm exceeds `clip_grad_norm` (0: no clipping and no norm); then Adam on every weight. A replicated
 // gradient counts 1/job_degree on each rank, so that it counts once (Megatron counts it on
-// tensor-parallel rank 0 only: the same sum, with every rank's work alike). Reads the loss last, as a
+// tensor-parallel rank 0 only: the same sum, with every rank's work alike), and a shard held by R
+// shard groups (hybrid sharding) 1/R. Reads the loss last, as a
 // training loop that logs it does.
 void optimizer_step(Backend& be, double clip_grad_norm, ModelShards& shards,
                     std::vector<OptimizerLayer>& layers, StepTotals& totals);

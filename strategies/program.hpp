@@ -86,10 +86,6 @@ std::optional<Kernel> kernel_named(std::string_view name);
 
 enum class Stream : uint8_t { compute, communication };
 
-// The ranks a communication op runs over: the parallel group (ranks [group_first, group_first +
-// group_size) of the job) or the whole job (Backend's job_ collectives).
-enum class CommGroup : uint8_t { parallel, job };
-
 using OpId = uint32_t;
 
 struct Op {
@@ -111,12 +107,17 @@ struct Op {
   double size_bytes = 0;
   double bus_bytes = 0;
   CommGroup group = CommGroup::parallel;
-  int16_t group_first = 0;  // the parallel group's first rank in the job; root and peers are group ranks
+  // The group's ranks in the job: group_first, group_first + group_stride, … (RankSet); root and peers
+  // are ranks within the group.
+  int16_t group_first = 0;
   int16_t group_size = 1;
+  int16_t group_stride = 1;
   int16_t root = -1;     // broadcast, reduce
   int16_t send_to = -1;  // send_recv
   int16_t recv_from = -1;
   std::array<int64_t, 4> dims{};
+
+  RankSet ranks() const { return {group_first, group_size, group_stride}; }
 };
 
 // A buffer allocated (bytes > 0) or freed (bytes < 0) when `before_op` ops had been issued.

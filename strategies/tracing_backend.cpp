@@ -50,7 +50,11 @@ TracedBuffer& buffer(const Tensor& t) {
 }  // namespace
 
 TracingBackend::TracingBackend(int rank, int degree)
-    : job_rank_(rank), job_degree_(degree), degree_(degree), recorder_(std::make_shared<Recorder>()) {
+    : job_rank_(rank),
+      job_degree_(degree),
+      shard_degree_(degree),
+      degree_(degree),
+      recorder_(std::make_shared<Recorder>()) {
   PARADYSE_CHECK(degree >= 1 && rank >= 0 && rank < degree, "rank outside the group");
   recorder_->program.rank = rank;
   recorder_->program.degree = degree;
@@ -66,6 +70,11 @@ void TracingBackend::use_group(int first_rank, int degree) {
                      std::to_string(job_rank_) + " of " + std::to_string(job_degree_));
   group_first_ = first_rank;
   degree_ = degree;
+}
+
+void TracingBackend::use_shard_degree(int degree) {
+  check_shard_degree(degree, job_degree_);
+  shard_degree_ = degree;
 }
 
 TracingBackend::~TracingBackend() = default;
@@ -546,13 +555,14 @@ CommunicationBytes communication_bytes(OpKind kind, double input_bytes, int degr
 
 Pending TracingBackend::communicate(OpKind kind, const Tensor& input, Tensor result, CommGroup group) {
   Op& op = record(kind, Kernel::communication, {&input});
-  const int size = size_of(group);
-  const CommunicationBytes bytes = communication_bytes(kind, static_cast<double>(input.bytes()), size);
+  const RankSet ranks = ranks_of(group);
+  const CommunicationBytes bytes = communication_bytes(kind, static_cast<double>(input.bytes()), ranks.size);
   op.size_bytes = bytes.size_bytes;
   op.bus_bytes = bytes.bus_bytes;
   op.group = group;
-  op.group_first = static_cast<int16_t>(group == CommGroup::job ? 0 : group_first_);
-  op.group_size = static_cast<int16_t>(size);
+  op.group_first = static_cast<int16_t>(ranks.first);
+  op.group_size = static_cast<int16_t>(ranks.size);
+  op.group_stride = static_cast<int16_t>(ranks.stride);
   const OpId id = recorder_->next_op() - 1;
   if (result.defined()) produced_by(result, id);
   return Pending(this, id, std::move(result));
@@ -566,7 +576,7 @@ Tensor TracingBackend::wait(int64_t token, Tensor result) {
 }
 
 Pending TracingBackend::gather(const Tensor& x, int dim, CommGroup group) {
-  const int size = size_of(group);
+  const int size = ranks_of(group).size;
   if (size == 1) return Pending(this, -1, x);
   dim = normalize_dim(x, dim);
   Shape shape = x.shape();
@@ -575,7 +585,7 @@ Pending TracingBackend::gather(const Tensor& x, int dim, CommGroup group) {
 }
 
 Pending TracingBackend::reduce_scatter(const Tensor& x, int dim, CommGroup group) {
-  const int size = size_of(group);
+  const int size = ranks_of(group).size;
   if (size == 1) return Pending(this, -1, x);
   dim = normalize_dim(x, dim);
   PARADYSE_CHECK(x.size(dim) % size == 0, "reduce_scatter of " + to_string(x.shape()) + " over " +
@@ -587,7 +597,7 @@ Pending TracingBackend::reduce_scatter(const Tensor& x, int dim, CommGroup group
 }
 
 Pending TracingBackend::all_reduce(const Tensor& x, CommGroup group) {
-  if (size_of(group) == 1) return Pending(this, -1, x);
+  if (ranks_of(group).size == 1) return Pending(this, -1, x);
   return communicate(OpKind::all_reduce, x, x, group);  // in place
 }
 
@@ -600,11 +610,14 @@ Pending TracingBackend::reduce_scatter_async(const Tensor& x, int dim) {
 Pending TracingBackend::all_reduce_async(const Tensor& x) {
   return all_reduce(x, CommGroup::parallel);
 }
-Pending TracingBackend::job_all_gather_async(const Tensor& x, int dim) {
-  return gather(x, dim, CommGroup::job);
+Pending TracingBackend::shard_all_gather_async(const Tensor& x, int dim) {
+  return gather(x, dim, CommGroup::shard);
 }
-Pending TracingBackend::job_reduce_scatter_async(const Tensor& x, int dim) {
-  return reduce_scatter(x, dim, CommGroup::job);
+Pending TracingBackend::shard_reduce_scatter_async(const Tensor& x, int dim) {
+  return reduce_scatter(x, dim, CommGroup::shard);
+}
+Pending TracingBackend::replica_all_reduce_async(const Tensor& x) {
+  return all_reduce(x, CommGroup::replica);
 }
 Pending TracingBackend::job_all_reduce_async(const Tensor& x) {
   return all_reduce(x, CommGroup::job);

@@ -24,6 +24,8 @@ class TracingBackend final : public Backend {
   int job_degree() const override { return job_degree_; }
   int group_first_rank() const override { return group_first_; }
   void use_group(int first_rank, int degree) override;
+  int shard_degree() const override { return shard_degree_; }
+  void use_shard_degree(int degree) override;
   void begin_phase(Phase phase, int layer) override;
   void label(std::string_view name) override;
 
@@ -78,8 +80,9 @@ class TracingBackend final : public Backend {
   Pending broadcast_async(const Tensor& x, int root) override;
   Pending reduce_async(const Tensor& x, int root) override;
   Pending send_recv_async(const Tensor& x, int to, int from) override;
-  Pending job_all_gather_async(const Tensor& x, int dim) override;
-  Pending job_reduce_scatter_async(const Tensor& x, int dim) override;
+  Pending shard_all_gather_async(const Tensor& x, int dim) override;
+  Pending shard_reduce_scatter_async(const Tensor& x, int dim) override;
+  Pending replica_all_reduce_async(const Tensor& x) override;
   Pending job_all_reduce_async(const Tensor& x) override;
 
  protected:
@@ -97,10 +100,10 @@ class TracingBackend final : public Backend {
   Pending gather(const Tensor& x, int dim, CommGroup group);
   Pending reduce_scatter(const Tensor& x, int dim, CommGroup group);
   Pending all_reduce(const Tensor& x, CommGroup group);
-  int size_of(CommGroup group) const { return group == CommGroup::job ? job_degree_ : degree_; }
 
   int job_rank_;
   int job_degree_;
+  int shard_degree_;
   int group_first_ = 0;
   int degree_;
   std::shared_ptr<Recorder> recorder_;

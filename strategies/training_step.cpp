@@ -69,8 +69,8 @@ SequenceLayout step_layout(const StepSpec& spec, int degree) {
 }
 
 ModelShards::ModelShards(Backend& be, const ModelSpec& model, int num_layers, WeightLayout layout) {
-  const int job = be.job_degree();
-  const int rank = be.job_rank();
+  const int job = be.shard_degree();  // the job's ranks unless a grouped step shards over a node
+  const int rank = be.shard_rank();
   const int64_t rows = padded_vocab(model, job) / job;
   embedding = be.parameter("embedding", {rows, model.hidden}, rank);
   embedding_grad = be.gradient_buffer({rows, model.hidden});
@@ -92,7 +92,8 @@ ModelShards::ModelShards(Backend& be, const ModelSpec& model, int num_layers, We
     }
     return;
   }
-  PARADYSE_CHECK(be.degree() == job, "the unified layout's shards are the whole job's");
+  PARADYSE_CHECK(be.degree() == be.job_degree() && job == be.job_degree(),
+                 "the unified layout's shards are the whole job's");
   for (int layer = 0; layer < num_layers; ++layer) {
     layers.push_back(make_layer(be, model, layer, false));
     layer_grads.push_back(make_layer(be, model, layer, true));

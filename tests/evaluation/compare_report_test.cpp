@@ -36,9 +36,19 @@ TEST_CASE("summary.json: the run, the engine and each policy's totals", "[evalua
   policy.steps = 7;
   result.policies.push_back(policy);
 
-  const std::set<std::string> run_and_engine = {
-      "model", "cluster",     "degree", "global_batch", "global_batch_tokens", "micro_batch_tokens",
-      "trace", "trace_about", "engine", "method",       "preparation",         "policies"};
+  const std::set<std::string> run_and_engine = {"model",
+                                                "cluster",
+                                                "degree",
+                                                "global_batch",
+                                                "global_batch_tokens",
+                                                "micro_batch_tokens",
+                                                "shard_degree",
+                                                "trace",
+                                                "trace_about",
+                                                "engine",
+                                                "method",
+                                                "preparation",
+                                                "policies"};
   nlohmann::json j = summary_json(result, run);
   CHECK(json_keys(j) == run_and_engine);
   CHECK(j.at("trace_about") == "bundled");

@@ -129,6 +129,24 @@ TEST_CASE("group policies: a job whose groups hold no sequence at all is refused
                     Catch::Contains("--group-sizes: a group of 3 GPUs does not divide"));
 }
 
+TEST_CASE("group policies: a shard group is the job or a node, and only for group policies", "[evaluation]") {
+  evaluation::CompareJob job;
+  job.lengths = {1000, 2000};
+  job.global_batch_tokens = "4K";
+  job.micro_batch_tokens = "4K";
+  job.group_policies = "groups";
+  job.machine.model = "llama-8l";
+  job.engine = "analytic";
+  job.policies.policies = "static:ulysses_z";
+  job.shard_group = "rack";
+  CHECK_THROWS_WITH(evaluation::run_compare_job(job),
+                    Catch::Contains("--shard-group: expected job or node, got 'rack'"));
+  job.shard_group = "node";
+  job.group_policies = "";
+  CHECK_THROWS_WITH(evaluation::run_compare_job(job),
+                    Catch::Contains("--shard-group: a shard group is for --group-policies"));
+}
+
 TEST_CASE("group speedups: the best group policy against the best static and flexsp, on common steps",
           "[evaluation]") {
   // Two steps. static:a trains both (4 micro-batches, 10 s + 10 s); static:b leaves step 1 out of

@@ -91,6 +91,24 @@ TEST_CASE("sweep spec: packed training's budgets and the length cap, as base key
                     Catch::Contains("axes.micro_batch_tokens[0]") && Catch::Contains("a length"));
 }
 
+TEST_CASE("sweep spec: group policies as a base key, their shard group as an axis", "[evaluation]") {
+  testing::TempDir dir;
+  const SweepSpec spec = load_sweep_spec(
+      dir.write("groups.toml",
+                "[base]\nglobal_batch_tokens = \"1M\"\nmicro_batch_tokens = \"64K\"\n"
+                "group_policies = \"flexsp,groups\"\n[axes]\nshard_group = [\"job\", \"node\"]\n"));
+  REQUIRE(spec.points.size() == 2);
+  CHECK(spec.job(spec.points.at(0)).group_policies == "flexsp,groups");
+  CHECK(spec.job(spec.points.at(0)).shard_group == "job");
+  CHECK(spec.job(spec.points.at(1)).shard_group == "node");
+  CHECK_THROWS_WITH(load_sweep_spec(dir.write("bad.toml", "[axes]\nshard_group = [\"job\", \"rack\"]\n")),
+                    Catch::Contains("point 'shard_group=rack'") &&
+                        Catch::Contains("--shard-group: expected job or node, got 'rack'"));
+  CHECK_THROWS_WITH(load_sweep_spec(dir.write(
+                        "policies.toml", "[base]\ngroup_policies = \"flexsp,dp\"\n[axes]\nnodes = [1]\n")),
+                    Catch::Contains("--group-policies") && Catch::Contains("dp"));
+}
+
 TEST_CASE("sweep spec: a JSON spec with a key twice is refused", "[evaluation]") {
   testing::TempDir dir;
   CHECK_THROWS_WITH(

@@ -1,7 +1,9 @@
 // A grouped step (grouped_step.hpp) run for real on 4 ranks: in each round the ranks split into groups
 // that train different micro-batches, each with its own per-layer plan, on weights sharded over the
-// whole job. Its loss and every weight's gradient must be the one-device reference's over all the
-// micro-batches of all rounds. Tolerance: kFloat32Tolerance, as for one group.
+// whole job, or over shard groups of 2 ranks that each hold a replica (hybrid sharding). Its loss and
+// every weight's gradient must be the one-device reference's over all the micro-batches of all rounds.
+// Tolerance: kFloat32Tolerance, as for one group.
+#include <cmath>
 #include <map>
 
 #include "strategies/grouped_step.hpp"
@@ -43,11 +45,16 @@ struct GroupedResult {
   NamedTensors grads;
 };
 
-GroupedResult run_grouped(const ModelSpec& model, const std::vector<std::vector<GroupInputs>>& rounds) {
+// Weights sharded over shard groups of `shard_degree` ranks. `clip_grad_norm` 0: the gradients as
+// backward leaves them. Every replica of a shard must end with the same gradient: the first shard
+// group's are returned.
+GroupedResult run_grouped(const ModelSpec& model, const std::vector<std::vector<GroupInputs>>& rounds,
+                          int shard_degree = kJob, double clip_grad_norm = 0) {
   GroupedStepSpec spec;
   spec.model = &model;
   spec.num_layers = kLayers;
-  spec.clip_grad_norm = 0;  // the gradients as backward leaves them
+  spec.clip_grad_norm = clip_grad_norm;
+  spec.shard_degree = shard_degree;
   for (const auto& works : rounds) {
     Round round;
     for (const GroupInputs& work : works)
@@ -63,6 +70,7 @@ GroupedResult run_grouped(const ModelSpec& model, const std::vector<std::vector<
   const auto ranks = run_ranks<RankResult>(
       kJob, model,
       [&](real::TorchBackend& be) {
+        be.use_shard_degree(shard_degree);
         ModelShards shards(be, model, kLayers, WeightLayout::job);
         std::vector<Tensor> tokens, targets;
         for (std::size_t r = 0; r < rounds.size(); ++r) {
@@ -100,7 +108,13 @@ GroupedResult run_grouped(const ModelSpec& model, const std::vector<std::vector<
   const LayerFlatLayout layout = layer_flat_layout(model);
   for (const auto& [name, grad] : ranks[0].grads) {
     std::vector<at::Tensor> shards;
-    for (const RankResult& r : ranks) shards.push_back(r.grads.at(name));
+    for (int r = 0; r < shard_degree; ++r)
+      shards.push_back(ranks[static_cast<std::size_t>(r)].grads.at(name));
+    for (int r = shard_degree; r < kJob; ++r) {
+      INFO("weight " << name << " on rank " << r << ", a replica of rank " << r % shard_degree << "'s shard");
+      CHECK(at::equal(ranks[static_cast<std::size_t>(r)].grads.at(name),
+                      ranks[static_cast<std::size_t>(r % shard_degree)].grads.at(name)));
+    }
     const at::Tensor joined = real::join_shards(name, shards, model);
     if (!name.ends_with(".flat")) {
       result.grads[name] = joined;
@@ -116,9 +130,11 @@ GroupedResult run_grouped(const ModelSpec& model, const std::vector<std::vector<
   return result;
 }
 
-// The reference: every micro-batch of every round, losses and gradients summed.
-ReferenceStep reference_of(const ModelSpec& model, const std::vector<std::vector<GroupInputs>>& rounds) {
-  const NamedTensors weights = reference_weights(model, kLayers, kJob, kGroupSeed);
+// The reference: every micro-batch of every round, losses and gradients summed; the vocabulary padded as
+// for `shard_degree` ranks.
+ReferenceStep reference_of(const ModelSpec& model, const std::vector<std::vector<GroupInputs>>& rounds,
+                           int shard_degree = kJob) {
+  const NamedTensors weights = reference_weights(model, kLayers, shard_degree, kGroupSeed);
   ReferenceStep whole{at::zeros({}), {}};
   for (const auto& works : rounds)
     for (const GroupInputs& work : works) {
@@ -162,21 +178,23 @@ TEST_CASE("groups training different micro-batches with different plans compute 
           "[real]") {
   const bool gqa = GENERATE(false, true);
   const bool causal = GENERATE(true, false);
+  const int shard = GENERATE(kJob, 2);  // fully sharded, or two shard groups of 2 (hybrid)
   const ModelSpec model = tiny_model(gqa, causal, kLayers);
   at::manual_seed(static_cast<uint64_t>(gqa * 2 + causal));
-  INFO((gqa ? "GQA" : "MHA") << (causal ? ", causal" : ", bidirectional"));
+  INFO((gqa ? "GQA" : "MHA") << (causal ? ", causal" : ", bidirectional") << ", weights sharded over "
+                             << shard << " ranks");
 
   SECTION("two groups of 2") {
     const std::vector<std::vector<GroupInputs>> rounds{
         {inputs(model, 0, 2, {"megatron_ts", "ulysses_z"}, 2, {8, 16}),
          inputs(model, 2, 2, {"megatron_cz", "metp"}, 1, {24})}};
-    check_against(run_grouped(model, rounds), reference_of(model, rounds));
+    check_against(run_grouped(model, rounds, shard), reference_of(model, rounds, shard));
   }
   SECTION("a round that leaves a rank idle: it takes part in the job's collectives only") {
     const std::vector<std::vector<GroupInputs>> rounds{
         {inputs(model, 0, 2, {"ulysses_z", "megatron_ts"}, 1, {16}), inputs(model, 2, 1, {}, 1, {}),
          inputs(model, 3, 1, {"megatron_tp", "metp"}, 1, {6, 4})}};
-    check_against(run_grouped(model, rounds), reference_of(model, rounds));
+    check_against(run_grouped(model, rounds, shard), reference_of(model, rounds, shard));
   }
   SECTION("a group of 2 and two of 1, then two of 2: groups change between rounds") {
     const std::vector<std::vector<GroupInputs>> rounds{
@@ -185,7 +203,33 @@ TEST_CASE("groups training different micro-batches with different plans compute 
          inputs(model, 3, 1, {"metp", "megatron_cz"}, 1, {4, 6})},
         {inputs(model, 0, 2, {"metp", "megatron_tp"}, 1, {8, 8}),
          inputs(model, 2, 2, {"colossal_z", "megatron_ts"}, 1, {20})}};
-    check_against(run_grouped(model, rounds), reference_of(model, rounds));
+    check_against(run_grouped(model, rounds, shard), reference_of(model, rounds, shard));
+  }
+}
+
+TEST_CASE("hybrid sharding: gradients clipped by the norm of the whole gradient, each shard counted once",
+          "[real]") {
+  // Two shard groups of 2: each shard is held twice and the final norm by every rank; summed over the
+  // job without weights, the norm would count them 2 and 4 times.
+  const ModelSpec model = tiny_model(true, true, kLayers);
+  at::manual_seed(11);
+  const std::vector<std::vector<GroupInputs>> rounds{
+      {inputs(model, 0, 2, {"megatron_ts", "metp"}, 1, {8, 8}),
+       inputs(model, 2, 1, {"ulysses_z", "ulysses_z"}, 1, {12}),
+       inputs(model, 3, 1, {"megatron_cz", "megatron_tp"}, 1, {10})}};
+  const int shard = 2;
+  const ReferenceStep expected = reference_of(model, rounds, shard);
+  double squared = 0;
+  for (const auto& [name, grad] : expected.grads) squared += grad.pow(2).sum().item<double>();
+  const double norm = std::sqrt(squared);
+  for (const double clip : {norm / 4, 2 * norm}) {
+    INFO("clip " << clip << ", norm " << norm);
+    const GroupedResult clipped = run_grouped(model, rounds, shard, clip);
+    const double coefficient = std::min(1.0, clip / (norm + 1e-6));
+    for (const auto& [name, grad] : expected.grads) {
+      INFO("weight " << name);
+      CHECK(relative_error(clipped.grads.at(name), grad * coefficient) <= kFloat32Tolerance);
+    }
   }
 }
 
@@ -216,6 +260,10 @@ TEST_CASE("a grouped step's groups must cover the job, in rank order, at degrees
                     Catch::Contains("megatron_ts"));
   CHECK_THROWS_WITH(check_grouped_step(spec_of({{0, 2}, {2, 2}}, "megatron_ts", 10), kJob),
                     Catch::Contains("multiple"));
+  GroupedStepSpec three_shards = spec_of({{0, 2}, {2, 2}}, "megatron_ts", 16);
+  three_shards.shard_degree = 3;
+  CHECK_THROWS_WITH(check_grouped_step(three_shards, kJob),
+                    Catch::Contains("shard group") && Catch::Contains("divides the job's 4, got 3"));
 }
 
 }  // namespace paradyse::testing

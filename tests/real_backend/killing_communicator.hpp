@@ -55,8 +55,8 @@ class KillingCommunicator final : public real::Communicator {
     count_call();
     inner_->barrier();
   }
-  std::unique_ptr<real::Communicator> subgroup(int first_rank, int size) override {
-    return inner_->subgroup(first_rank, size);
+  std::unique_ptr<real::Communicator> subgroup(const RankSet& ranks) override {
+    return inner_->subgroup(ranks);
   }
 
  private:

@@ -12,9 +12,10 @@
 namespace paradyse::real {
 // How Catch prints a call when the sequences differ.
 std::ostream& operator<<(std::ostream& out, const CommunicationCall& c) {
-  return out << to_string(c.kind) << "(" << (c.group == CommGroup::job ? "job" : "group") << " from rank "
-             << c.group_first << " of " << c.group_size << ", " << c.size_bytes << " B, root " << c.root
-             << ", to " << c.send_to << ", from " << c.recv_from << ")";
+  constexpr const char* kGroups[] = {"group", "shard group", "replicas", "job"};
+  return out << to_string(c.kind) << "(" << kGroups[static_cast<int>(c.group)] << " from rank "
+             << c.group_first << " of " << c.group_size << " every " << c.group_stride << ", " << c.size_bytes
+             << " B, root " << c.root << ", to " << c.send_to << ", from " << c.recv_from << ")";
 }
 }  // namespace paradyse::real
 
@@ -25,8 +26,8 @@ std::vector<real::CommunicationCall> traced_calls(const Program& program) {
   std::vector<real::CommunicationCall> calls;
   for (const Op& op : program.ops)
     if (is_communication(op.kind))
-      calls.push_back({op.kind, op.group, op.group_first, op.group_size, op.size_bytes, op.bus_bytes, op.root,
-                       op.send_to, op.recv_from});
+      calls.push_back({op.kind, op.group, op.group_first, op.group_size, op.group_stride, op.size_bytes,
+                       op.bus_bytes, op.root, op.send_to, op.recv_from});
   return calls;
 }
 
@@ -62,10 +63,12 @@ TEST_CASE("tracer and real backend issue the same communication calls", "[real]"
 }
 
 TEST_CASE("tracer and real backend issue the same communication calls in a grouped step", "[real]") {
-  // Two rounds on 4 ranks: a group of 2 and two of 1, then two of 2, every strategy in some group.
+  // Two rounds on 4 ranks: a group of 2 and two of 1, then two of 2, every strategy in some group;
+  // weights sharded over the job, or over two shard groups of 2 (hybrid sharding).
   const bool gqa = GENERATE(false, true);
+  const int shard = GENERATE(4, 2);
   const ModelSpec model = tiny_model(gqa, /*causal=*/true);
-  INFO((gqa ? "GQA" : "MHA"));
+  INFO((gqa ? "GQA" : "MHA") << ", weights sharded over " << shard << " ranks");
   const int job = 4, layers = 2;
   const auto group = [&](int first, int degree, const char* a, const char* b,
                          std::vector<int64_t> documents) {
@@ -80,6 +83,7 @@ TEST_CASE("tracer and real backend issue the same communication calls in a group
   GroupedStepSpec spec;
   spec.model = &model;
   spec.num_layers = layers;
+  spec.shard_degree = shard;
   spec.rounds = {{group(0, 2, "megatron_tp", "colossal_z", {16}),
                   group(2, 1, "megatron_ts", "ulysses_z", {12}), group(3, 1, "metp", "megatron_cz", {4, 6})},
                  {group(0, 2, "metp", "ulysses_z", {8, 8}), group(2, 2, "megatron_cz", "megatron_ts", {24})}};
@@ -87,6 +91,7 @@ TEST_CASE("tracer and real backend issue the same communication calls in a group
 
   const auto real_calls =
       run_ranks<std::vector<real::CommunicationCall>>(job, model, [&](real::TorchBackend& be) {
+        be.use_shard_degree(shard);
         ModelShards shards(be, model, layers, WeightLayout::job);
         std::vector<Tensor> tokens;
         for (const Round& round : spec.rounds) {

@@ -200,6 +200,23 @@ TEST_CASE("group costs: a job too small to hold the model's sharded state is ref
                     Catch::Contains("power of two"));
 }
 
+TEST_CASE(
+    "group costs: hybrid sharding holds a node's share of the state, and its shard group divides the job",
+    "[selector]") {
+  // Two nodes whose GPUs hold the state sharded over all 16 of them and 1 MiB more: sharded over one
+  // node's 8 (each node a replica), a GPU holds twice that, and the job is refused.
+  const ModelSpec model = load_model("llama-8l");
+  hw::ClusterSpec cluster = hw::load_cluster("dgx-a100", 2);
+  cluster.gpu.hbm_bytes = cluster.gpu.reserved_bytes +
+                          costmodel::static_memory_bytes(model, 16, WeightLayout::job) + 1024.0 * 1024.0;
+  CHECK_NOTHROW(selector::check_group_job(model, cluster, 16));
+  CHECK_THROWS_WITH(
+      selector::check_group_job(model, cluster, 16, 8),
+      Catch::Contains("sharded over 8 GPUs, more than the") && Catch::Contains("shard over the whole job"));
+  CHECK_THROWS_WITH(selector::check_group_job(model, cluster, 16, 3),
+                    Catch::Contains("a shard group of 3 GPUs does not divide the job's 16"));
+}
+
 TEST_CASE("group costs: group sizes that do not divide the job, or are not powers of two, are refused",
           "[selector]") {
   CHECK_NOTHROW(selector::check_group_degrees({1, 2, 8}, 8));

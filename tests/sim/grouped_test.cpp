@@ -2,6 +2,9 @@
 // GPUs, matched among its own ranks, while the job's collectives gather every rank.
 #include <catch2/catch.hpp>
 
+#include "costmodel/estimate.hpp"
+#include "costmodel/op_time.hpp"
+#include "costmodel/program_cost.hpp"
 #include "sim/simulator.hpp"
 #include "strategies/library.hpp"
 #include "tests/sim/sim_helpers.hpp"
@@ -49,6 +52,31 @@ void add_job_collective(std::vector<Program>& job, double bytes) {
     wait.deps = {static_cast<OpId>(program.ops.size() - 1)};
     program.ops.push_back(wait);
   }
+}
+
+// The ranks holding shard k of every shard group of `shard_degree` (hybrid sharding's replicas, one
+// per node when a shard group is a node) all-reduce `bytes`, for each k of `shards`.
+void add_replica_all_reduces(std::vector<Program>& job, int shard_degree, const std::vector<int>& shards,
+                             double bytes) {
+  const int replicas = static_cast<int>(job.size()) / shard_degree;
+  for (const int k : shards)
+    for (int i = 0; i < replicas; ++i) {
+      Program& program = job[static_cast<std::size_t>(k + i * shard_degree)];
+      Op op;
+      op.kind = OpKind::all_reduce;
+      op.stream = Stream::communication;
+      op.size_bytes = bytes;
+      op.bus_bytes = 2.0 * (replicas - 1) / replicas * bytes;
+      op.group = CommGroup::replica;
+      op.group_first = static_cast<int16_t>(k);
+      op.group_size = static_cast<int16_t>(replicas);
+      op.group_stride = static_cast<int16_t>(shard_degree);
+      program.ops.push_back(op);
+      Op wait;
+      wait.kind = OpKind::wait;
+      wait.deps = {static_cast<OpId>(program.ops.size() - 1)};
+      program.ops.push_back(wait);
+    }
 }
 
 std::vector<Program> empty_job(int p) {
@@ -122,4 +150,79 @@ TEST_CASE("simulator: a grouped step runs every group of a round at once", "[sim
                     group(12, 4, megatron_ts(), 8192)}};
     CHECK_THROWS_WITH(simulator.simulate_grouped(spec), Catch::Contains("fill whole nodes"));
   }
+}
+
+TEST_CASE(
+    "simulator: a shard's replicas, one per node, all-reduce through their own NICs, every shard's at once",
+    "[sim]") {
+  // Two nodes of 8 GPUs, 10 GB/s NICs, one per GPU. The replicas of shard k are GPUs k and 8 + k: a ring
+  // of two that crosses one NIC each way, at one NIC's bandwidth (not the node's eight). The eight
+  // shards' rings each keep to their own rail, so all of them take as long as one.
+  const double nic = 10e9;
+  const hw::ClusterSpec cluster = testing::flat_cluster(8, 2, 100e9, nic);
+  sim::Simulator simulator(ModelSpec{}, cluster);
+  const double bytes = 1e9;  // bus bytes 2·(1/2)·bytes = bytes
+  std::vector<Program> one = empty_job(16);
+  add_replica_all_reduces(one, 8, {3}, bytes);
+  const double alone = simulator.run(std::move(one)).iteration_time_s;
+  CHECK(alone == Approx(bytes / nic).epsilon(1e-3));
+  std::vector<Program> all = empty_job(16);
+  add_replica_all_reduces(all, 8, {0, 1, 2, 3, 4, 5, 6, 7}, bytes);
+  CHECK(simulator.run(std::move(all)).iteration_time_s == Approx(alone).epsilon(1e-6));
+  // The analytic model prices the same ring at one NIC's bandwidth too.
+  std::vector<Program> priced = empty_job(16);
+  add_replica_all_reduces(priced, 8, {3}, bytes);
+  CHECK(costmodel::OpTimer(cluster, 16).communication_s(priced[3].ops[0]) == Approx(alone).epsilon(1e-3));
+}
+
+TEST_CASE("simulator: a hybrid-sharded grouped step gathers inside each node and sums each shard across them",
+          "[sim]") {
+  const ModelSpec model = load_model("llama-8l");
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100", 2);
+  sim::Simulator simulator(model, cluster);
+  GroupedStepSpec spec;
+  spec.model = &model;
+  spec.num_layers = static_cast<int>(model.num_layers);
+  for (const int first : {0, 8}) {
+    StepSpec micro;
+    micro.model = &model;
+    micro.tokens = 16384;
+    micro.plan = uniform_plan(megatron_ts(), model.num_layers);
+    spec.rounds.push_back({});
+    spec.rounds.front().push_back({first, 8, micro});
+  }
+  spec.rounds.resize(1);
+  GroupedStepSpec hybrid = spec;
+  hybrid.shard_degree = 8;
+
+  // Every shard-group collective stays in the rank's node; the replicas' all-reduces cross nodes on
+  // one GPU of each, once per layer and table gradient.
+  const Program program = trace_grouped_step(hybrid, 11, 16);
+  int shard_ops = 0, replica_ops = 0;
+  for (const Op& op : program.ops) {
+    if (op.group == CommGroup::shard) {
+      ++shard_ops;
+      CHECK((op.group_first == 8 && op.group_size == 8 && op.group_stride == 1));
+    }
+    if (op.group == CommGroup::replica) {
+      ++replica_ops;
+      CHECK((op.kind == OpKind::all_reduce && op.group_first == 3 && op.group_size == 2 &&
+             op.group_stride == 8));
+    }
+  }
+  CHECK(shard_ops > 0);
+  CHECK(replica_ops == static_cast<int>(model.num_layers) + (model.tied_embeddings ? 1 : 2));
+
+  const sim::SimulationResult full = simulator.simulate_grouped(spec);
+  const sim::SimulationResult hsdp = simulator.simulate_grouped(hybrid);
+  // Each GPU holds 1/8 of the model's state instead of 1/16.
+  const double more_state = costmodel::static_memory_bytes(model, 8, WeightLayout::job) -
+                            costmodel::static_memory_bytes(model, 16, WeightLayout::job);
+  CHECK(hsdp.per_rank[0].peak_memory_bytes - full.per_rank[0].peak_memory_bytes ==
+        Approx(more_state).epsilon(0.01));
+  // The analytic model of the same programs agrees with the simulator.
+  const costmodel::ProgramPrice priced =
+      costmodel::price_program(trace_grouped_step(hybrid, 0, 16), costmodel::OpTimer(cluster, 16),
+                               costmodel::static_memory_bytes(model, 8, WeightLayout::job), 0);
+  CHECK(hsdp.iteration_time_s == Approx(priced.seconds).epsilon(0.05));
 }

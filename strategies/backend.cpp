@@ -1,0 +1,28 @@
+#include "strategies/backend.hpp"
+
+#include <string>
+
+namespace paradyse {
+
+void check_shard_degree(int degree, int job_degree) {
+  PARADYSE_CHECK(
+      degree >= 1 && job_degree % degree == 0,
+      "a shard group of " + std::to_string(degree) + " ranks in a job of " + std::to_string(job_degree));
+}
+
+RankSet Backend::ranks_of(CommGroup group) const {
+  const int shard = shard_degree();
+  switch (group) {
+    case CommGroup::parallel:
+      return {group_first_rank(), degree(), 1};
+    case CommGroup::shard:
+      return {job_rank() - shard_rank(), shard, 1};
+    case CommGroup::replica:
+      return {shard_rank(), job_degree() / shard, shard};
+    case CommGroup::job:
+      return {0, job_degree(), 1};
+  }
+  return {};
+}
+
+}  // namespace paradyse
