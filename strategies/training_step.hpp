@@ -39,8 +39,9 @@ struct StepSpec {
 int64_t padded_vocab(const ModelSpec& model, int degree);
 
 // How a job holds its layers' weights. group: the unified layout over the parallel group, which is
-// the whole job (training_step). job: each layer's weights one flat tensor sharded over the job, for
-// steps whose groups train different micro-batches (grouped_step.hpp).
+// the whole job (training_step). job: each layer's weights one flat tensor sharded over the job's
+// shard group (Backend::shard_degree: the job, or a node), for steps whose groups train different
+// micro-batches (grouped_step.hpp).
 enum class WeightLayout : uint8_t { group, job };
 
 // This rank's weight shards and gradient accumulators.
@@ -53,8 +54,9 @@ struct ModelShards {
   std::vector<LayerWeights> layers;  // WeightLayout::group
   Tensor embedding_grad, head_grad, final_norm_gamma_grad, final_norm_beta_grad;
   std::vector<LayerWeights> layer_grads;
-  // WeightLayout::job: layer l's weights, flattened (layer_flat_layout) and padded, this rank's
-  // 1/N: "layers.<l>.flat" [padded / N]; and their fp32 gradient.
+  // WeightLayout::job: layer l's weights, flattened (layer_flat_layout) and padded, this rank's 1/S
+  // of the shard group's S: "layers.<l>.flat" [padded / S]; and their fp32 gradient. The tables are
+  // [V/S, h] then.
   std::vector<Tensor> flat_layers, flat_layer_grads;
 
   // Every gradient accumulator (some undefined: the head's when tied, betas under RMSNorm).
