@@ -103,18 +103,26 @@ TEST_CASE("group policies: --group-sizes limits the groups a step may form", "[e
   }
 }
 
-TEST_CASE("group policies: a job whose groups hold no sequence at all is refused before anything runs",
-          "[evaluation]") {
-  // GPUs that hold the weights sharded over the job and 1 MiB more: no group can gather a layer, so
-  // every global batch would fit nowhere.
+namespace {
+// Two short sequences in one packed step on llama-8l, analytic, with `group_policies`.
+evaluation::CompareJob two_sequences(const std::string& group_policies) {
   evaluation::CompareJob job;
   job.lengths = {1000, 2000};
   job.global_batch_tokens = "4K";
   job.micro_batch_tokens = "4K";
-  job.group_policies = "flexsp,groups";
+  job.group_policies = group_policies;
   job.machine.model = "llama-8l";
   job.engine = "analytic";
   job.policies.policies = "static:ulysses_z";
+  return job;
+}
+}  // namespace
+
+TEST_CASE("group policies: a job whose groups hold no sequence at all is refused before anything runs",
+          "[evaluation]") {
+  // GPUs that hold the weights sharded over the job and 1 MiB more: no group can gather a layer, so
+  // every global batch would fit nowhere.
+  evaluation::CompareJob job = two_sequences("flexsp,groups");
   hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
   cluster.gpu.hbm_bytes = cluster.gpu.reserved_bytes +
                           costmodel::static_memory_bytes(load_model("llama-8l"), 8, WeightLayout::job) +
@@ -130,14 +138,7 @@ TEST_CASE("group policies: a job whose groups hold no sequence at all is refused
 }
 
 TEST_CASE("group policies: a shard group is the job or a node, and only for group policies", "[evaluation]") {
-  evaluation::CompareJob job;
-  job.lengths = {1000, 2000};
-  job.global_batch_tokens = "4K";
-  job.micro_batch_tokens = "4K";
-  job.group_policies = "groups";
-  job.machine.model = "llama-8l";
-  job.engine = "analytic";
-  job.policies.policies = "static:ulysses_z";
+  evaluation::CompareJob job = two_sequences("groups");
   job.shard_group = "rack";
   CHECK_THROWS_WITH(evaluation::run_compare_job(job),
                     Catch::Contains("--shard-group: expected job or node, got 'rack'"));

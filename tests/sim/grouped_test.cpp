@@ -13,45 +13,39 @@ using namespace paradyse;
 
 namespace {
 
-// Ranks [first, first + size) of the job run `count` all-gathers of `bytes` over their group, each
-// waited for; then every rank of the job runs one all-gather of `bytes` over the job.
-void add_group_collectives(std::vector<Program>& job, int first, int size, int count, double bytes) {
-  for (int r = first; r < first + size; ++r) {
-    Program& program = job[static_cast<std::size_t>(r)];
-    for (int i = 0; i < count; ++i) {
-      Op op;
-      op.kind = OpKind::all_gather;
-      op.stream = Stream::communication;
-      op.size_bytes = bytes;
-      op.bus_bytes = static_cast<double>(size - 1) / size * bytes;
-      op.group_first = static_cast<int16_t>(first);
-      op.group_size = static_cast<int16_t>(size);
-      program.ops.push_back(op);
-      Op wait;
-      wait.kind = OpKind::wait;
-      wait.deps = {static_cast<OpId>(program.ops.size() - 1)};
-      program.ops.push_back(wait);
-    }
-  }
+// A collective of `kind` on `size_bytes` over `ranks`, after the program's last op, and a wait for it.
+void add_waited(Program& program, OpKind kind, double size_bytes, CommGroup group, const RankSet& ranks) {
+  const double ring = static_cast<double>(ranks.size - 1) / ranks.size;
+  Op op;
+  op.kind = kind;
+  op.stream = Stream::communication;
+  op.size_bytes = size_bytes;
+  op.bus_bytes = (kind == OpKind::all_reduce ? 2 : 1) * ring * size_bytes;
+  op.group = group;
+  op.group_first = static_cast<int16_t>(ranks.first);
+  op.group_size = static_cast<int16_t>(ranks.size);
+  op.group_stride = static_cast<int16_t>(ranks.stride);
+  if (!program.ops.empty()) op.deps = {static_cast<OpId>(program.ops.size() - 1)};
+  program.ops.push_back(op);
+  Op wait;
+  wait.kind = OpKind::wait;
+  wait.deps = {static_cast<OpId>(program.ops.size() - 1)};
+  program.ops.push_back(wait);
 }
 
+// Ranks [first, first + size) of the job run `count` all-gathers of `bytes` over their group, each
+// waited for.
+void add_group_collectives(std::vector<Program>& job, int first, int size, int count, double bytes) {
+  for (int r = first; r < first + size; ++r)
+    for (int i = 0; i < count; ++i)
+      add_waited(job[static_cast<std::size_t>(r)], OpKind::all_gather, bytes, CommGroup::parallel,
+                 {first, size, 1});
+}
+
+// Every rank of the job runs one all-gather of `bytes` over the job.
 void add_job_collective(std::vector<Program>& job, double bytes) {
   const int p = static_cast<int>(job.size());
-  for (Program& program : job) {
-    Op op;
-    op.kind = OpKind::all_gather;
-    op.stream = Stream::communication;
-    op.size_bytes = bytes;
-    op.bus_bytes = static_cast<double>(p - 1) / p * bytes;
-    op.group = CommGroup::job;
-    op.group_size = static_cast<int16_t>(p);
-    if (!program.ops.empty()) op.deps = {static_cast<OpId>(program.ops.size() - 1)};
-    program.ops.push_back(op);
-    Op wait;
-    wait.kind = OpKind::wait;
-    wait.deps = {static_cast<OpId>(program.ops.size() - 1)};
-    program.ops.push_back(wait);
-  }
+  for (Program& program : job) add_waited(program, OpKind::all_gather, bytes, CommGroup::job, {0, p, 1});
 }
 
 // The ranks holding shard k of every shard group of `shard_degree` (hybrid sharding's replicas, one
@@ -60,23 +54,9 @@ void add_replica_all_reduces(std::vector<Program>& job, int shard_degree, const 
                              double bytes) {
   const int replicas = static_cast<int>(job.size()) / shard_degree;
   for (const int k : shards)
-    for (int i = 0; i < replicas; ++i) {
-      Program& program = job[static_cast<std::size_t>(k + i * shard_degree)];
-      Op op;
-      op.kind = OpKind::all_reduce;
-      op.stream = Stream::communication;
-      op.size_bytes = bytes;
-      op.bus_bytes = 2.0 * (replicas - 1) / replicas * bytes;
-      op.group = CommGroup::replica;
-      op.group_first = static_cast<int16_t>(k);
-      op.group_size = static_cast<int16_t>(replicas);
-      op.group_stride = static_cast<int16_t>(shard_degree);
-      program.ops.push_back(op);
-      Op wait;
-      wait.kind = OpKind::wait;
-      wait.deps = {static_cast<OpId>(program.ops.size() - 1)};
-      program.ops.push_back(wait);
-    }
+    for (int i = 0; i < replicas; ++i)
+      add_waited(job[static_cast<std::size_t>(k + i * shard_degree)], OpKind::all_reduce, bytes,
+                 CommGroup::replica, {k, replicas, shard_degree});
 }
 
 std::vector<Program> empty_job(int p) {
