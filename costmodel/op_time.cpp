@@ -23,6 +23,12 @@ int latency_hops(OpKind kind, int p) {
   }
 }
 
+hw::FabricSpec::Collective measured_as(OpKind kind) {
+  if (kind == OpKind::all_gather) return hw::FabricSpec::Collective::all_gather;
+  if (kind == OpKind::reduce_scatter) return hw::FabricSpec::Collective::reduce_scatter;
+  return hw::FabricSpec::Collective::all_reduce;
+}
+
 double gemm_arithmetic_s(const hw::GpuSpec& gpu, int64_t batch, int64_t m, int64_t n, int64_t k) {
   if (!gpu.gemm_tiles) {
     const double flops = 2.0 * static_cast<double>(batch * m) * static_cast<double>(n * k);
@@ -100,7 +106,7 @@ double OpTimer::communication_s(const Op& op) const {
   // the hops' latency is the floor of small messages.
   const int group_size = op.group_size > 1 ? op.group_size : degree_;
   const hw::FabricSpec& fabric = cluster_.fabric_of(op.group_first, group_size, op.group_stride);
-  double bandwidth = fabric.streaming_bandwidth(op.size_bytes);
+  double bandwidth = fabric.streaming_bandwidth(op.size_bytes, measured_as(op.kind));
   if (op.kind == OpKind::all_to_all) bandwidth *= fabric.all_to_all_efficiency;
   // A point-to-point transfer crosses one link: between nodes one NIC, not the NICs of every ring; so
   // does every step of a ring with one GPU per node. Every GPU of a node does so at once (a ring

@@ -16,6 +16,9 @@ namespace paradyse::costmodel {
 // all-gather and reduce-scatter, 2(p−1) for all-reduce, p−1 pipeline stages for broadcast and
 // reduce, one for all-to-all (all pairs at once) and for a point-to-point transfer.
 int latency_hops(OpKind kind, int p);
+// Whose measurements a collective's time is read from: its own for all-gather and reduce-scatter
+// (where the fabric has them), the all-reduce's for the rest.
+hw::FabricSpec::Collective measured_as(OpKind kind);
 
 // Seconds of the arithmetic of `batch` GEMMs of [m, k]·[k, n] on `gpu` (not its launch, nor its
 // memory traffic). With gemm_tiles, as cuBLAS runs them: the outputs split into tiles of one of

@@ -51,8 +51,9 @@ inline constexpr std::array<HandedOverCommand, 10> kHandedOverCommands{{
      "tokens/s and the peak memory any rank held."},
     {"calibrate", "paradyse-real",
      "Measure this machine (GEMM and attention throughput at the model's head size, copy bandwidth, op "
-     "overhead, all-reduce and all-to-all bandwidth over --ranks processes) into a cluster file in the "
-     "presets' schema: the local-cpu model of this machine that `paradyse validate` simulates on."},
+     "overhead, all-reduce, all-gather, reduce-scatter and all-to-all bandwidth over --ranks processes) "
+     "into a cluster file in the presets' schema: the local-cpu model of this machine that `paradyse "
+     "validate` simulates on."},
     {"validate", "paradyse-real",
      "Run a plan for real (as `paradyse run`) and simulate the same steps on this machine's calibrated "
      "model (`paradyse calibrate`); print measured against simulated step time and peak memory with the "

@@ -66,11 +66,19 @@ double FabricSpec::hop_latency_s() const {
   return latency_s / ring_all_reduce_hops(measured_ranks);
 }
 
-double FabricSpec::streaming_bandwidth(double size_bytes) const {
+double FabricSpec::streaming_bandwidth(double size_bytes, Collective collective) const {
+  const Curve* curve = &bus_bandwidth_by_bytes;
+  if (collective == Collective::all_gather && !all_gather_bus_bandwidth_by_bytes.points().empty())
+    curve = &all_gather_bus_bandwidth_by_bytes;
+  if (collective == Collective::reduce_scatter && !reduce_scatter_bus_bandwidth_by_bytes.points().empty())
+    curve = &reduce_scatter_bus_bandwidth_by_bytes;
+  const bool all_reduce = curve == &bus_bandwidth_by_bytes;
   const double g = std::max(1, measured_ranks);
-  const double bus_bytes = 2 * (g - 1) / g * size_bytes;
-  const double peak = peak_bus_bandwidth();
-  const double streaming_s = bus_bytes / bus_bandwidth_by_bytes.at(size_bytes) - latency_s;
+  const double bus_bytes = (all_reduce ? 2 : 1) * (g - 1) / g * size_bytes;
+  double peak = 0;
+  for (const auto& [bytes, bandwidth] : curve->points()) peak = std::max(peak, bandwidth);
+  const double latency = all_reduce ? latency_s : std::max(1.0, g - 1) * hop_latency_s();
+  const double streaming_s = bus_bytes / curve->at(size_bytes) - latency;
   // Below the measured sizes the latency is all of the time: the bytes then stream at the peak.
   if (streaming_s * peak <= bus_bytes) return peak;
   return bus_bytes / streaming_s;
@@ -82,6 +90,12 @@ using json_input::Object;
 
 std::string got(const Object& block, std::string_view key) {
   return ", got " + block.json().at(std::string(key)).dump();
+}
+
+void require_source(const Object& sources, std::string_view figure) {
+  if (!sources.has(figure)) sources.fail(figure, "missing required field");
+  if (sources.string(figure).empty())
+    sources.fail(figure, "expected where this figure came from (or 'assumed: why'), got \"\"");
 }
 
 // The block's `source` object must name a source for exactly these figures, none of them empty.
@@ -97,9 +111,7 @@ void require_sources(const Object& block, std::initializer_list<std::string_view
   }
   std::vector<std::string_view> all(figures);
   if (!also.empty()) all.push_back(also);
-  for (std::string_view figure : all)
-    if (sources.string(figure).empty())
-      sources.fail(figure, "expected where this figure came from (or 'assumed: why'), got \"\"");
+  for (std::string_view figure : all) require_source(sources, figure);
 }
 
 std::string non_empty_string(const Object& block, std::string_view key) {
@@ -212,10 +224,18 @@ HostSpec read_host(const Object& host) {
 }
 
 FabricSpec read_fabric(const Object& fabric) {
+  constexpr std::string_view kAllGather = "all_gather_bus_bandwidth_by_bytes";
+  constexpr std::string_view kReduceScatter = "reduce_scatter_bus_bandwidth_by_bytes";
   fabric.require_keys(
-      {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds", "source"});
-  require_sources(fabric,
-                  {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds"});
+      {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds", "source"},
+      {kAllGather, kReduceScatter});
+  const Object sources = fabric.object("source");
+  sources.require_keys(
+      {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds"},
+      {kAllGather, kReduceScatter});
+  for (std::string_view figure :
+       {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds"})
+    require_source(sources, figure);
   FabricSpec spec;
   spec.bytes_per_second = fabric.positive_number("bytes_per_second");
   // No cap at bytes_per_second: all-reduce with NVLink SHARP beats the per-direction link rate.
@@ -224,6 +244,12 @@ FabricSpec read_fabric(const Object& fabric) {
   if (spec.all_to_all_efficiency == 0)
     fabric.fail("all_to_all_efficiency", "expected a fraction above 0, got 0");
   spec.latency_s = non_negative_number(fabric, "latency_seconds");
+  for (auto [key, curve] : {std::pair{kAllGather, &spec.all_gather_bus_bandwidth_by_bytes},
+                            {kReduceScatter, &spec.reduce_scatter_bus_bandwidth_by_bytes}}) {
+    if (!fabric.has(key)) continue;
+    *curve = positive_curve(fabric, key);
+    require_source(sources, key);
+  }
   return spec;
 }
 

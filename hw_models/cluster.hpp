@@ -69,14 +69,23 @@ struct FabricSpec {
   double all_to_all_efficiency = 0;  // all-to-all bus bandwidth as a fraction of the ring's
   double latency_s = 0;              // smallest time of any collective or transfer at this level
   int measured_ranks = 0;            // the all-reduce group of the curve: one node inside, two between
+  // All-gather and reduce-scatter over measured_ranks, bus bandwidth ((g−1)/g · size / time) by the
+  // collective's size, as nccl-tests' all_gather_perf and reduce_scatter_perf report it. Optional:
+  // empty, they stream as the all-reduce does (NCCL runs all three as the same rings); a CPU backend's
+  // are their own (Gloo has its own all-gather, and no reduce-scatter: an all-to-all, then a sum).
+  Curve all_gather_bus_bandwidth_by_bytes, reduce_scatter_bus_bandwidth_by_bytes;
 
-  double peak_bus_bandwidth() const;  // the curve's highest point
+  // Which collective's measurements a time is read from.
+  enum class Collective : uint8_t { all_reduce, all_gather, reduce_scatter };
+
+  double peak_bus_bandwidth() const;  // the all-reduce curve's highest point
   // A ring all-reduce over measured_ranks crosses 2(g−1) hops, and latency_s is its floor.
   double hop_latency_s() const;
   // The rate at which a collective of `size_bytes` streams once its hops' latency is set apart: the
-  // measured all-reduce time at that size minus 2(g−1) hop latencies, so that hops · hop latency +
-  // bus bytes / streaming bandwidth gives back the measured time; at most peak_bus_bandwidth().
-  double streaming_bandwidth(double size_bytes) const;
+  // measured time of `collective` at that size minus its hops' latency (2(g−1) for an all-reduce,
+  // g−1 for the others), so that hops · hop latency + bus bytes / streaming bandwidth gives back the
+  // measured time; at most the measured curve's peak.
+  double streaming_bandwidth(double size_bytes, Collective collective = Collective::all_reduce) const;
 };
 
 // The host thread of each rank, which issues its kernels and collectives in program order: a device

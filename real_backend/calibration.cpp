@@ -168,17 +168,34 @@ double op_overhead_s(const Timer& timer) {
 
 struct Fabric {
   Points bus_bandwidth;  // all-reduce bus bandwidth by message bytes
+  // All-gather and reduce-scatter bus bandwidth by the collective's bytes, in the step's element type.
+  Points all_gather_bus_bandwidth, reduce_scatter_bus_bandwidth;
   double latency_s = 0;
   double all_to_all_bus_bandwidth = 0;  // at the largest size
 };
 
 // The collectives between the ranks, in nccl-tests' bus bandwidth: 2(p−1)/p·size/time for the
-// all-reduce, (p−1)/p·size/time for the all-to-all. With one rank nothing moves; size/time then
-// stands in so that the figures stay positive.
-Fabric measure_fabric(Communicator& communicator, const Timer& timer) {
+// all-reduce, (p−1)/p·size/time for the all-gather, reduce-scatter and all-to-all. With one rank
+// nothing moves; size/time then stands in so that the figures stay positive. The all-gather and
+// reduce-scatter run as a step runs them, in its element type (`dtype`) through the communicator's
+// own implementation (on Gloo the reduce-scatter is an all-to-all and a sum in float32).
+Fabric measure_fabric(Communicator& communicator, const Timer& timer, at::ScalarType dtype) {
   const double p = communicator.size();
   const double all_reduce_share = p > 1 ? 2 * (p - 1) / p : 1;
   const double all_to_all_share = p > 1 ? (p - 1) / p : 1;
+  const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
+  auto all_gather_s = [&](int64_t bytes) {  // `bytes` gathered: every rank's 1/p of them
+    const at::Tensor input = at::zeros({bytes / element / communicator.size()}, dtype);
+    at::Tensor output = at::empty({input.numel() * communicator.size()}, dtype);
+    return timer.median_s([&] { communicator.all_gather(input, output)->wait(); },
+                          bytes < 4 * kMiBytes ? 10 : 1);
+  };
+  auto reduce_scatter_s = [&](int64_t bytes) {  // `bytes` reduced: every rank keeps 1/p of them
+    const at::Tensor input = at::zeros({bytes / element / communicator.size() * communicator.size()}, dtype);
+    at::Tensor output = at::empty({input.numel() / communicator.size()}, dtype);
+    return timer.median_s([&] { communicator.reduce_scatter(input, output)->wait(); },
+                          bytes < 4 * kMiBytes ? 10 : 1);
+  };
   auto all_reduce_s = [&](int64_t bytes) {
     at::Tensor buffer = at::zeros({bytes / 4});
     return timer.median_s([&] { communicator.all_reduce(buffer)->wait(); }, bytes < 4 * kMiBytes ? 10 : 1);
@@ -189,6 +206,8 @@ Fabric measure_fabric(Communicator& communicator, const Timer& timer) {
   for (int64_t bytes = 1024; bytes <= largest; bytes *= 4) {
     const double size = static_cast<double>(bytes);
     fabric.bus_bandwidth.emplace_back(size, all_reduce_share * size / all_reduce_s(bytes));
+    fabric.all_gather_bus_bandwidth.emplace_back(size, all_to_all_share * size / all_gather_s(bytes));
+    fabric.reduce_scatter_bus_bandwidth.emplace_back(size, all_to_all_share * size / reduce_scatter_s(bytes));
   }
   // all_to_all needs p equal chunks.
   const at::Tensor input = at::zeros({largest / 4 / communicator.size() * communicator.size()});
@@ -274,7 +293,8 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   const std::vector<KernelPoints> kernels =
       kernel_rates(communicator, timer, backend, model, longest, dispatch_s);
   const double copy = copy_bytes_per_second(timer);
-  const Fabric fabric = measure_fabric(communicator, timer);
+  const Fabric fabric =
+      measure_fabric(communicator, timer, options.precision == Precision::mixed ? at::kBFloat16 : at::kFloat);
   communicator.barrier();
   if (communicator.rank() != 0) return "";
 
@@ -336,6 +356,8 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   intra["all_to_all_efficiency"] =
       fraction(fabric.all_to_all_bus_bandwidth / fabric.bus_bandwidth.back().second);
   intra["latency_seconds"] = rounded(fabric.latency_s);
+  intra["all_gather_bus_bandwidth_by_bytes"] = curve(fabric.all_gather_bus_bandwidth, rounded);
+  intra["reduce_scatter_bus_bandwidth_by_bytes"] = curve(fabric.reduce_scatter_bus_bandwidth, rounded);
   const std::string gloo =
       communicator.name() + " all-reduce of float32 over the " + std::to_string(ranks) +
       " ranks, a barrier before each repetition, below 4 MiB the mean of 10 back to back";
@@ -345,7 +367,15 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
       {"all_to_all_efficiency",
        measured(communicator.name() + " all-to-all of 64 MiB, bus bandwidth (p-1)/p size / time, over "
                                       "the all-reduce's at 64 MiB")},
-      {"latency_seconds", measured(gloo + ", 1 element")}};
+      {"latency_seconds", measured(gloo + ", 1 element")},
+      {"all_gather_bus_bandwidth_by_bytes",
+       measured(communicator.name() + " all-gather of " + type +
+                ", 1 KiB to 64 MiB gathered, bus bandwidth (p-1)/p size / time")},
+      {"reduce_scatter_bus_bandwidth_by_bytes",
+       measured(
+           "the backend's reduce-scatter of " + type + " (" + communicator.name() +
+           ": an all-to-all, then the float32 sum of the chunks), 1 KiB to 64 MiB reduced, bus bandwidth "
+           "(p-1)/p size / time")}};
   Json inter = intra;
   for (Json& text : inter["source"]) text = "single machine: the intra-node figures";
 

@@ -329,7 +329,8 @@ class Run {
   }
 
   double size_efficiency(const Op& o, const hw::FabricSpec& fabric) const {
-    double efficiency = fabric.streaming_bandwidth(o.size_bytes) / fabric.peak_bus_bandwidth();
+    double efficiency = fabric.streaming_bandwidth(o.size_bytes, costmodel::measured_as(o.kind)) /
+                        fabric.peak_bus_bandwidth();
     if (o.kind == OpKind::all_to_all && o.group_size <= cluster_.gpus_per_node)
       efficiency *= fabric.all_to_all_efficiency;
     return efficiency;

@@ -104,6 +104,29 @@ TEST_CASE("OpTimer: a collective takes bus bytes over NCCL's bus bandwidth at it
     const double streaming = 2.0 * 7 / 8 * op.size_bytes / (op.bus_bytes * 2 / 228.1e9 - 14 * hop);
     REQUIRE(intra.seconds(op) == Approx(7 * hop + op.bus_bytes / streaming).epsilon(1e-12));
   }
+  SECTION("an all-gather or reduce-scatter the fabric measured takes its own measured time") {
+    // A CPU backend's: Gloo's all-gather, and a reduce-scatter that is an all-to-all and a sum.
+    hw::ClusterSpec measured = cluster;
+    measured.intra_node.all_gather_bus_bandwidth_by_bytes = hw::Curve({{1e6, 20e9}, {1e9, 150e9}, {1e10, 160e9}});
+    measured.intra_node.reduce_scatter_bus_bandwidth_by_bytes = hw::Curve({{1e6, 10e9}, {1e9, 90e9}, {1e10, 95e9}});
+    const costmodel::OpTimer timer(measured, 8);
+    for (const double size : {1e6, 1e9}) {
+      op.size_bytes = size;
+      op.bus_bytes = 7.0 / 8 * size;
+      op.kind = OpKind::all_gather;
+      CHECK(timer.seconds(op) ==
+            Approx(op.bus_bytes / measured.intra_node.all_gather_bus_bandwidth_by_bytes.at(size))
+                .epsilon(1e-12));
+      op.kind = OpKind::reduce_scatter;
+      CHECK(timer.seconds(op) ==
+            Approx(op.bus_bytes / measured.intra_node.reduce_scatter_bus_bandwidth_by_bytes.at(size))
+                .epsilon(1e-12));
+      // The all-reduce keeps its own curve.
+      op.kind = OpKind::all_reduce;
+      op.bus_bytes = 2.0 * 7 / 8 * size;
+      CHECK(timer.seconds(op) == Approx(intra.seconds(op)).epsilon(1e-12));
+    }
+  }
   SECTION("all-to-all runs at the preset's fraction of the ring, after one hop") {
     op.kind = OpKind::all_to_all;
     op.bus_bytes = 7.0 / 8 * op.size_bytes;

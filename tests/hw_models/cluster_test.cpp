@@ -405,3 +405,28 @@ TEST_CASE("load_cluster: the optional host block gives dispatch costs, each with
       write_edited_a100(dir, "negative-host.json", [&](auto& json) { json["host"] = negative; });
   CHECK_THAT(load_error(bad).what(), Contains("host.kernel_dispatch_seconds"));
 }
+
+TEST_CASE("load_cluster: a fabric's all-gather and reduce-scatter curves are optional, each with its source",
+          "[hw_models]") {
+  TempDir dir;
+  const paradyse::json_input::Json curve = {{1024, 1e8}, {67108864, 2e9}};
+  const ClusterSpec cluster = load_cluster(write_edited_a100(dir, "rings.json", [&](auto& json) {
+    json["intra_node"]["all_gather_bus_bandwidth_by_bytes"] = curve;
+    json["intra_node"]["source"]["all_gather_bus_bandwidth_by_bytes"] = "measured";
+  }));
+  REQUIRE(cluster.intra_node.all_gather_bus_bandwidth_by_bytes.points().size() == 2);
+  CHECK(cluster.intra_node.all_gather_bus_bandwidth_by_bytes.at(67108864) == 2e9);
+  CHECK(cluster.intra_node.reduce_scatter_bus_bandwidth_by_bytes.points().empty());
+  // The presets have neither: NCCL runs all three as the same rings.
+  CHECK(load_cluster("dgx-a100").inter_node.all_gather_bus_bandwidth_by_bytes.points().empty());
+
+  const std::string unsourced = write_edited_a100(dir, "unsourced-rings.json", [&](auto& json) {
+    json["inter_node"]["reduce_scatter_bus_bandwidth_by_bytes"] = curve;
+  });
+  CHECK_THAT(load_error(unsourced).what(),
+             Contains("inter_node.source.reduce_scatter_bus_bandwidth_by_bytes"));
+  const std::string source_alone = write_edited_a100(dir, "source-alone.json", [&](auto& json) {
+    json["intra_node"]["source"]["all_gather_bus_bandwidth_by_bytes"] = "measured";
+  });
+  CHECK_NOTHROW(load_cluster(source_alone));
+}
