@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <random>
 
 #include "common/errors.hpp"
@@ -38,7 +39,13 @@ GroupBenchResult bench_group_solver(
   const int64_t longest =
       std::max(*std::max_element(lengths.begin(), lengths.end()), options.large_batch_tokens);
 
-  selector::GroupCosts small(model, small_cluster, options.small_job, options.policy, longest);
+  // Prices on a job of `job` GPUs of `cluster`, its weights sharded as options.shard_group says.
+  const auto costs_on = [&](const hw::ClusterSpec& cluster, int job) {
+    selector::GroupPricingOptions pricing;
+    pricing.shard_degree = parse_shard_group(options.shard_group, cluster, job);
+    return std::make_unique<selector::GroupCosts>(model, cluster, job, options.policy, longest, pricing);
+  };
+  const std::unique_ptr<selector::GroupCosts> small = costs_on(small_cluster, options.small_job);
   std::mt19937_64 rng(options.seed);
   std::uniform_int_distribution<std::size_t> pick(0, lengths.size() - 1);
   for (int i = 0; i < options.small_instances; ++i) {
@@ -47,7 +54,7 @@ GroupBenchResult bench_group_solver(
                static_cast<uint64_t>(options.small_instances));
     std::vector<int64_t> batch;
     for (int s = 0; s < options.small_sequences; ++s) batch.push_back(lengths[pick(rng)]);
-    const selector::GroupProblem problem = small.problem(batch);
+    const selector::GroupProblem problem = small->problem(batch);
     const selector::GroupSchedule greedy = selector::solve_groups_greedy(problem);
     const auto start = std::chrono::steady_clock::now();
     const selector::MilpSolution exact = selector::solve_groups_milp(
@@ -60,7 +67,7 @@ GroupBenchResult bench_group_solver(
     result.gaps.push_back(greedy.seconds / exact.schedule.seconds - 1);
   }
 
-  selector::GroupCosts large(model, large_cluster, options.large_job, options.policy, longest);
+  const std::unique_ptr<selector::GroupCosts> large = costs_on(large_cluster, options.large_job);
   std::size_t next = 0;
   for (int step = 0; step < options.large_steps && next < lengths.size(); ++step) {
     if (progress)
@@ -76,7 +83,7 @@ GroupBenchResult bench_group_solver(
       continue;
     }
     auto start = std::chrono::steady_clock::now();
-    const selector::GroupProblem problem = large.problem(batch);
+    const selector::GroupProblem problem = large->problem(batch);
     result.pricing_s.push_back(seconds_since(start));
     start = std::chrono::steady_clock::now();
     const selector::GroupSchedule schedule = selector::solve_groups_greedy(problem);
@@ -95,9 +102,9 @@ GroupBenchResult bench_group_solver(
       tokens += lengths[i];
     }
     PARADYSE_CHECK(!batch.empty(), "the trace's first sequence is longer than a large batch");
-    selector::GroupCosts costs(model, simulate_cluster, options.simulate_job, options.policy, longest);
-    const selector::GroupSchedule schedule = selector::solve_groups_greedy(costs.problem(batch));
-    const PlannedStep planned = plan_grouped_step(model, options.simulate_job, batch, schedule, costs);
+    const std::unique_ptr<selector::GroupCosts> costs = costs_on(simulate_cluster, options.simulate_job);
+    const selector::GroupSchedule schedule = selector::solve_groups_greedy(costs->problem(batch));
+    const PlannedStep planned = plan_grouped_step(model, options.simulate_job, batch, schedule, *costs);
     sim::Simulator simulator(model, simulate_cluster);
     const auto start = std::chrono::steady_clock::now();
     const sim::SimulationResult simulated = simulator.simulate_grouped(planned.spec);

@@ -15,6 +15,7 @@ namespace paradyse::evaluation {
 
 struct GroupBenchOptions {
   std::string policy = "switching";  // prices each sequence at each degree (group_costs.hpp)
+  std::string shard_group = "job";   // what the weights are sharded over (parse_shard_group)
   int small_instances = 50;
   int small_job = 8;
   int small_sequences = 6;  // drawn at random from the trace

@@ -54,8 +54,11 @@ void bench(BenchGroupsOptions& options) {
 
   using evaluation::percentile;
   const auto pct = [](double fraction) { return 100 * fraction; };
-  fmt::print("group solver: {} on {}, batches of {}, each sequence priced by {} at every group degree\n",
-             model.name, node.name, trace.name, options.bench.policy);
+  fmt::print(
+      "group solver: {} on {}, batches of {}, each sequence priced by {} at every group degree, weights "
+      "sharded over {}\n",
+      model.name, node.name, trace.name, options.bench.policy,
+      options.bench.shard_group == "node" ? "each node (hybrid sharding)" : "the job");
   fmt::print(
       "small batches: {} of {} sequences on {} GPUs, against the exact MILP (COIN-OR CBC, {:g} s limit)\n",
       options.bench.small_instances, options.bench.small_sequences, options.bench.small_job,
@@ -102,6 +105,11 @@ void add_bench_groups_command(CLI::App& app) {
       ->add_option("--policy", options->bench.policy,
                    "prices each sequence on each group degree: switching (the fastest per-layer plan in the "
                    "grouped step), static:NAME, paradyse or optimal")
+      ->capture_default_str();
+  command
+      ->add_option("--shard-group", options->bench.shard_group,
+                   "what the weights are sharded over: job (every GPU of each job) or node (each node a "
+                   "replica: hybrid sharding), as compare's --shard-group")
       ->capture_default_str();
   command->add_option("--instances", options->bench.small_instances, "small batches solved by the MILP too")
       ->capture_default_str();

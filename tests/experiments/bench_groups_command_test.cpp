@@ -10,11 +10,16 @@ using namespace paradyse::testing;
 
 TEST_CASE("bench-groups: the greedy is at or above the MILP's proven optimum, and its solve time is printed",
           "[experiments]") {
+  // Weights sharded over each job, or over each node (hybrid sharding: the 16 simulated GPUs are two).
+  const std::string shard_group = GENERATE("job", "node");
   const RunResult r = run_paradyse(
       "bench-groups --model llama-8l --instances 4 --sequences 5 --steps 3 --batch-tokens 128K "
-      "--simulate-gpus 16");
+      "--simulate-gpus 16 --shard-group " +
+      shard_group);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains(shard_group == "node" ? "weights sharded over each node (hybrid sharding)"
+                                                          : "weights sharded over the job"));
   std::smatch gap;
   REQUIRE(std::regex_search(
       r.out, gap,
@@ -25,9 +30,14 @@ TEST_CASE("bench-groups: the greedy is at or above the MILP's proven optimum, an
   CHECK(std::regex_search(r.out, std::regex(R"(greedy solve: median [0-9.]+ ms, p99 [0-9.]+ ms)")));
 }
 
-TEST_CASE("bench-groups: a job that is not a power of two is refused", "[experiments]") {
+TEST_CASE("bench-groups: a job that is not a power of two, or an unknown shard group, is refused",
+          "[experiments]") {
   const RunResult r = run_paradyse("bench-groups --small-gpus 6 --instances 1 --steps 1");
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.err, Catch::Contains("power of two"));
   CHECK(r.out.empty());
+  const RunResult rack = run_paradyse("bench-groups --shard-group rack --instances 1 --steps 1");
+  CHECK(rack.exit_code == 2);
+  CHECK_THAT(rack.err, Catch::Contains("--shard-group: expected job or node, got 'rack'"));
+  CHECK(rack.out.empty());
 }
