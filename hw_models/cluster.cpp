@@ -50,10 +50,14 @@ double KernelRate::seconds(double size) const {
   return std::max(size, smallest) / rate.at(size);
 }
 
+double Curve::highest() const {
+  double y = 0;
+  for (const auto& point : points_) y = std::max(y, point.second);
+  return y;
+}
+
 double FabricSpec::peak_bus_bandwidth() const {
-  double peak = 0;
-  for (const auto& [bytes, bandwidth] : bus_bandwidth_by_bytes.points()) peak = std::max(peak, bandwidth);
-  return peak;
+  return bus_bandwidth_by_bytes.highest();
 }
 
 namespace {
@@ -75,8 +79,7 @@ double FabricSpec::streaming_bandwidth(double size_bytes, Collective collective)
   const bool all_reduce = curve == &bus_bandwidth_by_bytes;
   const double g = std::max(1, measured_ranks);
   const double bus_bytes = (all_reduce ? 2 : 1) * (g - 1) / g * size_bytes;
-  double peak = 0;
-  for (const auto& [bytes, bandwidth] : curve->points()) peak = std::max(peak, bandwidth);
+  const double peak = curve->highest();
   const double latency = all_reduce ? latency_s : std::max(1.0, g - 1) * hop_latency_s();
   const double streaming_s = bus_bytes / curve->at(size_bytes) - latency;
   // Below the measured sizes the latency is all of the time: the bytes then stream at the peak.

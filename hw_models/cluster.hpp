@@ -19,6 +19,7 @@ class Curve {
   Curve() = default;
   explicit Curve(std::vector<std::pair<double, double>> points);  // x strictly increasing, y > 0
   double at(double x) const;
+  double highest() const;  // the largest y; 0 for no points
   const std::vector<std::pair<double, double>>& points() const { return points_; }
 
  private:

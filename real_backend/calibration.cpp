@@ -184,21 +184,21 @@ Fabric measure_fabric(Communicator& communicator, const Timer& timer, at::Scalar
   const double all_reduce_share = p > 1 ? 2 * (p - 1) / p : 1;
   const double all_to_all_share = p > 1 ? (p - 1) / p : 1;
   const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
+  // Small collectives are timed 10 back to back: one alone is below the clock's resolution.
+  const auto repetitions = [](int64_t bytes) { return bytes < 4 * kMiBytes ? 10 : 1; };
   auto all_gather_s = [&](int64_t bytes) {  // `bytes` gathered: every rank's 1/p of them
     const at::Tensor input = at::zeros({bytes / element / communicator.size()}, dtype);
     at::Tensor output = at::empty({input.numel() * communicator.size()}, dtype);
-    return timer.median_s([&] { communicator.all_gather(input, output)->wait(); },
-                          bytes < 4 * kMiBytes ? 10 : 1);
+    return timer.median_s([&] { communicator.all_gather(input, output)->wait(); }, repetitions(bytes));
   };
   auto reduce_scatter_s = [&](int64_t bytes) {  // `bytes` reduced: every rank keeps 1/p of them
     const at::Tensor input = at::zeros({bytes / element / communicator.size() * communicator.size()}, dtype);
     at::Tensor output = at::empty({input.numel() / communicator.size()}, dtype);
-    return timer.median_s([&] { communicator.reduce_scatter(input, output)->wait(); },
-                          bytes < 4 * kMiBytes ? 10 : 1);
+    return timer.median_s([&] { communicator.reduce_scatter(input, output)->wait(); }, repetitions(bytes));
   };
   auto all_reduce_s = [&](int64_t bytes) {
     at::Tensor buffer = at::zeros({bytes / 4});
-    return timer.median_s([&] { communicator.all_reduce(buffer)->wait(); }, bytes < 4 * kMiBytes ? 10 : 1);
+    return timer.median_s([&] { communicator.all_reduce(buffer)->wait(); }, repetitions(bytes));
   };
   Fabric fabric;
   fabric.latency_s = all_reduce_s(4);

@@ -107,8 +107,10 @@ TEST_CASE("OpTimer: a collective takes bus bytes over NCCL's bus bandwidth at it
   SECTION("an all-gather or reduce-scatter the fabric measured takes its own measured time") {
     // A CPU backend's: Gloo's all-gather, and a reduce-scatter that is an all-to-all and a sum.
     hw::ClusterSpec measured = cluster;
-    measured.intra_node.all_gather_bus_bandwidth_by_bytes = hw::Curve({{1e6, 20e9}, {1e9, 150e9}, {1e10, 160e9}});
-    measured.intra_node.reduce_scatter_bus_bandwidth_by_bytes = hw::Curve({{1e6, 10e9}, {1e9, 90e9}, {1e10, 95e9}});
+    measured.intra_node.all_gather_bus_bandwidth_by_bytes =
+        hw::Curve({{1e6, 20e9}, {1e9, 150e9}, {1e10, 160e9}});
+    measured.intra_node.reduce_scatter_bus_bandwidth_by_bytes =
+        hw::Curve({{1e6, 10e9}, {1e9, 90e9}, {1e10, 95e9}});
     const costmodel::OpTimer timer(measured, 8);
     for (const double size : {1e6, 1e9}) {
       op.size_bytes = size;
