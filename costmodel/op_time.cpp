@@ -101,11 +101,23 @@ double OpTimer::compute_s(const Op& op) const {
   return gpu.kernel_launch_s + std::max(arithmetic, memory);
 }
 
+int OpTimer::group_size(const Op& op) const {
+  return op.group_size > 1 ? op.group_size : degree_;
+}
+
+const hw::FabricSpec& OpTimer::fabric(const Op& op) const {
+  return cluster_.fabric_of(op.group_first, group_size(op), op.group_stride);
+}
+
+double OpTimer::compute_contention(const Op& op) const {
+  return is_communication(op.kind) ? fabric(op).compute_contention : 0;
+}
+
 double OpTimer::communication_s(const Op& op) const {
   // nccl-tests' bus bandwidth at the collective's size turns bus bytes into time (REFERENCE.md §1, §3);
   // the hops' latency is the floor of small messages.
-  const int group_size = op.group_size > 1 ? op.group_size : degree_;
-  const hw::FabricSpec& fabric = cluster_.fabric_of(op.group_first, group_size, op.group_stride);
+  const int group_size = this->group_size(op);
+  const hw::FabricSpec& fabric = this->fabric(op);
   double bandwidth = fabric.streaming_bandwidth(op.size_bytes, measured_as(op.kind));
   if (op.kind == OpKind::all_to_all) bandwidth *= fabric.all_to_all_efficiency;
   // A point-to-point transfer crosses one link: between nodes one NIC, not the NICs of every ring; so

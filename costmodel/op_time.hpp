@@ -43,8 +43,13 @@ class OpTimer {
   bool synchronous_host() const { return cluster_.host.synchronous; }
   double compute_s(const Op& op) const;
   double communication_s(const Op& op) const;
+  // The share of the compute stream's rate that `op` takes while it is in flight (its fabric's
+  // compute_contention); 0 for an op that is no communication.
+  double compute_contention(const Op& op) const;
 
  private:
+  int group_size(const Op& op) const;  // its own group's, or else the degree's
+  const hw::FabricSpec& fabric(const Op& op) const;
   const hw::ClusterSpec& cluster_;
   int degree_;
   std::array<const hw::KernelRate*, kKernelCount> measured_{};  // by Kernel; null: the roofline

@@ -19,6 +19,38 @@ namespace {
 
 constexpr double kFarAhead_s = 1e9;  // a host lead no phase's time comes near
 
+// A collective in flight on the communication stream, taking `share` of the compute stream's rate.
+struct ContendedSpan {
+  double start, end, share;
+};
+
+// When compute of `work_s` seconds at the full rate, started at `start`, ends on a stream that runs
+// at 1 − share while one of `spans` (in order, disjoint) is in flight.
+double contended_end(double start, double work_s, const std::vector<ContendedSpan>& spans) {
+  auto span = std::partition_point(spans.begin(), spans.end(),
+                                   [&](const ContendedSpan& s) { return s.end <= start; });
+  double time = start, left_s = work_s;
+  for (; span != spans.end() && span->start < time + left_s; ++span) {
+    if (span->start > time) {
+      left_s -= span->start - time;
+      time = span->start;
+    }
+    const double rate = 1 - span->share;
+    const double capacity_s = (span->end - time) * rate;
+    if (capacity_s >= left_s) return time + left_s / rate;
+    left_s -= capacity_s;
+    time = span->end;
+  }
+  return time + left_s;
+}
+
+// A compute-stream op as scheduled: when it could start but for its stream, its work at the full
+// rate, and its start.
+struct ComputeSlot {
+  OpId id;
+  double ready, work_s, start;
+};
+
 // `host_lead_s`: how far ahead of the streams the host starts (it has issued nothing yet).
 SegmentCost cost_segment(const Program& program, OpId first_op, OpId end_op, uint32_t first_event,
                          uint32_t end_event, const OpTimer& timer, std::vector<double>& finish,
@@ -27,21 +59,43 @@ SegmentCost cost_segment(const Program& program, OpId first_op, OpId end_op, uin
   finish.assign(end_op - first_op, 0.0);
   double stream_free[2] = {0, 0};
   double host = -host_lead_s;  // when the host has issued the ops so far
+  std::vector<ComputeSlot> compute;
+  std::vector<ContendedSpan> spans;
   for (OpId id = first_op; id < end_op; ++id) {
     const Op& op = program.ops[id];
     const auto stream = static_cast<std::size_t>(op.stream);
     host += timer.dispatch_s(op);
-    double start = std::max(stream_free[stream], host);
+    double ready = host;
     for (OpId dep : op.deps)
-      if (dep >= first_op) start = std::max(start, finish[dep - first_op]);
+      if (dep >= first_op) ready = std::max(ready, finish[dep - first_op]);
+    const double start = std::max(stream_free[stream], ready);
     const double duration = timer.seconds(op);
-    finish[id - first_op] = start + duration;
-    stream_free[stream] = start + duration;
-    if (op.host_waits || (timer.synchronous_host() && op.stream == Stream::compute)) host = start + duration;
-    (op.stream == Stream::compute ? cost.compute_s : cost.communication_s) += duration;
+    double end = start + duration;
+    if (op.stream == Stream::compute) {
+      if (!spans.empty()) end = contended_end(start, duration, spans);
+      compute.push_back({id, ready, duration, start});
+    } else if (const double share = timer.compute_contention(op); share > 0 && duration > 0) {
+      spans.push_back({start, end, share});
+      // The collective starts under compute issued before it (a host running ahead): those ops end
+      // later. No op scheduled since depends on them (it would have started after them), so they are
+      // placed again from the first that it overlaps.
+      std::size_t first = compute.size();
+      while (first > 0 && finish[compute[first - 1].id - first_op] > start) --first;
+      for (std::size_t k = first; k < compute.size(); ++k) {
+        ComputeSlot& slot = compute[k];
+        if (k > first) slot.start = std::max(slot.ready, finish[compute[k - 1].id - first_op]);
+        finish[slot.id - first_op] = contended_end(slot.start, slot.work_s, spans);
+      }
+      if (first < compute.size()) stream_free[0] = finish[compute.back().id - first_op];
+    }
+    finish[id - first_op] = end;
+    stream_free[stream] = end;
+    if (op.host_waits || (timer.synchronous_host() && op.stream == Stream::compute)) host = end;
+    if (op.stream == Stream::communication) cost.communication_s += duration;
     cost.flops += op.flops;
     cost.bus_bytes += op.bus_bytes;
   }
+  for (const ComputeSlot& slot : compute) cost.compute_s += finish[slot.id - first_op] - slot.start;
   cost.seconds = std::max({stream_free[0], stream_free[1], host});
   double live = 0;
   for (uint32_t e = first_event; e < end_event; ++e) {

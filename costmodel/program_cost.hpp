@@ -3,6 +3,7 @@
 // communication hides behind compute exactly where the program allows it, and short kernels run at
 // the host's pace), and the live-bytes timeline of its allocations. The host issues in program
 // order, each op at OpTimer::dispatch_s; a synchronous host also waits for each compute-stream op.
+// While a collective is in flight the compute stream runs at 1 − its OpTimer::compute_contention.
 #pragma once
 
 #include <vector>

@@ -229,13 +229,14 @@ HostSpec read_host(const Object& host) {
 FabricSpec read_fabric(const Object& fabric) {
   constexpr std::string_view kAllGather = "all_gather_bus_bandwidth_by_bytes";
   constexpr std::string_view kReduceScatter = "reduce_scatter_bus_bandwidth_by_bytes";
+  constexpr std::string_view kContention = "compute_contention";
   fabric.require_keys(
       {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds", "source"},
-      {kAllGather, kReduceScatter});
+      {kAllGather, kReduceScatter, kContention});
   const Object sources = fabric.object("source");
   sources.require_keys(
       {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds"},
-      {kAllGather, kReduceScatter});
+      {kAllGather, kReduceScatter, kContention});
   for (std::string_view figure :
        {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds"})
     require_source(sources, figure);
@@ -252,6 +253,13 @@ FabricSpec read_fabric(const Object& fabric) {
     if (!fabric.has(key)) continue;
     *curve = positive_curve(fabric, key);
     require_source(sources, key);
+  }
+  if (fabric.has(kContention)) {
+    spec.compute_contention = fabric.fraction(kContention);
+    if (spec.compute_contention >= 1)
+      fabric.fail(kContention,
+                  "expected a share of the compute below 1 (at 1 no compute would progress), got 1");
+    require_source(sources, kContention);
   }
   return spec;
 }

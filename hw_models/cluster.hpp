@@ -75,6 +75,10 @@ struct FabricSpec {
   // empty, they stream as the all-reduce does (NCCL runs all three as the same rings); a CPU backend's
   // are their own (Gloo has its own all-gather, and no reduce-scatter: an all-to-all, then a sum).
   Curve all_gather_bus_bandwidth_by_bytes, reduce_scatter_bus_bandwidth_by_bytes;
+  // The share of a GPU's compute rate that a collective over this fabric takes while it is in flight
+  // on that GPU (NCCL's kernels hold SMs; on a CPU, Gloo's threads run on the ranks' cores): the
+  // compute stream runs at 1 − this meanwhile. Optional, in [0, 1); absent, 0.
+  double compute_contention = 0;
 
   // Which collective's measurements a time is read from.
   enum class Collective : uint8_t { all_reduce, all_gather, reduce_scatter };

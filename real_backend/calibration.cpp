@@ -217,6 +217,33 @@ Fabric measure_fabric(Communicator& communicator, const Timer& timer, at::Scalar
   return fabric;
 }
 
+// The share of a rank's compute that a collective in flight beside it takes (on a CPU, Gloo's threads
+// run on the cores the ranks compute on). GEMMs that alone take about twice an all-gather run while
+// it is in flight; a compute stream slowed by `share` while the collective runs takes
+// gemms_s + share · gather_s in all (the collective itself not slowed), so
+// share = (together_s − gemms_s) / gather_s.
+double measured_compute_contention(Communicator& communicator, const Timer& timer, at::ScalarType dtype) {
+  const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
+  const at::Tensor input = at::zeros({16 * kMiBytes / element / communicator.size()}, dtype);
+  at::Tensor output = at::empty({input.numel() * communicator.size()}, dtype);
+  const double gather_s = timer.median_s([&] { communicator.all_gather(input, output)->wait(); });
+  const int64_t n = 512;
+  const at::Tensor a = at::randn({n, n}).to(dtype), b = at::randn({n, n}).to(dtype);
+  at::Tensor c = at::empty({n, n}, a.options());
+  const double gemm_s = timer.median_s([&] { at::mm_out(c, a, b); });
+  const int gemms = static_cast<int>(std::clamp(std::ceil(2 * gather_s / gemm_s), 1.0, 10000.0));
+  auto run_gemms = [&] {
+    for (int i = 0; i < gemms; ++i) at::mm_out(c, a, b);
+  };
+  const double gemms_s = timer.median_s(run_gemms);
+  const double together_s = timer.median_s([&] {
+    const std::unique_ptr<Work> gather = communicator.all_gather(input, output);
+    run_gemms();
+    gather->wait();
+  });
+  return std::clamp((together_s - gemms_s) / gather_s, 0.0, 1.0);
+}
+
 std::string host_name() {
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
@@ -293,8 +320,9 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   const std::vector<KernelPoints> kernels =
       kernel_rates(communicator, timer, backend, model, longest, dispatch_s);
   const double copy = copy_bytes_per_second(timer);
-  const Fabric fabric =
-      measure_fabric(communicator, timer, options.precision == Precision::mixed ? at::kBFloat16 : at::kFloat);
+  const at::ScalarType step_type = options.precision == Precision::mixed ? at::kBFloat16 : at::kFloat;
+  const Fabric fabric = measure_fabric(communicator, timer, step_type);
+  const double contention = measured_compute_contention(communicator, timer, step_type);
   communicator.barrier();
   if (communicator.rank() != 0) return "";
 
@@ -358,6 +386,8 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   intra["latency_seconds"] = rounded(fabric.latency_s);
   intra["all_gather_bus_bandwidth_by_bytes"] = curve(fabric.all_gather_bus_bandwidth, rounded);
   intra["reduce_scatter_bus_bandwidth_by_bytes"] = curve(fabric.reduce_scatter_bus_bandwidth, rounded);
+  // At most 0.99: the schema wants a share below 1.
+  intra["compute_contention"] = std::min(0.99, rounded(contention));
   const std::string gloo =
       communicator.name() + " all-reduce of float32 over the " + std::to_string(ranks) +
       " ranks, a barrier before each repetition, below 4 MiB the mean of 10 back to back";
@@ -375,7 +405,11 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
        measured(
            "the backend's reduce-scatter of " + type + " (" + communicator.name() +
            ": an all-to-all, then the float32 sum of the chunks), 1 KiB to 64 MiB reduced, bus bandwidth "
-           "(p-1)/p size / time")}};
+           "(p-1)/p size / time")},
+      {"compute_contention",
+       measured("at::mm of 512 x 512 " + type + " matrices, run back to back for about twice a " +
+                communicator.name() + " all-gather of 16 MiB, timed alone and while the all-gather is in " +
+                "flight; (together - GEMMs alone) / all-gather alone")}};
   Json inter = intra;
   for (Json& text : inter["source"]) text = "single machine: the intra-node figures";
 

@@ -45,6 +45,11 @@ struct RankState {
   double host_time = 0;
   OpId host_blocked_on = kNoOp;
   std::array<bool, 2> wake_set{};  // a wake-up is pending for the stream's head op
+  // The compute op running (kNoOp: none): its seconds left at the full rate as of `compute_since`,
+  // and the end its timer is set for (a timer for another end is stale). It runs at 1 − contention,
+  // the share that the collective in flight on this rank takes.
+  OpId compute_op = kNoOp;
+  double compute_left_s = 0, compute_since = 0, compute_end = 0, contention = 0;
   std::unordered_map<int64_t, std::size_t> collectives_reached;  // by group (group_key)
   std::vector<std::pair<double, double>> compute_spans, communication_spans;
 };
@@ -154,7 +159,7 @@ class Run {
         if (timer.rank >= 0 && timer.index == kWake)
           wake(timer.rank);
         else if (timer.rank >= 0)
-          finish(timer.rank, static_cast<OpId>(timer.index), timer.time);
+          finish_compute(timer.rank, static_cast<OpId>(timer.index), timer.time);
         else
           finish_collective(timer.index, timer.time);
       }
@@ -212,9 +217,31 @@ class Run {
       reach_collective(r, id);
     } else {
       ++kernels_;
-      set_timer(now_ + timer_.compute_s(o), r, id);
+      rank.compute_op = id;
+      rank.compute_left_s = timer_.compute_s(o);
+      rank.compute_since = now_;
+      set_compute_timer(r);
     }
     return true;
+  }
+
+  void set_compute_timer(int r) {
+    RankState& rank = ranks_[static_cast<std::size_t>(r)];
+    rank.compute_end = rank.compute_since + rank.compute_left_s / (1 - rank.contention);
+    set_timer(rank.compute_end, r, rank.compute_op);
+  }
+
+  // Rank r's compute runs at 1 − `contention` from now on.
+  void contend(int r, double contention) {
+    RankState& rank = ranks_[static_cast<std::size_t>(r)];
+    if (contention == rank.contention) return;
+    if (rank.compute_op != kNoOp) {
+      rank.compute_left_s =
+          std::max(0.0, rank.compute_left_s - (now_ - rank.compute_since) * (1 - rank.contention));
+      rank.compute_since = now_;
+    }
+    rank.contention = contention;
+    if (rank.compute_op != kNoOp) set_compute_timer(r);
   }
 
   void set_timer(double time, int rank, std::size_t index) { timers_.push({time, sequence_++, rank, index}); }
@@ -268,6 +295,13 @@ class Run {
       rank.compute_spans.emplace_back(rank.start[id], time);
   }
 
+  void finish_compute(int r, OpId id, double time) {
+    RankState& rank = ranks_[static_cast<std::size_t>(r)];
+    if (id != rank.compute_op || time != rank.compute_end) return;  // its rate changed since the timer
+    rank.compute_op = kNoOp;
+    finish(r, id, time);
+  }
+
   void reach_collective(int r, OpId id) {
     RankState& rank = ranks_[static_cast<std::size_t>(r)];
     const Op& o = op(r, id);
@@ -304,6 +338,8 @@ class Run {
     std::vector<const Op*> ops;
     for (int i = 0; i < size; ++i) ops.push_back(&op(c.ranks.rank(i), c.ops[static_cast<std::size_t>(i)]));
     const Op& o = *ops.front();
+    if (const double contention = timer_.compute_contention(o); contention > 0)
+      for (int i = 0; i < size; ++i) contend(c.ranks.rank(i), contention);
     if (flow_count(o, size, cluster_) > static_cast<std::size_t>(options_.max_flows_per_collective)) {
       ++analytic_collectives_;
       set_timer(now_ + timer_.communication_s(o), -1, k);
@@ -361,7 +397,11 @@ class Run {
 
   void finish_collective(std::size_t k, double time) {
     const Collective& c = collectives_[k];
-    for (std::size_t i = 0; i < c.ops.size(); ++i) finish(c.ranks.rank(static_cast<int>(i)), c.ops[i], time);
+    for (std::size_t i = 0; i < c.ops.size(); ++i) {
+      const int r = c.ranks.rank(static_cast<int>(i));
+      contend(r, 0);
+      finish(r, c.ops[i], time);
+    }
   }
 
   std::string stuck_ranks() const {

@@ -173,3 +173,43 @@ TEST_CASE("cost_phases: a synchronous host waits for a waited communication, not
   be.zeros({1000}, DType::u8);                   // issued at 7, ends at 8
   CHECK(costmodel::cost_phases(be.program(), timer).at(0).cost.seconds == Approx(8e-6));
 }
+
+TEST_CASE("cost_phases: compute beside a collective runs at 1 − its fabric's contention", "[costmodel]") {
+  hw::ClusterSpec cluster = flat_cluster();
+  cluster.intra_node.compute_contention = 0.5;
+  const costmodel::OpTimer timer(cluster, 2);
+  SECTION("a collective issued before the compute it overlaps") {
+    TracingBackend be(0, 2);
+    be.begin_phase(Phase::layer_forward, 0);
+    Tensor a = be.zeros({1000}, DType::u8);        // 1 µs
+    Pending gathered = be.all_gather_async(a, 0);  // 1 µs, from 1 to 2
+    Tensor b = be.zeros({3000}, DType::u8);        // 3 µs of work from 1: half speed until 2
+    Tensor g = gathered.wait();
+    Tensor c = be.zeros({9000}, DType::u8);  // 9 µs
+    const costmodel::SegmentCost cost = costmodel::cost_phases(be.program(), timer)[0].cost;
+    // 1 + (1 µs at half speed, then 2.5 µs) + 9: the compute is longer by the contention × the overlap.
+    CHECK(cost.seconds == Approx(13.5e-6));
+    CHECK(cost.compute_s == Approx(13.5e-6));
+    CHECK(cost.communication_s == Approx(1e-6));
+  }
+  SECTION("a collective that starts under compute issued before it") {
+    TracingBackend be(0, 2);
+    be.begin_phase(Phase::layer_forward, 0);
+    Tensor a = be.zeros({1000}, DType::u8);   // 1 µs
+    Tensor b = be.zeros({10000}, DType::u8);  // 10 µs from 1; the gather below runs from 1 to 2
+    Tensor g = be.all_gather(a, 0);
+    const costmodel::SegmentCost cost = costmodel::cost_phases(be.program(), timer)[0].cost;
+    CHECK(cost.seconds == Approx(11.5e-6));
+    CHECK(cost.compute_s == Approx(11.5e-6));
+  }
+  SECTION("no contention, no change") {
+    cluster.intra_node.compute_contention = 0;
+    TracingBackend be(0, 2);
+    be.begin_phase(Phase::layer_forward, 0);
+    Tensor a = be.zeros({1000}, DType::u8);
+    Tensor b = be.zeros({10000}, DType::u8);
+    Tensor g = be.all_gather(a, 0);
+    CHECK(costmodel::cost_phases(be.program(), costmodel::OpTimer(cluster, 2))[0].cost.seconds ==
+          Approx(11e-6));
+  }
+}

@@ -430,3 +430,22 @@ TEST_CASE("load_cluster: a fabric's all-gather and reduce-scatter curves are opt
   });
   CHECK_NOTHROW(load_cluster(source_alone));
 }
+
+TEST_CASE("load_cluster: a fabric's compute contention is optional, below 1, and sourced", "[hw_models]") {
+  TempDir dir;
+  const ClusterSpec cluster = load_cluster(write_edited_a100(dir, "contended.json", [&](auto& json) {
+    json["intra_node"]["compute_contention"] = 0.25;
+    json["intra_node"]["source"]["compute_contention"] = "measured";
+  }));
+  CHECK(cluster.intra_node.compute_contention == 0.25);
+  CHECK(cluster.inter_node.compute_contention == 0);
+
+  const std::string whole = write_edited_a100(dir, "whole.json", [&](auto& json) {
+    json["inter_node"]["compute_contention"] = 1;
+    json["inter_node"]["source"]["compute_contention"] = "measured";
+  });
+  CHECK_THAT(load_error(whole).what(), Contains("inter_node.compute_contention") && Contains("below 1"));
+  const std::string unsourced = write_edited_a100(
+      dir, "unsourced-contention.json", [&](auto& json) { json["intra_node"]["compute_contention"] = 0.1; });
+  CHECK_THAT(load_error(unsourced).what(), Contains("intra_node.source.compute_contention"));
+}
