@@ -271,7 +271,7 @@ ClusterSpec read_cluster(const json_input::Json& json, const std::string& source
   Object top(json, source);
   top.require_keys(
       {"name", "description", "gpus_per_node", "nics_per_node", "gpu", "intra_node", "inter_node", "source"},
-      {"host"});
+      {"host", "network"});
   require_sources(top, {"gpus_per_node", "nics_per_node"});
   ClusterSpec spec;
   spec.name = non_empty_string(top, "name");
@@ -285,6 +285,7 @@ ClusterSpec read_cluster(const json_input::Json& json, const std::string& source
   spec.inter_node = read_fabric(top.object("inter_node"));
   spec.intra_node.measured_ranks = spec.gpus_per_node;
   spec.inter_node.measured_ranks = 2 * spec.gpus_per_node;
+  if (top.has("network")) spec.network = read_network(top.object("network"), spec.gpus_per_node);
   return spec;
 }
 
@@ -330,6 +331,14 @@ ClusterSpec load_cluster(const std::string& name_or_path, int num_nodes) {
                      "expected a preset (" + joined_preset_names() +
                          ") or the path of a cluster JSON file, got '" + name_or_path +
                          "', which is neither");
+  }
+  // A network graph joins the nodes it names: the default of one node takes them all.
+  if (spec.network && num_nodes != spec.network->num_nodes()) {
+    if (num_nodes != 1)
+      throw InputError("", 0, "nodes",
+                       "expected " + std::to_string(spec.network->num_nodes()) + " nodes (or none given): " +
+                           name_or_path + "'s network joins that many, got " + std::to_string(num_nodes));
+    num_nodes = spec.network->num_nodes();
   }
   if (static_cast<long long>(num_nodes) * spec.gpus_per_node > INT_MAX)
     throw InputError("", 0, "nodes",

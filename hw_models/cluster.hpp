@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "hw_models/network.hpp"
 
 namespace paradyse::hw {
 
@@ -114,6 +117,9 @@ struct ClusterSpec {
   FabricSpec intra_node;
   FabricSpec inter_node;
   int nics_per_node = 0;
+  // The network as a graph, when the cluster file describes one ("network"); otherwise the
+  // simulator builds its rail-optimised two-level fat tree (sim/platform.hpp).
+  std::shared_ptr<const Network> network;
 
   int num_gpus() const { return num_nodes * gpus_per_node; }
   // The fabric a group of GPUs first_gpu, first_gpu + stride, … (gpus of them) communicates over: the

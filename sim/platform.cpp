@@ -87,6 +87,36 @@ class RailOptimizedZone : public routing::NetZoneImpl {
   int gpus_per_node_, nics_per_node_;
 };
 
+// A network described as a graph (hw::Network): each pair's route is the graph's, computed when
+// SimGrid asks for it. Its hosts are the GPUs in rank order, so a host's netpoint id is its rank.
+class GraphZone : public routing::NetZoneImpl {
+ public:
+  GraphZone(const std::string& name, const hw::Network& network) : NetZoneImpl(name), network_(network) {}
+
+  std::vector<Duplex> links;  // per link of the network: up from its a to its b, down back
+  Hop loopback;
+
+  void get_local_route(const routing::NetPoint* src, const routing::NetPoint* dst, routing::Route* into,
+                       double* latency) override {
+    const auto add = [&](const Hop& h) {
+      into->link_list_.push_back(h.link);
+      if (latency != nullptr) *latency += h.latency_s;
+    };
+    const auto a = static_cast<int>(src->id()), b = static_cast<int>(dst->id());
+    if (a == b) {
+      if (loopback.link != nullptr) add(loopback);
+      return;
+    }
+    for (const hw::RouteHop& hop : network_.route(a, b)) {
+      const Duplex& link = links[static_cast<std::size_t>(hop.link)];
+      add(hop.forward ? link.up : link.down);
+    }
+  }
+
+ private:
+  const hw::Network& network_;
+};
+
 Duplex duplex_link(sg4::NetZone* zone, const std::string& name, double bytes_per_second, double latency_s) {
   sg4::SplitDuplexLink* link = zone->create_split_duplex_link(name, bytes_per_second);
   link->set_latency(latency_s);
@@ -106,6 +136,10 @@ Platform::Platform(const hw::ClusterSpec& cluster, double oversubscription, int 
   engine_ = std::make_unique<sg4::Engine>("paradyse");
   configure_once();
 
+  if (cluster.network) {
+    build_graph(cluster);
+    return;
+  }
   const int g = cluster.gpus_per_node;
   const int nodes = (num_gpus + g - 1) / g;  // built; cluster.num_nodes for the spine
   const int nics = std::max(1, std::min(cluster.nics_per_node, g));
@@ -131,6 +165,25 @@ Platform::Platform(const hw::ClusterSpec& cluster, double oversubscription, int 
                       cluster.num_nodes * cluster.inter_node.bytes_per_second / oversubscription, 0));
   }
   if (const sg4::Link* loopback = sg4::Link::by_name_or_null("__loopback__")) rails->loopback = hop(loopback);
+  zone->seal();
+}
+
+void Platform::build_graph(const hw::ClusterSpec& cluster) {
+  const hw::Network& network = *cluster.network;
+  auto* graph = new GraphZone(cluster.name, network);  // owned by the engine, as its root zone
+  sg4::NetZone* zone = graph->get_iface();
+  gpus_.reserve(static_cast<std::size_t>(network.num_gpus()));
+  for (int r = 0; r < network.num_gpus(); ++r) {
+    gpus_.push_back(zone->create_host("gpu" + std::to_string(r), 1.0)->seal());
+    PARADYSE_CHECK(gpus_.back()->get_netpoint()->id() == static_cast<unsigned long>(r),
+                   "the cluster zone's hosts are its GPUs in rank order");
+  }
+  const std::vector<hw::NetworkLink>& links = network.links();
+  graph->links.reserve(links.size());
+  for (std::size_t i = 0; i < links.size(); ++i)
+    graph->links.push_back(
+        duplex_link(zone, "link" + std::to_string(i), links[i].bytes_per_second, links[i].latency_s));
+  if (const sg4::Link* loopback = sg4::Link::by_name_or_null("__loopback__")) graph->loopback = hop(loopback);
   zone->seal();
 }
 

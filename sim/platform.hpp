@@ -5,6 +5,9 @@
 // Routes: same node over NVLink, same rail NIC to NIC through the leaf, other rails up through the
 // spine.
 //
+// A cluster file may describe its network as a graph instead (hw::Network): then every GPU, switch
+// and link of it is built as the file gives them, and each pair's route is the graph's.
+//
 // Only the nodes a job uses are built: the first ceil(num_gpus / gpus_per_node) nodes, whose GPUs
 // are ranks 0..num_gpus−1. The nodes left out carry no traffic of the job, so they change nothing,
 // except through the spine: a leaf's uplink carries the NIC bandwidth of the cluster's real node
@@ -44,6 +47,9 @@ class Platform {
   int num_gpus() const { return static_cast<int>(gpus_.size()); }
 
  private:
+  // The cluster's network graph, every GPU of it, routes from the graph.
+  void build_graph(const hw::ClusterSpec& cluster);
+
   std::unique_ptr<simgrid::s4u::Engine> engine_;
   std::vector<simgrid::s4u::Host*> gpus_;
 };

@@ -53,6 +53,10 @@ Simulator::Simulator(ModelSpec model, hw::ClusterSpec cluster, SimulationOptions
     throw InputError("", 0, "oversubscription",
                      "expected a fat-tree oversubscription of at least 1, got " +
                          std::to_string(options_.fat_tree_oversubscription));
+  if (cluster_.network && options_.fat_tree_oversubscription != 1)
+    throw InputError("", 0, "oversubscription",
+                     "expected none: " + cluster_.source +
+                         " describes its network as a graph, whose links carry their own bandwidths");
   if (simulator_alive || sg4::Engine::has_instance())
     throw InternalError("a second Simulator while another is alive: SimGrid has one engine per process");
   simulator_alive = true;
