@@ -32,6 +32,40 @@ std::vector<int> ring_order(int p, const hw::ClusterSpec& cluster, int channel, 
   return order;
 }
 
+namespace {
+
+// The edges of the rings of a group of p ranks, each once, in the order the rings first cross them,
+// with how many rings cross it. Inside a node every ring walks the same way (up on even nodes, down
+// on odd ones), so the rings share all but one of each node's edges: eight rings of 1,024 ranks cross
+// 2,048 distinct edges (1,024 inside nodes, 1,024 between them), not 8,192.
+struct RingEdge {
+  int from, to, rings;
+};
+std::vector<RingEdge> ring_edges(int p, const hw::ClusterSpec& cluster, int stride) {
+  const int rings = ring_channels(p, cluster, stride);
+  std::vector<RingEdge> edges;
+  std::vector<std::vector<std::pair<int, std::size_t>>> out(
+      static_cast<std::size_t>(p));  // from → (to, edge)
+  for (int c = 0; c < rings; ++c) {
+    const std::vector<int> order = ring_order(p, cluster, c, stride);
+    for (int i = 0; i < p; ++i) {
+      const int from = order[static_cast<std::size_t>(i)], to = order[static_cast<std::size_t>((i + 1) % p)];
+      auto& known = out[static_cast<std::size_t>(from)];
+      const auto found =
+          std::find_if(known.begin(), known.end(), [&](const auto& e) { return e.first == to; });
+      if (found != known.end()) {
+        ++edges[found->second].rings;
+        continue;
+      }
+      known.emplace_back(to, edges.size());
+      edges.push_back({from, to, 1});
+    }
+  }
+  return edges;
+}
+
+}  // namespace
+
 std::size_t flow_count(const Op& op, int p, const hw::ClusterSpec& cluster) {
   const auto rings = static_cast<std::size_t>(ring_channels(p, cluster, op.group_stride));
   const auto n = static_cast<std::size_t>(p);
@@ -39,7 +73,7 @@ std::size_t flow_count(const Op& op, int p, const hw::ClusterSpec& cluster) {
     case OpKind::all_gather:
     case OpKind::reduce_scatter:
     case OpKind::all_reduce:
-      return rings * n;
+      return rings == 1 ? n : ring_edges(p, cluster, op.group_stride).size();
     case OpKind::broadcast:
     case OpKind::reduce:
       return rings * (n - 1);
@@ -65,14 +99,11 @@ CollectiveFlows collective_flows(const std::vector<const Op*>& ops, const hw::Cl
     case OpKind::all_gather:
     case OpKind::reduce_scatter:
     case OpKind::all_reduce:
-      for (int c = 0; c < rings; ++c) {
-        const std::vector<int> order = ring_order(p, cluster, c, op.group_stride);
-        for (int i = 0; i < p; ++i) {
-          const int r = order[static_cast<std::size_t>(i)];
-          flows.push_back({r, order[static_cast<std::size_t>((i + 1) % p)],
-                           ops[static_cast<std::size_t>(r)]->bus_bytes / rings});
-        }
-      }
+      // One flow per edge, carrying the bytes of every ring that crosses it: rings that share an
+      // edge share its links alike.
+      for (const RingEdge& edge : ring_edges(p, cluster, op.group_stride))
+        flows.push_back(
+            {edge.from, edge.to, ops[static_cast<std::size_t>(edge.from)]->bus_bytes * edge.rings / rings});
       break;
     case OpKind::broadcast:
     case OpKind::reduce: {

@@ -7,6 +7,7 @@
 
 #include "common/units.hpp"
 #include "costmodel/estimate.hpp"
+#include "costmodel/op_time.hpp"
 #include "sim/collective_flows.hpp"
 #include "sim/simulator.hpp"
 #include "strategies/library.hpp"
@@ -84,6 +85,23 @@ TEST_CASE("simulator: a 16-GPU collective runs one ring per NIC and is slower th
   const double bus = 15.0 / 16 * S;
   CHECK(sixteen == Approx(bus / two.inter_node.streaming_bandwidth(S) + 15 * two.inter_node.hop_latency_s())
                        .epsilon(0.02));
+}
+
+TEST_CASE("simulator: a 1,024-GPU ring collective is 2,048 flows and takes NCCL's measured time", "[sim]") {
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100", 128);
+  const double S = 4096 * kMiB;
+  for (OpKind kind : {OpKind::all_gather, OpKind::reduce_scatter}) {
+    CAPTURE(to_string(kind));
+    const std::vector<Program> programs = testing::lone_collective(kind, 1024, S);
+    sim::Simulator simulator(ModelSpec{}, cluster);
+    const sim::SimulationResult result = simulator.run(programs);
+    // Eight rings share each node's 8 NVLink edges (1,024 flows); each crosses its own NIC between
+    // nodes (8 × 128 flows).
+    CHECK(result.flows == 2048);
+    CHECK(result.analytic_collectives == 0);
+    CHECK(result.iteration_time_s ==
+          Approx(costmodel::OpTimer(cluster, 1024).seconds(programs[0].ops[0])).epsilon(0.02));
+  }
 }
 
 TEST_CASE("simulator: a strategy over two nodes pays for the NICs", "[sim]") {
