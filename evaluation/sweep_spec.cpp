@@ -18,9 +18,20 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-const std::vector<std::string> kAxes = {
-    "cluster", "nodes", "degree",       "nvlink_scale",        "nic_scale",          "hbm_gib",
-    "model",   "trace", "global_batch", "global_batch_tokens", "micro_batch_tokens", "shard_group"};
+const std::vector<std::string> kAxes = {"cluster",
+                                        "nodes",
+                                        "degree",
+                                        "nvlink_scale",
+                                        "nic_scale",
+                                        "hbm_gib",
+                                        "oversubscription",
+                                        "nvlink_domain",
+                                        "model",
+                                        "trace",
+                                        "global_batch",
+                                        "global_batch_tokens",
+                                        "micro_batch_tokens",
+                                        "shard_group"};
 const std::vector<std::string> kBaseKeys = {"model",
                                             "cluster",
                                             "nodes",
@@ -48,11 +59,11 @@ enum class Kind { text, count, non_negative_count, factor, length };
 
 Kind kind_of(const std::string& key) {
   if (key == "nodes" || key == "limit") return key == "limit" ? Kind::non_negative_count : Kind::count;
-  if (key == "degree" || key == "global_batch") return Kind::count;
+  if (key == "degree" || key == "global_batch" || key == "nvlink_domain") return Kind::count;
   if (key == "seed") return Kind::non_negative_count;
   if (key == "max_len" || key == "global_batch_tokens" || key == "micro_batch_tokens") return Kind::length;
   if (key == "nvlink_scale" || key == "nic_scale" || key == "hbm_gib" || key == "sample" ||
-      key == "grid_ratio")
+      key == "grid_ratio" || key == "oversubscription")
     return Kind::factor;
   return Kind::text;
 }
@@ -259,18 +270,51 @@ CompareJob SweepSpec::job(const SweepPoint& point) const {
     std::sort(job.lengths.begin(), job.lengths.end());
   }
   const double nvlink = settings.value("nvlink_scale", 1.0), nic = settings.value("nic_scale", 1.0);
+  const double oversubscription = settings.value("oversubscription", 1.0);
+  const int64_t domain = settings.value("nvlink_domain", int64_t{0});
   const bool hbm = settings.contains("hbm_gib");
-  if (nvlink != 1 || nic != 1 || hbm) {
+  if (nvlink != 1 || nic != 1 || hbm || oversubscription != 1 || domain != 0) {
     hw::ClusterSpec cluster = job.machine.load_cluster();
     const auto scale = [](hw::FabricSpec& fabric, double factor) {
       fabric.bytes_per_second *= factor;
-      std::vector<std::pair<double, double>> curve = fabric.bus_bandwidth_by_bytes.points();
-      for (auto& [bytes, bandwidth] : curve) bandwidth *= factor;
-      fabric.bus_bandwidth_by_bytes = hw::Curve(curve);
+      for (hw::Curve* curve : {&fabric.bus_bandwidth_by_bytes, &fabric.all_gather_bus_bandwidth_by_bytes,
+                               &fabric.reduce_scatter_bus_bandwidth_by_bytes}) {
+        if (curve->points().empty()) continue;
+        std::vector<std::pair<double, double>> scaled = curve->points();
+        for (auto& [bytes, bandwidth] : scaled) bandwidth *= factor;
+        *curve = hw::Curve(scaled);
+      }
     };
     scale(cluster.intra_node, nvlink);
     scale(cluster.inter_node, nic);
     if (hbm) cluster.gpu.hbm_bytes = settings.at("hbm_gib").get<double>() * kGiB;
+    if (oversubscription != 1) {
+      if (oversubscription < 1)
+        throw InputError(
+            "", 0, "oversubscription",
+            "expected a fat-tree oversubscription of at least 1, got " + std::to_string(oversubscription));
+      if (job.engine != "sim" || cluster.network)
+        throw InputError(
+            "", 0, "oversubscription",
+            "expected engine = \"sim\" on a cluster without a network graph: only the simulator's "
+            "built-in fat tree has a spine to oversubscribe (the analytic engine prices collectives "
+            "by the fabrics' curves)");
+      cluster.spine_oversubscription = oversubscription;
+    }
+    if (domain != 0) {
+      // The node is the NVLink domain: domain GPUs under one NVSwitch fabric, each with the preset's
+      // share of NICs, every per-GPU figure as the preset gives it.
+      if (cluster.network || domain * cluster.nics_per_node % cluster.gpus_per_node != 0)
+        throw InputError("", 0, "nvlink_domain",
+                         "expected a domain size that keeps " + cluster.name + "'s " +
+                             std::to_string(cluster.nics_per_node) + " NICs per " +
+                             std::to_string(cluster.gpus_per_node) +
+                             " GPUs whole, on a cluster without a "
+                             "network graph, got " +
+                             std::to_string(domain));
+      cluster.nics_per_node = static_cast<int>(domain * cluster.nics_per_node / cluster.gpus_per_node);
+      cluster.gpus_per_node = static_cast<int>(domain);
+    }
     cluster.name += fmt::format(" ({})", point.id);
     job.cluster = cluster;
   }

@@ -89,12 +89,13 @@ void run(const SimulateOptions& options) {
   // seconds (never on stdout, so --json and the table stay clean).
   ProgressBar bar(isatty(STDERR_FILENO) != 0);
   sim::SimulationOptions sim_options;
-  sim_options.fat_tree_oversubscription = options.oversubscription;
   sim_options.record_timeline = !options.timeline.empty();
   sim_options.progress = [&bar](std::string_view phase, uint64_t done, uint64_t total) {
     bar.update(static_cast<int64_t>(done), static_cast<int64_t>(total), std::string(phase));
   };
-  sim::Simulator simulator(model, options.machine.load_cluster(), sim_options);
+  hw::ClusterSpec cluster = options.machine.load_cluster();
+  cluster.spine_oversubscription = options.oversubscription;
+  sim::Simulator simulator(model, std::move(cluster), sim_options);
   sim::SimulationResult result;
   try {
     result = simulator.simulate(plan, {.tokens = micro_batches.front().tokens(),

@@ -120,6 +120,9 @@ struct ClusterSpec {
   // The network as a graph, when the cluster file describes one ("network"); otherwise the
   // simulator builds its rail-optimised two-level fat tree (sim/platform.hpp).
   std::shared_ptr<const Network> network;
+  // Without a network graph: the built-in fat tree's leaf-to-spine uplinks carry a leaf's NIC
+  // bandwidth over this (1: non-blocking). A what-if, set by simulate --oversubscription or a sweep.
+  double spine_oversubscription = 1;
 
   int num_gpus() const { return num_nodes * gpus_per_node; }
   // The fabric a group of GPUs first_gpu, first_gpu + stride, … (gpus of them) communicates over: the

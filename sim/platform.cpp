@@ -5,6 +5,7 @@
 #include <simgrid/kernel/routing/NetZoneImpl.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <string>
 
 #include "common/errors.hpp"
@@ -41,17 +42,12 @@ struct Duplex {
   Hop up, down;
 };
 
-// The rail-optimized cluster's routing, computed per pair when SimGrid asks (a full zone would store
-// every pair). Its hosts are the GPUs in rank order, so a host's netpoint id is its rank.
-class RailOptimizedZone : public routing::NetZoneImpl {
+// A zone whose routes are computed per pair when SimGrid asks (a full zone would store every pair).
+// Its hosts are the GPUs in rank order, so a host's netpoint id is its rank.
+class PerPairZone : public routing::NetZoneImpl {
  public:
-  RailOptimizedZone(const std::string& name, int gpus_per_node, int nics_per_node)
-      : NetZoneImpl(name), gpus_per_node_(gpus_per_node), nics_per_node_(nics_per_node) {}
-
-  std::vector<Duplex> nvlink;  // per GPU
-  std::vector<Duplex> nic;     // per node and rail: node · nics_per_node + rail
-  std::vector<Duplex> spine;   // per rail
-  Hop loopback;                // SimGrid's route from a host to itself
+  using routing::NetZoneImpl::NetZoneImpl;
+  Hop loopback;  // SimGrid's route from a host to itself
 
   // The links, in order, and their latencies summed in that order, as a full zone holding the same
   // route would give them.
@@ -62,9 +58,30 @@ class RailOptimizedZone : public routing::NetZoneImpl {
       if (latency != nullptr) *latency += h.latency_s;
     };
     const auto a = static_cast<int>(src->id()), b = static_cast<int>(dst->id());
-    if (a == b) {
-      if (loopback.link != nullptr) add(loopback);
-    } else if (a / gpus_per_node_ == b / gpus_per_node_) {
+    if (a != b)
+      route(a, b, add);
+    else if (loopback.link != nullptr)
+      add(loopback);
+  }
+
+ private:
+  // The hops from GPU a to GPU b (a ≠ b), each passed to `add` in order.
+  virtual void route(int a, int b, const std::function<void(const Hop&)>& add) const = 0;
+};
+
+// The rail-optimized cluster's built-in two-level fat tree.
+class RailOptimizedZone final : public PerPairZone {
+ public:
+  RailOptimizedZone(const std::string& name, int gpus_per_node, int nics_per_node)
+      : PerPairZone(name), gpus_per_node_(gpus_per_node), nics_per_node_(nics_per_node) {}
+
+  std::vector<Duplex> nvlink;  // per GPU
+  std::vector<Duplex> nic;     // per node and rail: node · nics_per_node + rail
+  std::vector<Duplex> spine;   // per rail
+
+ private:
+  void route(int a, int b, const std::function<void(const Hop&)>& add) const override {
+    if (a / gpus_per_node_ == b / gpus_per_node_) {
       add(nvlink[static_cast<std::size_t>(a)].up);
       add(nvlink[static_cast<std::size_t>(b)].down);
     } else if (rail(a) == rail(b)) {
@@ -77,8 +94,6 @@ class RailOptimizedZone : public routing::NetZoneImpl {
       add(nic_of(b).down);
     }
   }
-
- private:
   int rail(int rank) const { return rank % gpus_per_node_ % nics_per_node_; }
   const Duplex& nic_of(int rank) const {
     return nic[static_cast<std::size_t>(rank / gpus_per_node_ * nics_per_node_ + rail(rank))];
@@ -87,33 +102,21 @@ class RailOptimizedZone : public routing::NetZoneImpl {
   int gpus_per_node_, nics_per_node_;
 };
 
-// A network described as a graph (hw::Network): each pair's route is the graph's, computed when
-// SimGrid asks for it. Its hosts are the GPUs in rank order, so a host's netpoint id is its rank.
-class GraphZone : public routing::NetZoneImpl {
+// A network described as a graph (hw::Network): each pair's route is the graph's.
+class GraphZone final : public PerPairZone {
  public:
-  GraphZone(const std::string& name, const hw::Network& network) : NetZoneImpl(name), network_(network) {}
+  GraphZone(const std::string& name, const hw::Network& network) : PerPairZone(name), network_(network) {}
 
   std::vector<Duplex> links;  // per link of the network: up from its a to its b, down back
-  Hop loopback;
 
-  void get_local_route(const routing::NetPoint* src, const routing::NetPoint* dst, routing::Route* into,
-                       double* latency) override {
-    const auto add = [&](const Hop& h) {
-      into->link_list_.push_back(h.link);
-      if (latency != nullptr) *latency += h.latency_s;
-    };
-    const auto a = static_cast<int>(src->id()), b = static_cast<int>(dst->id());
-    if (a == b) {
-      if (loopback.link != nullptr) add(loopback);
-      return;
-    }
+ private:
+  void route(int a, int b, const std::function<void(const Hop&)>& add) const override {
     for (const hw::RouteHop& hop : network_.route(a, b)) {
       const Duplex& link = links[static_cast<std::size_t>(hop.link)];
       add(hop.forward ? link.up : link.down);
     }
   }
 
- private:
   const hw::Network& network_;
 };
 
@@ -127,7 +130,8 @@ Duplex duplex_link(sg4::NetZone* zone, const std::string& name, double bytes_per
 
 }  // namespace
 
-Platform::Platform(const hw::ClusterSpec& cluster, double oversubscription, int num_gpus) {
+Platform::Platform(const hw::ClusterSpec& cluster, int num_gpus) {
+  const double oversubscription = cluster.spine_oversubscription;
   PARADYSE_CHECK(!sg4::Engine::has_instance(), "one SimGrid engine at a time in a process");
   PARADYSE_CHECK(oversubscription >= 1, "fat-tree oversubscription below 1");
   PARADYSE_CHECK(num_gpus >= 1 && num_gpus <= cluster.num_gpus(),

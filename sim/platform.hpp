@@ -1,7 +1,8 @@
 // The SimGrid platform of a cluster preset. Inside a node every GPU has a split-duplex NVLink link
 // into a non-blocking NVSwitch; between nodes every GPU has its own NIC (rail), and a two-level fat
 // tree joins them: one leaf switch per rail (non-blocking), the spine aggregated into one
-// split-duplex uplink per leaf whose bandwidth is the leaf's NIC bandwidth over the oversubscription.
+// split-duplex uplink per leaf whose bandwidth is the leaf's NIC bandwidth over the cluster's
+// spine_oversubscription.
 // Routes: same node over NVLink, same rail NIC to NIC through the leaf, other rails up through the
 // spine.
 //
@@ -36,7 +37,7 @@ class Platform {
  public:
   // Creates SimGrid's engine (one per process at a time) and the platform of the nodes of `cluster`
   // that hold GPUs 0..num_gpus−1 (1 ≤ num_gpus ≤ cluster.num_gpus()).
-  Platform(const hw::ClusterSpec& cluster, double oversubscription, int num_gpus);
+  Platform(const hw::ClusterSpec& cluster, int num_gpus);
   ~Platform();
   Platform(const Platform&) = delete;
   Platform& operator=(const Platform&) = delete;

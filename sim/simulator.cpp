@@ -14,8 +14,7 @@ namespace paradyse::sim {
 namespace sg4 = simgrid::s4u;
 
 struct Simulator::Engine {
-  Engine(const hw::ClusterSpec& cluster, double oversubscription, int num_gpus)
-      : platform(cluster, oversubscription, num_gpus) {}
+  Engine(const hw::ClusterSpec& cluster, int num_gpus) : platform(cluster, num_gpus) {}
   Platform platform;
 
   // Runs `body` inside an actor of the engine; exceptions thrown there come out here.
@@ -49,11 +48,11 @@ Simulator::Simulator(ModelSpec model, hw::ClusterSpec cluster, SimulationOptions
     : model_(std::move(model)), cluster_(std::move(cluster)), options_(options) {
   if (cluster_.num_gpus() < 1)
     throw InputError(cluster_.source, 0, "gpus_per_node", "expected a cluster with at least one GPU");
-  if (options_.fat_tree_oversubscription < 1)
+  if (!(cluster_.spine_oversubscription >= 1))
     throw InputError("", 0, "oversubscription",
                      "expected a fat-tree oversubscription of at least 1, got " +
-                         std::to_string(options_.fat_tree_oversubscription));
-  if (cluster_.network && options_.fat_tree_oversubscription != 1)
+                         std::to_string(cluster_.spine_oversubscription));
+  if (cluster_.network && cluster_.spine_oversubscription != 1)
     throw InputError("", 0, "oversubscription",
                      "expected none: " + cluster_.source +
                          " describes its network as a graph, whose links carry their own bandwidths");
@@ -74,7 +73,7 @@ int Simulator::built_gpus() const {
 Simulator::Engine& Simulator::engine_for(int num_gpus) {
   if (!engine_ || engine_->platform.num_gpus() < num_gpus) {
     engine_.reset();  // SimGrid's engine goes before the next one is made
-    engine_ = std::make_unique<Engine>(cluster_, options_.fat_tree_oversubscription, num_gpus);
+    engine_ = std::make_unique<Engine>(cluster_, num_gpus);
   }
   return *engine_;
 }

@@ -32,8 +32,6 @@
 namespace paradyse::sim {
 
 struct SimulationOptions {
-  // Leaf-to-spine uplinks carry the leaf's NIC bandwidth divided by this (1: non-blocking).
-  double fat_tree_oversubscription = 1;
   // A collective that would need more flows than this takes the costmodel's bus-bandwidth time
   // instead (no contention), so that groups of thousands of GPUs stay cheap to simulate.
   int max_flows_per_collective = 4096;

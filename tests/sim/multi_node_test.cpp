@@ -46,11 +46,10 @@ TEST_CASE("simulator: on 2x dgx-a100, traffic between nodes takes a NIC and is s
 
 TEST_CASE("simulator: an oversubscribed spine slows traffic between rails, not within one", "[sim]") {
   const double S = 64 * kMiB, nic = 10e9;
-  sim::SimulationOptions options;
-  options.fat_tree_oversubscription = 4;
   // 2 nodes of 2 GPUs: each rail's spine uplink carries 2 NICs' worth over 4, half a NIC.
-  const hw::ClusterSpec cluster = testing::flat_cluster(2, 2, 100e9, nic);
-  sim::Simulator simulator(ModelSpec{}, cluster, options);
+  hw::ClusterSpec cluster = testing::flat_cluster(2, 2, 100e9, nic);
+  cluster.spine_oversubscription = 4;
+  sim::Simulator simulator(ModelSpec{}, cluster);
   const double hop = cluster.inter_node.hop_latency_s();
   CHECK(simulator.transfer_s({{0, 2, S}})[0] == Approx(S / nic + hop).epsilon(1e-6));
   CHECK(simulator.transfer_s({{0, 3, S}})[0] == Approx(S / (nic / 2) + hop).epsilon(1e-6));

@@ -59,12 +59,11 @@ TEST_CASE("simulator: the nodes a job does not use change nothing", "[sim]") {
 TEST_CASE("simulator: the spine's uplinks carry the cluster's real node count, not the nodes built",
           "[sim]") {
   const double S = 64 * kMiB, nic = 10e9;
-  sim::SimulationOptions options;
-  options.fat_tree_oversubscription = 4;
   // 8 nodes of 2 GPUs: each rail's uplink carries 8 NICs' worth over 4, two NICs: a flow between rails
   // streams at its NIC's rate though only nodes 0 and 1 are built (from those two, half a NIC).
-  const hw::ClusterSpec cluster = testing::flat_cluster(2, 8, 100e9, nic);
-  sim::Simulator simulator(ModelSpec{}, cluster, options);
+  hw::ClusterSpec cluster = testing::flat_cluster(2, 8, 100e9, nic);
+  cluster.spine_oversubscription = 4;
+  sim::Simulator simulator(ModelSpec{}, cluster);
   const double hop = cluster.inter_node.hop_latency_s();
   CHECK(simulator.transfer_s({{0, 3, S}})[0] == Approx(S / nic + hop).epsilon(1e-6));
   CHECK(simulator.built_gpus() == 4);
