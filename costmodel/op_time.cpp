@@ -1,6 +1,7 @@
 #include "costmodel/op_time.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/errors.hpp"
 
@@ -126,7 +127,22 @@ double OpTimer::communication_s(const Op& op) const {
   else if ((op.kind == OpKind::send_recv || cluster_.one_gpu_per_node(group_size, op.group_stride)) &&
            &fabric == &cluster_.inter_node)
     bandwidth *= fabric.bytes_per_second * cluster_.nic_share() / fabric.peak_bus_bandwidth();
-  return latency_hops(op.kind, group_size) * fabric.hop_latency_s() + op.bus_bytes / bandwidth;
+  return latency_hops(op.kind, group_size) * fabric.hop_latency_s() +
+         op.bus_bytes / bandwidth * spine_factor(op, group_size);
+}
+
+double OpTimer::spine_factor(const Op& op, int group_size) const {
+  const int g = cluster_.gpus_per_node;
+  if (op.kind != OpKind::all_to_all || cluster_.spine_oversubscription <= 1 || cluster_.network ||
+      op.group_stride != 1 || group_size <= g || cluster_.nics_per_node != g)
+    return 1;
+  // The simulator's built-in fat tree (sim/platform.hpp), one NIC per GPU, each on its rail: of what
+  // a GPU sends to the n − 1 other nodes of the group, (g − 1)/g goes to other rails, up its rail's
+  // spine uplink, which the n GPUs of the rail share at the cluster's N NICs' worth over the
+  // oversubscription. The uplink is the bottleneck, in place of the NICs, by
+  // n·(g − 1)·oversubscription / (N·g) where that is above 1.
+  const double n = std::ceil(static_cast<double>(group_size) / g), gpus = g;
+  return std::max(1.0, n * (gpus - 1) * cluster_.spine_oversubscription / (cluster_.num_nodes * gpus));
 }
 
 }  // namespace paradyse::costmodel

@@ -49,6 +49,8 @@ class OpTimer {
 
  private:
   int group_size(const Op& op) const;  // its own group's, or else the degree's
+  // How much slower than its NICs a collective streams behind an oversubscribed spine.
+  double spine_factor(const Op& op, int group_size) const;
   const hw::FabricSpec& fabric(const Op& op) const;
   const hw::ClusterSpec& cluster_;
   int degree_;

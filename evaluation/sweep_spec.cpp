@@ -293,12 +293,10 @@ CompareJob SweepSpec::job(const SweepPoint& point) const {
         throw InputError(
             "", 0, "oversubscription",
             "expected a fat-tree oversubscription of at least 1, got " + std::to_string(oversubscription));
-      if (job.engine != "sim" || cluster.network)
+      if (cluster.network)
         throw InputError(
             "", 0, "oversubscription",
-            "expected engine = \"sim\" on a cluster without a network graph: only the simulator's "
-            "built-in fat tree has a spine to oversubscribe (the analytic engine prices collectives "
-            "by the fabrics' curves)");
+            "expected a cluster without a network graph: a graph's links carry their own bandwidths");
       cluster.spine_oversubscription = oversubscription;
     }
     if (domain != 0) {

@@ -9,7 +9,7 @@
 // shard_group (compare's --group-policies and --shard-group), mode ("compare": the trace; "plan":
 // planning only, at plan_lengths, on the analytic model), plan_lengths. Axes: cluster (a preset: GPU
 // type and node), nodes, degree, nvlink_scale and nic_scale (factors on the fabrics' bandwidths),
-// hbm_gib (GPU memory), oversubscription (of the simulator's fat-tree spine; engine "sim" only),
+// hbm_gib (GPU memory), oversubscription (of the fat-tree spine between rails),
 // nvlink_domain (GPUs per node, each with the preset's per-GPU figures and share of NICs), model,
 // trace, global_batch, global_batch_tokens, micro_batch_tokens, shard_group. Points are the cartesian
 // product, enumerated in that axis order, the last axis fastest.

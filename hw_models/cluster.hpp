@@ -121,7 +121,8 @@ struct ClusterSpec {
   // simulator builds its rail-optimised two-level fat tree (sim/platform.hpp).
   std::shared_ptr<const Network> network;
   // Without a network graph: the built-in fat tree's leaf-to-spine uplinks carry a leaf's NIC
-  // bandwidth over this (1: non-blocking). A what-if, set by simulate --oversubscription or a sweep.
+  // bandwidth over this (1: non-blocking). A what-if, set by simulate --oversubscription or a sweep;
+  // the simulator builds it, the analytic model prices an all-to-all across nodes by it.
   double spine_oversubscription = 1;
 
   int num_gpus() const { return num_nodes * gpus_per_node; }

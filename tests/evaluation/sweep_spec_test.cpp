@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/errors.hpp"
+#include "tests/hw_models/network_files.hpp"
 #include "tests/temp_dir.hpp"
 
 using namespace paradyse;
@@ -28,7 +29,8 @@ TEST_CASE("sweep spec: oversubscription and nvlink_domain axes give each point i
   CHECK(wide.cluster->gpu.hbm_bytes == hw::load_cluster("dgx-a100").gpu.hbm_bytes);
 }
 
-TEST_CASE("sweep spec: an oversubscribed spine needs the simulator, and at least 1", "[evaluation]") {
+TEST_CASE("sweep spec: an oversubscribed spine is at least 1, on a cluster without a network graph",
+          "[evaluation]") {
   testing::TempDir dir;
   const auto error = [&](const std::string& text) {
     try {
@@ -39,8 +41,10 @@ TEST_CASE("sweep spec: an oversubscribed spine needs the simulator, and at least
     FAIL("no error for " + text);
     return std::string();
   };
-  CHECK_THAT(error(R"({"base": {"engine": "analytic"}, "axes": {"oversubscription": [2]}})"),
-             Contains("oversubscription") && Contains("engine = \"sim\""));
-  CHECK_THAT(error(R"({"base": {"engine": "sim"}, "axes": {"oversubscription": [0.5]}})"),
+  CHECK_THAT(error(R"({"axes": {"oversubscription": [0.5]}})"),
              Contains("oversubscription") && Contains("at least 1"));
+  const std::string graph = dir.write(
+      "graph.json", testing::a100_with_network(testing::rail_fat_tree(hw::load_cluster("dgx-a100"), 2, 1)));
+  CHECK_THAT(error(R"({"base": {"cluster": ")" + graph + R"("}, "axes": {"oversubscription": [2]}})"),
+             Contains("oversubscription") && Contains("network graph"));
 }

@@ -55,6 +55,27 @@ TEST_CASE("simulator: an oversubscribed spine slows traffic between rails, not w
   CHECK(simulator.transfer_s({{0, 3, S}})[0] == Approx(S / (nic / 2) + hop).epsilon(1e-6));
 }
 
+TEST_CASE(
+    "an oversubscribed spine slows an all-to-all across nodes as much in the analytic model as simulated",
+    "[sim]") {
+  // 2 nodes of dgx-a100: 7 of the 8 flows a GPU sends to the other node go to other rails, up a spine
+  // uplink of 2 NICs' worth over 4: each at 1/28 of a NIC instead of 1/8.
+  const double S = 256 * kMiB;
+  const std::vector<Program> programs = testing::lone_collective(OpKind::all_to_all, 16, S);
+  const auto times = [&](double oversubscription) {
+    hw::ClusterSpec cluster = hw::load_cluster("dgx-a100", 2);
+    cluster.spine_oversubscription = oversubscription;
+    const double latency = cluster.inter_node.hop_latency_s();  // one hop: all pairs at once
+    sim::Simulator simulator(ModelSpec{}, cluster);
+    return std::pair{simulator.run(programs).iteration_time_s - latency,
+                     costmodel::OpTimer(cluster, 16).seconds(programs[0].ops[0]) - latency};
+  };
+  const auto [simulated_1, analytic_1] = times(1);
+  const auto [simulated_4, analytic_4] = times(4);
+  CHECK(simulated_4 / simulated_1 == Approx(3.5).epsilon(0.01));
+  CHECK(analytic_4 / analytic_1 == Approx(3.5).epsilon(1e-9));
+}
+
 TEST_CASE("simulator: a 16-GPU collective runs one ring per NIC and is slower than an 8-GPU one", "[sim]") {
   const hw::ClusterSpec two = hw::load_cluster("dgx-a100", 2);
   REQUIRE(sim::ring_channels(16, two) == 8);
