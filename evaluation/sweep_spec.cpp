@@ -126,6 +126,39 @@ std::string id_value(const Json& value) {
   return value.is_string() ? value.get<std::string>() : value.dump();
 }
 
+// `cluster` as the settings' cluster keys change it.
+hw::ClusterSpec varied_cluster(const Json& settings, hw::ClusterSpec cluster) {
+  const auto scale = [](hw::FabricSpec& fabric, double factor) {
+    fabric.bytes_per_second *= factor;
+    for (hw::Curve* curve : {&fabric.bus_bandwidth_by_bytes, &fabric.all_gather_bus_bandwidth_by_bytes,
+                             &fabric.reduce_scatter_bus_bandwidth_by_bytes}) {
+      if (curve->points().empty()) continue;
+      std::vector<std::pair<double, double>> scaled = curve->points();
+      for (auto& [bytes, bandwidth] : scaled) bandwidth *= factor;
+      *curve = hw::Curve(scaled);
+    }
+  };
+  scale(cluster.intra_node, settings.value("nvlink_scale", 1.0));
+  scale(cluster.inter_node, settings.value("nic_scale", 1.0));
+  if (settings.contains("hbm_gib")) cluster.gpu.hbm_bytes = settings.at("hbm_gib").get<double>() * kGiB;
+  cluster.spine_oversubscription = settings.value("oversubscription", 1.0);
+  hw::check_spine_oversubscription(cluster);
+  if (settings.contains("nvlink_domain")) {
+    // The node is the NVLink domain: that many GPUs under one NVSwitch fabric, each with the preset's
+    // share of NICs, every per-GPU figure as the preset gives it.
+    const int64_t domain = settings.at("nvlink_domain").get<int64_t>();
+    if (cluster.network || domain * cluster.nics_per_node % cluster.gpus_per_node != 0)
+      throw InputError(
+          "", 0, "nvlink_domain",
+          "expected a domain size that keeps " + cluster.name + "'s " +
+              std::to_string(cluster.nics_per_node) + " NICs per " + std::to_string(cluster.gpus_per_node) +
+              " GPUs whole, on a cluster without a network graph, got " + std::to_string(domain));
+    cluster.nics_per_node = static_cast<int>(domain * cluster.nics_per_node / cluster.gpus_per_node);
+    cluster.gpus_per_node = static_cast<int>(domain);
+  }
+  return cluster;
+}
+
 }  // namespace
 
 SweepSpec load_sweep_spec(const std::string& path, bool plan_only) {
@@ -269,50 +302,12 @@ CompareJob SweepSpec::job(const SweepPoint& point) const {
       for (int64_t s = 1024; s <= 1024 * 1024; s *= 2) job.lengths.push_back(s);
     std::sort(job.lengths.begin(), job.lengths.end());
   }
-  const double nvlink = settings.value("nvlink_scale", 1.0), nic = settings.value("nic_scale", 1.0);
-  const double oversubscription = settings.value("oversubscription", 1.0);
-  const int64_t domain = settings.value("nvlink_domain", int64_t{0});
-  const bool hbm = settings.contains("hbm_gib");
-  if (nvlink != 1 || nic != 1 || hbm || oversubscription != 1 || domain != 0) {
-    hw::ClusterSpec cluster = job.machine.load_cluster();
-    const auto scale = [](hw::FabricSpec& fabric, double factor) {
-      fabric.bytes_per_second *= factor;
-      for (hw::Curve* curve : {&fabric.bus_bandwidth_by_bytes, &fabric.all_gather_bus_bandwidth_by_bytes,
-                               &fabric.reduce_scatter_bus_bandwidth_by_bytes}) {
-        if (curve->points().empty()) continue;
-        std::vector<std::pair<double, double>> scaled = curve->points();
-        for (auto& [bytes, bandwidth] : scaled) bandwidth *= factor;
-        *curve = hw::Curve(scaled);
-      }
-    };
-    scale(cluster.intra_node, nvlink);
-    scale(cluster.inter_node, nic);
-    if (hbm) cluster.gpu.hbm_bytes = settings.at("hbm_gib").get<double>() * kGiB;
-    if (oversubscription != 1) {
-      if (oversubscription < 1)
-        throw InputError(
-            "", 0, "oversubscription",
-            "expected a fat-tree oversubscription of at least 1, got " + std::to_string(oversubscription));
-      if (cluster.network)
-        throw InputError(
-            "", 0, "oversubscription",
-            "expected a cluster without a network graph: a graph's links carry their own bandwidths");
-      cluster.spine_oversubscription = oversubscription;
-    }
-    if (domain != 0) {
-      // The node is the NVLink domain: domain GPUs under one NVSwitch fabric, each with the preset's
-      // share of NICs, every per-GPU figure as the preset gives it.
-      if (cluster.network || domain * cluster.nics_per_node % cluster.gpus_per_node != 0)
-        throw InputError("", 0, "nvlink_domain",
-                         "expected a domain size that keeps " + cluster.name + "'s " +
-                             std::to_string(cluster.nics_per_node) + " NICs per " +
-                             std::to_string(cluster.gpus_per_node) +
-                             " GPUs whole, on a cluster without a "
-                             "network graph, got " +
-                             std::to_string(domain));
-      cluster.nics_per_node = static_cast<int>(domain * cluster.nics_per_node / cluster.gpus_per_node);
-      cluster.gpus_per_node = static_cast<int>(domain);
-    }
+  // A point at the preset's own figures runs on the preset itself.
+  const bool varied = settings.value("nvlink_scale", 1.0) != 1 || settings.value("nic_scale", 1.0) != 1 ||
+                      settings.value("oversubscription", 1.0) != 1 || settings.contains("hbm_gib") ||
+                      settings.contains("nvlink_domain");
+  if (varied) {
+    hw::ClusterSpec cluster = varied_cluster(settings, job.machine.load_cluster());
     cluster.name += fmt::format(" ({})", point.id);
     job.cluster = cluster;
   }

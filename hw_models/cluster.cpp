@@ -101,20 +101,15 @@ void require_source(const Object& sources, std::string_view figure) {
     sources.fail(figure, "expected where this figure came from (or 'assumed: why'), got \"\"");
 }
 
-// The block's `source` object must name a source for exactly these figures, none of them empty.
-// `also`: one more figure, when the block has one that others do not (none when empty).
+// The block's `source` object must name a source, not empty, for each of these figures and for each
+// of `optional` that the block has; it may name no other.
 void require_sources(const Object& block, std::initializer_list<std::string_view> figures,
-                     std::string_view also = {}) {
-  Object sources = block.object("source");
-  if (also.empty()) {
-    sources.require_keys(figures);
-  } else {
-    sources.require_keys(figures, {also});
-    if (!sources.has(also)) sources.fail(also, "missing required field");
-  }
-  std::vector<std::string_view> all(figures);
-  if (!also.empty()) all.push_back(also);
-  for (std::string_view figure : all) require_source(sources, figure);
+                     std::initializer_list<std::string_view> optional = {}) {
+  const Object sources = block.object("source");
+  sources.require_keys(figures, optional);
+  for (std::string_view figure : figures) require_source(sources, figure);
+  for (std::string_view figure : optional)
+    if (block.has(figure)) require_source(sources, figure);
 }
 
 std::string non_empty_string(const Object& block, std::string_view key) {
@@ -195,7 +190,7 @@ GpuSpec read_gpu(const Object& gpu) {
                   {"bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second",
                    "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq",
                    "kernel_launch_seconds", "reserved_bytes", "allocator_fragmentation"},
-                  tiles ? "" : "gemm_efficiency_by_flops");
+                  {"gemm_efficiency_by_flops"});
   GpuSpec spec;
   spec.name = non_empty_string(gpu, "name");
   spec.bf16_flops_per_second = gpu.positive_number("bf16_flops_per_second");
@@ -233,13 +228,9 @@ FabricSpec read_fabric(const Object& fabric) {
   fabric.require_keys(
       {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds", "source"},
       {kAllGather, kReduceScatter, kContention});
-  const Object sources = fabric.object("source");
-  sources.require_keys(
-      {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds"},
-      {kAllGather, kReduceScatter, kContention});
-  for (std::string_view figure :
-       {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds"})
-    require_source(sources, figure);
+  require_sources(fabric,
+                  {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds"},
+                  {kAllGather, kReduceScatter, kContention});
   FabricSpec spec;
   spec.bytes_per_second = fabric.positive_number("bytes_per_second");
   // No cap at bytes_per_second: all-reduce with NVLink SHARP beats the per-direction link rate.
@@ -250,16 +241,13 @@ FabricSpec read_fabric(const Object& fabric) {
   spec.latency_s = non_negative_number(fabric, "latency_seconds");
   for (auto [key, curve] : {std::pair{kAllGather, &spec.all_gather_bus_bandwidth_by_bytes},
                             {kReduceScatter, &spec.reduce_scatter_bus_bandwidth_by_bytes}}) {
-    if (!fabric.has(key)) continue;
-    *curve = positive_curve(fabric, key);
-    require_source(sources, key);
+    if (fabric.has(key)) *curve = positive_curve(fabric, key);
   }
   if (fabric.has(kContention)) {
     spec.compute_contention = fabric.fraction(kContention);
     if (spec.compute_contention >= 1)
       fabric.fail(kContention,
                   "expected a share of the compute below 1 (at 1 no compute would progress), got 1");
-    require_source(sources, kContention);
   }
   return spec;
 }
@@ -285,7 +273,11 @@ ClusterSpec read_cluster(const json_input::Json& json, const std::string& source
   spec.inter_node = read_fabric(top.object("inter_node"));
   spec.intra_node.measured_ranks = spec.gpus_per_node;
   spec.inter_node.measured_ranks = 2 * spec.gpus_per_node;
-  if (top.has("network")) spec.network = read_network(top.object("network"), spec.gpus_per_node);
+  if (top.has("network")) {
+    const Object network = top.object("network");
+    require_sources(network, {"bytes_per_second", "latency_seconds"});  // the links' figures
+    spec.network = read_network(network, spec.gpus_per_node);
+  }
   return spec;
 }
 
@@ -311,6 +303,17 @@ std::string_view cluster_preset_text(const std::string& name) {
     throw InputError("", 0, "cluster",
                      "expected a preset (" + joined_preset_names() + "), got '" + name + "'");
   return preset->second;
+}
+
+void check_spine_oversubscription(const ClusterSpec& cluster) {
+  if (!(cluster.spine_oversubscription >= 1))
+    throw InputError("", 0, "oversubscription",
+                     "expected a fat-tree oversubscription of at least 1, got " +
+                         std::to_string(cluster.spine_oversubscription));
+  if (cluster.network && cluster.spine_oversubscription != 1)
+    throw InputError(
+        "", 0, "oversubscription",
+        "expected none on " + cluster.source + ", a network graph whose links carry their own bandwidths");
 }
 
 ClusterSpec load_cluster(const std::string& name_or_path, int num_nodes) {

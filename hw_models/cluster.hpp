@@ -144,6 +144,10 @@ struct ClusterSpec {
   double tensor_capacity_bytes() const { return gpu.hbm_bytes - gpu.reserved_bytes; }
 };
 
+// Throws InputError naming "oversubscription" when the cluster's spine_oversubscription is below 1, or
+// other than 1 on a cluster that describes its network as a graph.
+void check_spine_oversubscription(const ClusterSpec& cluster);
+
 // `name_or_path` is a preset name (see cluster_preset_names) or a path to a JSON file of the same
 // schema. `num_nodes` replicates the node (multi-node variants); throws InputError on bad input.
 ClusterSpec load_cluster(const std::string& name_or_path, int num_nodes = 1);

@@ -133,11 +133,6 @@ std::shared_ptr<const Network> read_network(const json_input::Object& block, int
     block.fail("nodes", "expected at most " + std::to_string((1 << 20) / gpus_per_node) + " nodes, got " +
                             std::to_string(nodes));
   const int gpus = static_cast<int>(nodes) * gpus_per_node;
-  const json_input::Object sources = block.object("source");
-  sources.require_keys({"bytes_per_second", "latency_seconds"});
-  for (std::string_view figure : {"bytes_per_second", "latency_seconds"})
-    if (sources.string(figure).empty())
-      sources.fail(figure, "expected where this figure came from (or 'assumed: why'), got \"\"");
 
   const json_input::Json& names = block.json().at("switches");
   if (!names.is_array()) block.fail("switches", "expected an array of switch names");

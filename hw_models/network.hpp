@@ -70,7 +70,7 @@ class Network {
 };
 
 // Reads the "network" block of a cluster file (`block` is it) for nodes of `gpus_per_node` GPUs; the
-// block says how many nodes it joins ("nodes").
+// block says how many nodes it joins ("nodes"). Its "source" is the cluster file's to check.
 std::shared_ptr<const Network> read_network(const json_input::Object& block, int gpus_per_node);
 
 }  // namespace paradyse::hw

@@ -20,11 +20,9 @@ std::vector<std::vector<double>> gather_values(Communicator& communicator,
 }
 
 void check_subgroup(const RankSet& ranks, int rank, int group_size) {
-  PARADYSE_CHECK(ranks.first >= 0 && ranks.size >= 1 && ranks.stride >= 1 &&
-                     ranks.rank(ranks.size - 1) < group_size && ranks.holds(rank),
-                 "ranks " + std::to_string(ranks.first) + " + " + std::to_string(ranks.stride) +
-                     "·i for i < " + std::to_string(ranks.size) + " as a subgroup of " +
-                     std::to_string(group_size) + " asked for by rank " + std::to_string(rank));
+  PARADYSE_CHECK(ranks.within(group_size) && ranks.holds(rank),
+                 to_string(ranks) + " as a subgroup of " + std::to_string(group_size) +
+                     " asked for by rank " + std::to_string(rank));
 }
 
 std::string subgroup_prefix(const RankSet& ranks) {

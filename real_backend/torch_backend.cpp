@@ -710,7 +710,7 @@ at::Tensor joined(const at::Tensor& buffer, const Shape& chunk, int dim, int p) 
 }
 }  // namespace
 
-Pending TorchBackend::gather(CommGroup group, const Tensor& x, int dim) {
+Pending TorchBackend::all_gather_over(CommGroup group, const Tensor& x, int dim) {
   Communicator& over = communicator(group);
   const int p = over.size();
   if (p == 1) return Pending(this, -1, x);
@@ -725,7 +725,7 @@ Pending TorchBackend::gather(CommGroup group, const Tensor& x, int dim) {
   return start(OpKind::all_gather, x, std::move(flight), make(output, x.dtype()), -1, -1, -1, group);
 }
 
-Pending TorchBackend::reduce_scatter(CommGroup group, const Tensor& x, int dim) {
+Pending TorchBackend::reduce_scatter_over(CommGroup group, const Tensor& x, int dim) {
   Communicator& over = communicator(group);
   const int p = over.size();
   if (p == 1) return Pending(this, -1, x);
@@ -742,7 +742,7 @@ Pending TorchBackend::reduce_scatter(CommGroup group, const Tensor& x, int dim) 
   return start(OpKind::reduce_scatter, x, std::move(flight), make(output, x.dtype()), -1, -1, -1, group);
 }
 
-Pending TorchBackend::all_reduce(CommGroup group, const Tensor& x) {
+Pending TorchBackend::all_reduce_over(CommGroup group, const Tensor& x) {
   Communicator& over = communicator(group);
   if (over.size() == 1) return Pending(this, -1, x);
   OpTimer timer(*this, OpKind::all_reduce);
@@ -750,28 +750,6 @@ Pending TorchBackend::all_reduce(CommGroup group, const Tensor& x) {
   at::Tensor flat = buffer.view({-1});
   InFlight flight{over.all_reduce(flat), {buffer}, {}, {}};
   return start(OpKind::all_reduce, x, std::move(flight), make(buffer, x.dtype()), -1, -1, -1, group);
-}
-
-Pending TorchBackend::all_gather_async(const Tensor& x, int dim) {
-  return gather(CommGroup::parallel, x, dim);
-}
-Pending TorchBackend::reduce_scatter_async(const Tensor& x, int dim) {
-  return reduce_scatter(CommGroup::parallel, x, dim);
-}
-Pending TorchBackend::all_reduce_async(const Tensor& x) {
-  return all_reduce(CommGroup::parallel, x);
-}
-Pending TorchBackend::shard_all_gather_async(const Tensor& x, int dim) {
-  return gather(CommGroup::shard, x, dim);
-}
-Pending TorchBackend::shard_reduce_scatter_async(const Tensor& x, int dim) {
-  return reduce_scatter(CommGroup::shard, x, dim);
-}
-Pending TorchBackend::replica_all_reduce_async(const Tensor& x) {
-  return all_reduce(CommGroup::replica, x);
-}
-Pending TorchBackend::job_all_reduce_async(const Tensor& x) {
-  return all_reduce(CommGroup::job, x);
 }
 
 Pending TorchBackend::all_to_all_async(const Tensor& x, int split_dim, int concat_dim) {

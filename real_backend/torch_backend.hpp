@@ -142,17 +142,13 @@ class TorchBackend final : public Backend {
   void scale_(const std::vector<Tensor>& tensors, double factor) override;
   double read_scalar(const Tensor& x) override;
 
-  Pending all_gather_async(const Tensor& x, int dim) override;
-  Pending reduce_scatter_async(const Tensor& x, int dim) override;
-  Pending all_reduce_async(const Tensor& x) override;
+  Pending all_gather_over(CommGroup group, const Tensor& x, int dim) override;
+  Pending reduce_scatter_over(CommGroup group, const Tensor& x, int dim) override;
+  Pending all_reduce_over(CommGroup group, const Tensor& x) override;
   Pending all_to_all_async(const Tensor& x, int split_dim, int concat_dim) override;
   Pending broadcast_async(const Tensor& x, int root) override;
   Pending reduce_async(const Tensor& x, int root) override;
   Pending send_recv_async(const Tensor& x, int to, int from) override;
-  Pending shard_all_gather_async(const Tensor& x, int dim) override;
-  Pending shard_reduce_scatter_async(const Tensor& x, int dim) override;
-  Pending replica_all_reduce_async(const Tensor& x) override;
-  Pending job_all_reduce_async(const Tensor& x) override;
 
  protected:
   Tensor wait(int64_t token, Tensor result) override;
@@ -172,9 +168,6 @@ class TorchBackend final : public Backend {
                 int from = -1, CommGroup group = CommGroup::parallel);
   Communicator& communicator(CommGroup group);
   Communicator& subgroup(const RankSet& ranks);  // made on first use
-  Pending gather(CommGroup group, const Tensor& x, int dim);
-  Pending reduce_scatter(CommGroup group, const Tensor& x, int dim);
-  Pending all_reduce(CommGroup group, const Tensor& x);
   at::TensorOptions options(DType dtype) const;
 
   std::shared_ptr<HeldBytes> held_ = std::make_shared<HeldBytes>();

@@ -310,11 +310,9 @@ class Run {
     std::vector<std::size_t>& of_group = group_collectives_[key];
     if (k == of_group.size()) {
       const RankSet ranks = o.ranks();
-      PARADYSE_CHECK(
-          ranks.first >= 0 && ranks.stride >= 1 && ranks.rank(ranks.size - 1) < p_ && ranks.holds(r),
-          "rank " + std::to_string(r) + " in a collective of ranks " + std::to_string(ranks.first) + " + " +
-              std::to_string(ranks.stride) + "·i for i < " + std::to_string(ranks.size) + " of " +
-              std::to_string(p_));
+      PARADYSE_CHECK(ranks.within(p_) && ranks.holds(r), "rank " + std::to_string(r) +
+                                                             " in a collective of " + to_string(ranks) +
+                                                             " of " + std::to_string(p_));
       of_group.push_back(collectives_.size());
       Collective& created = collectives_.emplace_back();
       created.ranks = ranks;

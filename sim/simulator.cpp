@@ -48,14 +48,7 @@ Simulator::Simulator(ModelSpec model, hw::ClusterSpec cluster, SimulationOptions
     : model_(std::move(model)), cluster_(std::move(cluster)), options_(options) {
   if (cluster_.num_gpus() < 1)
     throw InputError(cluster_.source, 0, "gpus_per_node", "expected a cluster with at least one GPU");
-  if (!(cluster_.spine_oversubscription >= 1))
-    throw InputError("", 0, "oversubscription",
-                     "expected a fat-tree oversubscription of at least 1, got " +
-                         std::to_string(cluster_.spine_oversubscription));
-  if (cluster_.network && cluster_.spine_oversubscription != 1)
-    throw InputError("", 0, "oversubscription",
-                     "expected none: " + cluster_.source +
-                         " describes its network as a graph, whose links carry their own bandwidths");
+  hw::check_spine_oversubscription(cluster_);
   if (simulator_alive || sg4::Engine::has_instance())
     throw InternalError("a second Simulator while another is alive: SimGrid has one engine per process");
   simulator_alive = true;

@@ -10,6 +10,11 @@ void check_shard_degree(int degree, int job_degree) {
       "a shard group of " + std::to_string(degree) + " ranks in a job of " + std::to_string(job_degree));
 }
 
+std::string to_string(const RankSet& ranks) {
+  return "ranks " + std::to_string(ranks.first) + " + " + std::to_string(ranks.stride) + "·i for i < " +
+         std::to_string(ranks.size);
+}
+
 RankSet Backend::ranks_of(CommGroup group) const {
   const int shard = shard_degree();
   switch (group) {

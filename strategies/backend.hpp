@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -107,7 +108,12 @@ struct RankSet {
   bool holds(int job_rank) const {
     return job_rank >= first && (job_rank - first) % stride == 0 && (job_rank - first) / stride < size;
   }
+  // Whether every member is a rank of a group of `group_size`.
+  bool within(int group_size) const {
+    return first >= 0 && size >= 1 && stride >= 1 && rank(size - 1) < group_size;
+  }
 };
+std::string to_string(const RankSet& ranks);  // "ranks 2 + 4·i for i < 3"
 
 // Checks that a shard group of `degree` ranks divides a job of `job_degree` (Backend::use_shard_degree).
 void check_shard_degree(int degree, int job_degree);
@@ -231,9 +237,11 @@ class Backend {
   // concatenates the received parts along concat_dim. broadcast: root's x to all (x gives the shape
   // on other ranks). reduce: sum onto root (undefined result elsewhere). send_recv: sends x to
   // `to`, receives a tensor of x's shape and type from `from`.
-  virtual Pending all_gather_async(const Tensor& x, int dim) = 0;
-  virtual Pending reduce_scatter_async(const Tensor& x, int dim) = 0;
-  virtual Pending all_reduce_async(const Tensor& x) = 0;
+  Pending all_gather_async(const Tensor& x, int dim) { return all_gather_over(CommGroup::parallel, x, dim); }
+  Pending reduce_scatter_async(const Tensor& x, int dim) {
+    return reduce_scatter_over(CommGroup::parallel, x, dim);
+  }
+  Pending all_reduce_async(const Tensor& x) { return all_reduce_over(CommGroup::parallel, x); }
   virtual Pending all_to_all_async(const Tensor& x, int split_dim, int concat_dim) = 0;
   virtual Pending broadcast_async(const Tensor& x, int root) = 0;
   virtual Pending reduce_async(const Tensor& x, int root) = 0;
@@ -242,10 +250,18 @@ class Backend {
   // gathers the weights every group needs (over the shard group), sums the gradients every group
   // computed (reduce-scattered over the shard group, then all-reduced over the replicas), and sums what
   // every rank holds whole (over the job). Over a group of one rank they return x and record nothing.
-  virtual Pending shard_all_gather_async(const Tensor& x, int dim) = 0;
-  virtual Pending shard_reduce_scatter_async(const Tensor& x, int dim) = 0;
-  virtual Pending replica_all_reduce_async(const Tensor& x) = 0;
-  virtual Pending job_all_reduce_async(const Tensor& x) = 0;
+  Pending shard_all_gather_async(const Tensor& x, int dim) {
+    return all_gather_over(CommGroup::shard, x, dim);
+  }
+  Pending shard_reduce_scatter_async(const Tensor& x, int dim) {
+    return reduce_scatter_over(CommGroup::shard, x, dim);
+  }
+  Pending replica_all_reduce_async(const Tensor& x) { return all_reduce_over(CommGroup::replica, x); }
+  Pending job_all_reduce_async(const Tensor& x) { return all_reduce_over(CommGroup::job, x); }
+  // The three collectives that run over any CommGroup; what the calls above are written on.
+  virtual Pending all_gather_over(CommGroup group, const Tensor& x, int dim) = 0;
+  virtual Pending reduce_scatter_over(CommGroup group, const Tensor& x, int dim) = 0;
+  virtual Pending all_reduce_over(CommGroup group, const Tensor& x) = 0;
 
   Tensor all_gather(const Tensor& x, int dim) { return all_gather_async(x, dim).wait(); }
   Tensor reduce_scatter(const Tensor& x, int dim) { return reduce_scatter_async(x, dim).wait(); }

@@ -575,7 +575,7 @@ Tensor TracingBackend::wait(int64_t token, Tensor result) {
   return result;
 }
 
-Pending TracingBackend::gather(const Tensor& x, int dim, CommGroup group) {
+Pending TracingBackend::all_gather_over(CommGroup group, const Tensor& x, int dim) {
   const int size = ranks_of(group).size;
   if (size == 1) return Pending(this, -1, x);
   dim = normalize_dim(x, dim);
@@ -584,7 +584,7 @@ Pending TracingBackend::gather(const Tensor& x, int dim, CommGroup group) {
   return communicate(OpKind::all_gather, x, allocate(shape, x.dtype()), group);
 }
 
-Pending TracingBackend::reduce_scatter(const Tensor& x, int dim, CommGroup group) {
+Pending TracingBackend::reduce_scatter_over(CommGroup group, const Tensor& x, int dim) {
   const int size = ranks_of(group).size;
   if (size == 1) return Pending(this, -1, x);
   dim = normalize_dim(x, dim);
@@ -596,31 +596,9 @@ Pending TracingBackend::reduce_scatter(const Tensor& x, int dim, CommGroup group
   return communicate(OpKind::reduce_scatter, x, allocate(shape, x.dtype()), group);
 }
 
-Pending TracingBackend::all_reduce(const Tensor& x, CommGroup group) {
+Pending TracingBackend::all_reduce_over(CommGroup group, const Tensor& x) {
   if (ranks_of(group).size == 1) return Pending(this, -1, x);
   return communicate(OpKind::all_reduce, x, x, group);  // in place
-}
-
-Pending TracingBackend::all_gather_async(const Tensor& x, int dim) {
-  return gather(x, dim, CommGroup::parallel);
-}
-Pending TracingBackend::reduce_scatter_async(const Tensor& x, int dim) {
-  return reduce_scatter(x, dim, CommGroup::parallel);
-}
-Pending TracingBackend::all_reduce_async(const Tensor& x) {
-  return all_reduce(x, CommGroup::parallel);
-}
-Pending TracingBackend::shard_all_gather_async(const Tensor& x, int dim) {
-  return gather(x, dim, CommGroup::shard);
-}
-Pending TracingBackend::shard_reduce_scatter_async(const Tensor& x, int dim) {
-  return reduce_scatter(x, dim, CommGroup::shard);
-}
-Pending TracingBackend::replica_all_reduce_async(const Tensor& x) {
-  return all_reduce(x, CommGroup::replica);
-}
-Pending TracingBackend::job_all_reduce_async(const Tensor& x) {
-  return all_reduce(x, CommGroup::job);
 }
 
 Pending TracingBackend::all_to_all_async(const Tensor& x, int split_dim, int concat_dim) {

@@ -73,17 +73,13 @@ class TracingBackend final : public Backend {
   void scale_(const std::vector<Tensor>& tensors, double factor) override;
   double read_scalar(const Tensor& x) override;
 
-  Pending all_gather_async(const Tensor& x, int dim) override;
-  Pending reduce_scatter_async(const Tensor& x, int dim) override;
-  Pending all_reduce_async(const Tensor& x) override;
+  Pending all_gather_over(CommGroup group, const Tensor& x, int dim) override;
+  Pending reduce_scatter_over(CommGroup group, const Tensor& x, int dim) override;
+  Pending all_reduce_over(CommGroup group, const Tensor& x) override;
   Pending all_to_all_async(const Tensor& x, int split_dim, int concat_dim) override;
   Pending broadcast_async(const Tensor& x, int root) override;
   Pending reduce_async(const Tensor& x, int root) override;
   Pending send_recv_async(const Tensor& x, int to, int from) override;
-  Pending shard_all_gather_async(const Tensor& x, int dim) override;
-  Pending shard_reduce_scatter_async(const Tensor& x, int dim) override;
-  Pending replica_all_reduce_async(const Tensor& x) override;
-  Pending job_all_reduce_async(const Tensor& x) override;
 
  protected:
   Tensor wait(int64_t token, Tensor result) override;
@@ -97,9 +93,6 @@ class TracingBackend final : public Backend {
   static void depend_on(Op& op, const Tensor& input);
   void produced_by(const Tensor& t, OpId op);
   Pending communicate(OpKind kind, const Tensor& input, Tensor result, CommGroup group = CommGroup::parallel);
-  Pending gather(const Tensor& x, int dim, CommGroup group);
-  Pending reduce_scatter(const Tensor& x, int dim, CommGroup group);
-  Pending all_reduce(const Tensor& x, CommGroup group);
 
   int job_rank_;
   int job_degree_;

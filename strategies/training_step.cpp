@@ -69,9 +69,9 @@ SequenceLayout step_layout(const StepSpec& spec, int degree) {
 }
 
 ModelShards::ModelShards(Backend& be, const ModelSpec& model, int num_layers, WeightLayout layout) {
-  const int job = be.shard_degree();  // the job's ranks unless a grouped step shards over a node
+  const int shards = be.shard_degree();  // the job's ranks unless a grouped step shards over a node
   const int rank = be.shard_rank();
-  const int64_t rows = padded_vocab(model, job) / job;
+  const int64_t rows = padded_vocab(model, shards) / shards;
   embedding = be.parameter("embedding", {rows, model.hidden}, rank);
   embedding_grad = be.gradient_buffer({rows, model.hidden});
   if (!model.tied_embeddings) {
@@ -85,14 +85,14 @@ ModelShards::ModelShards(Backend& be, const ModelSpec& model, int num_layers, We
     final_norm_beta_grad = be.gradient_buffer({model.hidden});
   }
   if (layout == WeightLayout::job) {
-    const int64_t elements = layer_flat_layout(model).padded(job) / job;
+    const int64_t elements = layer_flat_layout(model).padded(shards) / shards;
     for (int layer = 0; layer < num_layers; ++layer) {
       flat_layers.push_back(be.parameter("layers." + std::to_string(layer) + ".flat", {elements}, rank));
       flat_layer_grads.push_back(be.gradient_buffer({elements}));
     }
     return;
   }
-  PARADYSE_CHECK(be.degree() == be.job_degree() && job == be.job_degree(),
+  PARADYSE_CHECK(be.degree() == be.job_degree() && shards == be.job_degree(),
                  "the unified layout's shards are the whole job's");
   for (int layer = 0; layer < num_layers; ++layer) {
     layers.push_back(make_layer(be, model, layer, false));
