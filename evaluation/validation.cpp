@@ -32,6 +32,14 @@ std::vector<ValidationRow> simulate_measurements(const std::vector<real::RunRequ
       row.measured_peak_bytes = static_cast<double>(m.peak_bytes);
       row.simulated_peak_bytes = s.peak_memory_bytes;
       row.memory_error = (row.simulated_peak_bytes - row.measured_peak_bytes) / row.measured_peak_bytes;
+      row.time_error_at_calibration_speed = row.time_error;
+      if (cluster.calibration && m.reference_before_s > 0 && m.reference_after_s > 0) {
+        row.reference_ratio =
+            (m.reference_before_s + m.reference_after_s) / 2 / cluster.calibration->seconds();
+        const double at_calibration_speed_s = row.measured_s / row.reference_ratio;
+        row.time_error_at_calibration_speed =
+            (row.simulated_s - at_calibration_speed_s) / at_calibration_speed_s;
+      }
     }
   return rows;
 }

@@ -22,9 +22,17 @@ struct ValidationRow {
   int64_t documents = 1;  // packed in the sequence (--docs)
   double measured_s = 0, simulated_s = 0, time_error = 0;
   double measured_peak_bytes = 0, simulated_peak_bytes = 0, memory_error = 0;
+  // The machine's speed while the row ran against its speed when calibrated: the reference's time
+  // around the row (the mean of before and after) over its time in the calibration; 1.2: the machine
+  // ran 20 % slower. 0 when either was not measured.
+  double reference_ratio = 0;
+  // time_error with the measured time brought back to the calibration's speed (divided by
+  // reference_ratio): the model's error apart from the machine's drift. time_error without a ratio.
+  double time_error_at_calibration_speed = 0;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ValidationRow, plan, seq, documents, measured_s, simulated_s, time_error,
-                                   measured_peak_bytes, simulated_peak_bytes, memory_error)
+                                   measured_peak_bytes, simulated_peak_bytes, memory_error, reference_ratio,
+                                   time_error_at_calibration_speed)
 
 // Where rank 0's step time goes, by backend call (Kernel's name; collectives by their kind): measured
 // in the last measured step, and priced by the cost model op by op (dispatch and device time). Op by

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,9 @@
 
 namespace paradyse::cli {
 namespace {
+
+// A calibration whose speed reference moved more than this between its start and its end is flagged.
+constexpr double kCalibrationDriftWarning = 0.10;
 
 struct CalibrateOptions {
   int ranks = 2;
@@ -41,6 +45,17 @@ void calibrate(const CalibrateOptions& options) {
     fmt::print("wrote {}: {} ranks, GEMM peak {:.1f} GFLOP/s, copy {:.1f} GB/s, all-reduce bus {:.2f} GB/s\n",
                options.out, cluster.gpus_per_node, cluster.gpu.bf16_flops_per_second / 1e9,
                cluster.gpu.hbm_bytes_per_second / 1e9, cluster.intra_node.peak_bus_bandwidth() / 1e9);
+    std::fflush(stdout);  // the line above first, then the warning
+    if (!cluster.calibration) return;
+    const hw::CalibrationReference& reference = *cluster.calibration;
+    const double drift = reference.end_s / reference.start_s - 1;
+    if (std::abs(drift) > kCalibrationDriftWarning)
+      fmt::print(
+          stderr,
+          "warning: this machine's speed moved during the calibration: its speed reference took {:.4f} s "
+          "at the start and {:.4f} s at the end ({:+.0f}%); on a quieter machine the figures would agree "
+          "better with one another\n",
+          reference.start_s, reference.end_s, 100 * drift);
   });
 }
 
@@ -52,22 +67,36 @@ struct ValidateOptions {
 };
 
 void print_rows(const std::vector<evaluation::ValidationRow>& rows, const ValidateOptions& options,
-                const std::string& model) {
+                const std::string& model, const hw::ClusterSpec& cluster) {
+  const bool drift = std::any_of(rows.begin(), rows.end(),
+                                 [](const evaluation::ValidationRow& r) { return r.reference_ratio > 0; });
   fmt::print("{} on {} ranks of this machine, simulated on {}\n", model, options.real.ranks, options.cluster);
-  fmt::print("{:<12} {:>7}  {:>11} {:>11} {:>8}  {:>12} {:>12} {:>8}\n", "plan", "seq", "measured",
-             "simulated", "error", "measured", "simulated", "error");
-  for (const evaluation::ValidationRow& r : rows)
-    fmt::print("{:<12} {:>7}  {:>9.4f} s {:>9.4f} s {:>+7.1f}%  {:>8.2f} MiB {:>8.2f} MiB {:>+7.1f}%\n",
+  fmt::print("{:<12} {:>7}  {:>11} {:>11} {:>8}  {:>12} {:>12} {:>8}{}\n", "plan", "seq", "measured",
+             "simulated", "error", "measured", "simulated", "error", drift ? "   machine   error*" : "");
+  PercentageErrors time_errors, memory_errors, calibration_speed_errors;
+  for (const evaluation::ValidationRow& r : rows) {
+    std::string speed;
+    if (r.reference_ratio > 0)
+      speed = fmt::format("  {:>+7.1f}% {:>+7.1f}%", 100 * (r.reference_ratio - 1),
+                          100 * r.time_error_at_calibration_speed);
+    fmt::print("{:<12} {:>7}  {:>9.4f} s {:>9.4f} s {:>+7.1f}%  {:>8.2f} MiB {:>8.2f} MiB {:>+7.1f}%{}\n",
                r.plan, r.documents > 1 ? fmt::format("{}/{}d", r.seq, r.documents) : std::to_string(r.seq),
                r.measured_s, r.simulated_s, 100 * r.time_error, r.measured_peak_bytes / kMiB,
-               r.simulated_peak_bytes / kMiB, 100 * r.memory_error);
-  PercentageErrors time_errors, memory_errors;
-  for (const evaluation::ValidationRow& r : rows) {
+               r.simulated_peak_bytes / kMiB, 100 * r.memory_error, speed);
     time_errors.add(r.simulated_s, r.measured_s);
     memory_errors.add(r.simulated_peak_bytes, r.measured_peak_bytes);
+    calibration_speed_errors.add(r.simulated_s,
+                                 r.measured_s / (r.reference_ratio > 0 ? r.reference_ratio : 1));
   }
   fmt::print("mean |error|: time {:.1f}%, memory {:.1f}%\n", time_errors.mean_pct(),
              memory_errors.mean_pct());
+  if (!drift) return;
+  fmt::print(
+      "machine: the speed reference's time around the row against the calibration's ({:.4f} s): + is "
+      "slower now\n"
+      "error*: the time error at the calibration's speed (measured time / (1 + machine)); mean |error*| "
+      "{:.1f}%\n",
+      cluster.calibration->seconds(), calibration_speed_errors.mean_pct());
 }
 
 void print_kernel_times(const std::vector<evaluation::KernelTimeRow>& rows) {
@@ -103,7 +132,10 @@ void validate(const ValidateOptions& options) {
       one.plan = std::string(strategy->name());
       requests.push_back(one.request(model));
     }
-  for (real::RunRequest& request : requests) request.profile_ops = options.ops;
+  for (real::RunRequest& request : requests) {
+    request.profile_ops = options.ops;
+    request.time_reference = cluster.calibration.has_value();
+  }
   if (requests.empty())
     throw InputError(
         "--plan", 0, "",
@@ -123,7 +155,7 @@ void validate(const ValidateOptions& options) {
       std::cout << out.dump(2) << "\n";
       return;
     }
-    print_rows(rows, options, model.name);
+    print_rows(rows, options, model.name, cluster);
     if (options.ops) print_kernel_times(kernels);
   });
 }

@@ -221,6 +221,13 @@ HostSpec read_host(const Object& host) {
           non_negative_number(host, "communication_dispatch_seconds"), host.boolean("synchronous")};
 }
 
+CalibrationReference read_calibration(const Object& calibration) {
+  calibration.require_keys({"reference_start_seconds", "reference_end_seconds", "source"});
+  require_sources(calibration, {"reference_start_seconds", "reference_end_seconds"});
+  return {calibration.positive_number("reference_start_seconds"),
+          calibration.positive_number("reference_end_seconds")};
+}
+
 FabricSpec read_fabric(const Object& fabric) {
   constexpr std::string_view kAllGather = "all_gather_bus_bandwidth_by_bytes";
   constexpr std::string_view kReduceScatter = "reduce_scatter_bus_bandwidth_by_bytes";
@@ -259,7 +266,7 @@ ClusterSpec read_cluster(const json_input::Json& json, const std::string& source
   Object top(json, source);
   top.require_keys(
       {"name", "description", "gpus_per_node", "nics_per_node", "gpu", "intra_node", "inter_node", "source"},
-      {"host", "network"});
+      {"host", "network", "calibration"});
   require_sources(top, {"gpus_per_node", "nics_per_node"});
   ClusterSpec spec;
   spec.name = non_empty_string(top, "name");
@@ -269,6 +276,7 @@ ClusterSpec read_cluster(const json_input::Json& json, const std::string& source
   spec.nics_per_node = count(top, "nics_per_node");
   spec.gpu = read_gpu(top.object("gpu"));
   if (top.has("host")) spec.host = read_host(top.object("host"));
+  if (top.has("calibration")) spec.calibration = read_calibration(top.object("calibration"));
   spec.intra_node = read_fabric(top.object("intra_node"));
   spec.inter_node = read_fabric(top.object("inter_node"));
   spec.intra_node.measured_ranks = spec.gpus_per_node;

@@ -106,6 +106,14 @@ struct HostSpec {
   bool synchronous = false;
 };
 
+// A calibrated machine's speed when it was measured (`paradyse calibrate`): the seconds of one fixed
+// piece of a step (real_backend/machine_speed.hpp) before its first figure and after its last.
+// validate times the same piece around each run, to show how far the machine has drifted since.
+struct CalibrationReference {
+  double start_s = 0, end_s = 0;
+  double seconds() const { return (start_s + end_s) / 2; }
+};
+
 struct ClusterSpec {
   std::string name;         // "dgx-a100", or "dgx-a100 x4" for four nodes
   std::string description;  // one line on the node, from the preset
@@ -113,7 +121,8 @@ struct ClusterSpec {
   int num_nodes = 1;
   int gpus_per_node = 0;
   GpuSpec gpu;
-  HostSpec host;  // optional "host" block; without it ops issue at no cost
+  HostSpec host;                                    // optional "host" block; without it ops issue at no cost
+  std::optional<CalibrationReference> calibration;  // optional "calibration" block
   FabricSpec intra_node;
   FabricSpec inter_node;
   int nics_per_node = 0;

@@ -3,6 +3,8 @@
 #include "common/statistics.hpp"
 #include "common/units.hpp"
 #include "real_backend/kernel_probes.hpp"
+#include "real_backend/machine_speed.hpp"
+#include "real_backend/rank_timer.hpp"
 
 #include <unistd.h>
 
@@ -31,51 +33,8 @@ constexpr double kGemmPointSeconds = 0.3;
 // Buffer sizes, in bytes as integers.
 constexpr auto kMiBytes = static_cast<int64_t>(kMiB);
 
-// The median of every rank's `value`; the same on every rank, so ranks also agree on when to stop.
-double median_over_ranks(Communicator& communicator, double value) {
-  return median(gather_values(communicator, {value})[0]);
-}
-
-// Times a piece of work as all ranks run it together: a barrier lines the ranks up before each
-// repetition, so they contend for cores and memory as they do in training. Untimed warm-up runs first
-// (first touch of memory, thread pools, Gloo's buffers), three of them as a step's temporaries are
-// warm by its third run: after one, the largest size of a call whose temporaries are new memory
-// sometimes timed 4–8× slow (softmax_backward on 16.7M-element blocks: 0.33–0.49 GB/s in three of four
-// calibrations, against 3.0–3.5 GB/s after three, and 72 ms a call inside a step). A repetition of a
-// short piece runs it `batch` times back to back and keeps the mean, as nccl-tests does: a single
-// short run is below the clock's resolution, or, for a collective, often delayed by a whole scheduler
-// tick (milliseconds) while the ranks' threads share the cores, which would make the median of single
-// runs a coin toss.
-class Timer {
- public:
-  static constexpr int kWarmUpRuns = 3;
-
-  Timer(Communicator& communicator, int repeats) : communicator_(communicator), repeats_(repeats) {}
-
-  // `untimed` runs before each repetition (and before the barrier).
-  template <class Run>
-  double median_s(Run&& run, int batch = 1, const std::function<void()>& untimed = {}) const {
-    communicator_.barrier();
-    for (int i = 0; i < kWarmUpRuns; ++i) run();
-    std::vector<double> seconds;
-    for (int i = 0; i < repeats_; ++i) {
-      if (untimed) untimed();
-      communicator_.barrier();
-      const auto start = std::chrono::steady_clock::now();
-      for (int j = 0; j < batch; ++j) run();
-      const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-      seconds.push_back(std::max(elapsed.count() / batch, 1e-9));  // a curve's y must stay > 0
-    }
-    return median_over_ranks(communicator_, median(std::move(seconds)));
-  }
-
- private:
-  Communicator& communicator_;
-  int repeats_;
-};
-
 // FLOP/s of at::mm on square n×n matrices of `type`, by the GEMM's 2n³ FLOPs.
-Points gemm_flops_per_second(const Timer& timer, at::ScalarType type) {
+Points gemm_flops_per_second(const RankTimer& timer, at::ScalarType type) {
   Points points;
   for (int64_t n = 64; n <= 2048; n *= 2) {
     const at::Tensor a = at::randn({n, n}).to(type), b = at::randn({n, n}).to(type);
@@ -91,21 +50,15 @@ Points gemm_flops_per_second(const Timer& timer, at::ScalarType type) {
 // FLOP/s of TorchBackend's attention forward + backward (what runs for real) on one sequence of s
 // tokens, by s. FLOPs as the tracer counts them (strategies/tracing_backend.cpp): forward 4·heads·d
 // per computed pair, backward 2.5× forward.
-Points attention_flops_per_second(const Timer& timer, TorchBackend& backend, int64_t heads, int64_t kv_heads,
-                                  int64_t head_dim, bool causal, int64_t max_tokens) {
+Points attention_flops_per_second(const RankTimer& timer, TorchBackend& backend, const AttentionShape& shape,
+                                  bool causal, int64_t max_tokens) {
   Points points;
   for (int64_t s = std::min<int64_t>(128, max_tokens);; s = std::min(2 * s, max_tokens)) {
     const Positions sequence{TokenRange{0, s}};
     const AttentionMask mask{causal, sequence, sequence, nullptr};
-    const Tensor q = backend.wrap(at::randn({1, s, heads, head_dim}), DType::bf16);
-    const Tensor k = backend.wrap(at::randn({1, s, kv_heads, head_dim}), DType::bf16);
-    const Tensor v = backend.wrap(at::randn({1, s, kv_heads, head_dim}), DType::bf16);
-    const Tensor d_out = backend.wrap(at::randn({1, s, heads, head_dim}), DType::bf16);
-    const double seconds = timer.median_s([&] {
-      const AttentionOutput forward = backend.attention_forward(q, k, v, mask);
-      backend.attention_backward(d_out, q, k, v, forward.out, forward.lse, mask);
-    });
-    const double flops = 3.5 * 4.0 * static_cast<double>(heads * head_dim) * mask.computed_pairs();
+    const double seconds = attention_pass_s(timer, backend, shape, causal, s);
+    const double flops =
+        3.5 * 4.0 * static_cast<double>(shape.heads * shape.head_dim) * mask.computed_pairs();
     points.emplace_back(static_cast<double>(s), flops / seconds);
     if (s == max_tokens) break;
   }
@@ -120,10 +73,11 @@ struct KernelPoints {
 
 // Each probed backend call timed at each of its sizes on the real backend, its size read off the
 // same call on the tracer. A short call repeats back to back so that one repetition lasts about a
-// millisecond (the Timer's reasons; ranks agree on the count), from the caches as in a step where
+// millisecond (the RankTimer's reasons; ranks agree on the count), from the caches as in a step where
 // its inputs were just made; a cold one runs once per repetition after the caches are flushed.
-std::vector<KernelPoints> kernel_rates(Communicator& communicator, const Timer& timer, TorchBackend& backend,
-                                       const ModelSpec& model, int64_t max_tokens, double dispatch_s) {
+std::vector<KernelPoints> kernel_rates(Communicator& communicator, const RankTimer& timer,
+                                       TorchBackend& backend, const ModelSpec& model, int64_t max_tokens,
+                                       double dispatch_s) {
   const int degree = communicator.size();
   // Written before each repetition of a cold call: larger than any CPU's last-level cache.
   at::Tensor cache_flush = at::empty({256 * kMiBytes / 4});
@@ -153,7 +107,7 @@ std::vector<KernelPoints> kernel_rates(Communicator& communicator, const Timer& 
 }
 
 // Bytes read and written per second by a 64 MiB copy: the rate memory-bound ops stream at.
-double copy_bytes_per_second(const Timer& timer) {
+double copy_bytes_per_second(const RankTimer& timer) {
   const at::Tensor source = at::rand({64 * kMiBytes / 4});
   at::Tensor target = at::empty_like(source);
   const double seconds = timer.median_s([&] { target.copy_(source); });
@@ -161,7 +115,7 @@ double copy_bytes_per_second(const Timer& timer) {
 }
 
 // The fixed cost of one op (the host's dispatch): an add of two 1-element tensors.
-double op_overhead_s(const Timer& timer) {
+double op_overhead_s(const RankTimer& timer) {
   const at::Tensor a = at::ones({1}), b = at::ones({1});
   return timer.median_s([&] { at::add(a, b); }, 100);
 }
@@ -179,7 +133,7 @@ struct Fabric {
 // nothing moves; size/time then stands in so that the figures stay positive. The all-gather and
 // reduce-scatter run as a step runs them, in its element type (`dtype`) through the communicator's
 // own implementation (on Gloo the reduce-scatter is an all-to-all and a sum in float32).
-Fabric measure_fabric(Communicator& communicator, const Timer& timer, at::ScalarType dtype) {
+Fabric measure_fabric(Communicator& communicator, const RankTimer& timer, at::ScalarType dtype) {
   const double p = communicator.size();
   const double all_reduce_share = p > 1 ? 2 * (p - 1) / p : 1;
   const double all_to_all_share = p > 1 ? (p - 1) / p : 1;
@@ -222,7 +176,7 @@ Fabric measure_fabric(Communicator& communicator, const Timer& timer, at::Scalar
 // it is in flight; a compute stream slowed by `share` while the collective runs takes
 // gemms_s + share · gather_s in all (the collective itself not slowed), so
 // share = (together_s − gemms_s) / gather_s.
-double measured_compute_contention(Communicator& communicator, const Timer& timer, at::ScalarType dtype) {
+double measured_compute_contention(Communicator& communicator, const RankTimer& timer, at::ScalarType dtype) {
   const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
   const at::Tensor input = at::zeros({16 * kMiBytes / element / communicator.size()}, dtype);
   at::Tensor output = at::empty({input.numel() * communicator.size()}, dtype);
@@ -301,21 +255,19 @@ double peak(const Points& points) {
 
 std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& model,
                                 const CalibrationOptions& options) {
-  const Timer timer(communicator, std::max(1, options.repeats));
+  const RankTimer timer(communicator, std::max(1, options.repeats));
   const int ranks = communicator.size();
 
   // Compute, on every rank at once.
   TorchBackendOptions backend_options;
   backend_options.precision = options.precision;
   TorchBackend backend(communicator, model, backend_options);
+  const double reference_start_s = reference_seconds(communicator, backend, model);
   const Points gemm = gemm_flops_per_second(timer, backend.storage_type(DType::bf16));
-  const int64_t heads = std::max<int64_t>(1, model.heads / ranks);
-  const int64_t kv_heads = std::gcd(heads, std::max<int64_t>(1, model.kv_heads / ranks));  // divides heads
+  const AttentionShape shape = local_attention_shape(model, ranks);
   const int64_t longest = options.max_attention_tokens;
-  const Points attention =
-      attention_flops_per_second(timer, backend, heads, kv_heads, model.head_dim(), false, longest);
-  const Points causal =
-      attention_flops_per_second(timer, backend, heads, kv_heads, model.head_dim(), true, longest);
+  const Points attention = attention_flops_per_second(timer, backend, shape, false, longest);
+  const Points causal = attention_flops_per_second(timer, backend, shape, true, longest);
   const double dispatch_s = op_overhead_s(timer);
   const std::vector<KernelPoints> kernels =
       kernel_rates(communicator, timer, backend, model, longest, dispatch_s);
@@ -323,6 +275,7 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   const at::ScalarType step_type = options.precision == Precision::mixed ? at::kBFloat16 : at::kFloat;
   const Fabric fabric = measure_fabric(communicator, timer, step_type);
   const double contention = measured_compute_contention(communicator, timer, step_type);
+  const double reference_end_s = reference_seconds(communicator, backend, model);
   communicator.barrier();
   if (communicator.rank() != 0) return "";
 
@@ -336,9 +289,9 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   const int64_t largest_n = std::llround(std::cbrt(gemm.back().first / 2));
   auto of_peak = [&](double flops_per_second) { return fraction(flops_per_second / gemm_peak); };
   const std::string attention_what =
-      "TorchBackend attention forward + backward (scores in float32), q [1, s, " + std::to_string(heads) +
-      ", " + std::to_string(model.head_dim()) + "], " + std::to_string(kv_heads) +
-      " kv heads, FLOPs 3.5 x 4 heads d pairs, divided by the GEMM peak";
+      "TorchBackend attention forward + backward (scores in float32), q [1, s, " +
+      std::to_string(shape.heads) + ", " + std::to_string(shape.head_dim) + "], " +
+      std::to_string(shape.kv_heads) + " kv heads, FLOPs 3.5 x 4 heads d pairs, divided by the GEMM peak";
 
   Json gpu;
   gpu["name"] = cpu_model() + " (" + std::to_string(ranks) + " ranks sharing it)";
@@ -440,6 +393,13 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
          "work (Gloo) when the program waits for it"}}}};
   cluster["intra_node"] = std::move(intra);
   cluster["inter_node"] = std::move(inter);
+  const std::string reference = "measured by paradyse calibrate: " + reference_description(model, ranks);
+  cluster["calibration"] = {
+      {"reference_start_seconds", rounded(reference_start_s)},
+      {"reference_end_seconds", rounded(reference_end_s)},
+      {"source",
+       {{"reference_start_seconds", reference + ", before the first figure above was measured"},
+        {"reference_end_seconds", reference + ", after the last"}}}};
   return cluster.dump(2);
 }
 

@@ -13,19 +13,13 @@
 #include "real_backend/connect.hpp"
 #include "real_backend/held_bytes.hpp"
 #include "real_backend/host_allocator.hpp"
+#include "real_backend/machine_speed.hpp"
+#include "real_backend/rank_timer.hpp"
 #include "real_backend/torch_backend.hpp"
 #include "strategies/training_step.hpp"
 
 namespace paradyse::real {
 namespace {
-
-// The largest of each rank's value, on every rank.
-std::vector<double> max_over_ranks(Communicator& communicator, const std::vector<double>& values) {
-  std::vector<double> largest;
-  for (const std::vector<double>& across_ranks : gather_values(communicator, values))
-    largest.push_back(*std::max_element(across_ranks.begin(), across_ranks.end()));
-  return largest;
-}
 
 struct PhaseSpans {
   std::vector<double> forward, backward;
@@ -99,6 +93,7 @@ RunReport run_request(const RankEnvironment& env, Communicator* communicator, co
     const int64_t local = seq / env.size;
     LengthMeasurement m;
     m.seq = seq;
+    if (request.time_reference) m.reference_before_s = reference_seconds(*communicator, be, model);
     double loss = 0;
     for (int step = 0; step < request.warmup_steps + request.steps; ++step) {
       const bool measured = step >= request.warmup_steps;
@@ -144,6 +139,7 @@ RunReport run_request(const RankEnvironment& env, Communicator* communicator, co
     communicator->all_reduce(total_loss)->wait();
     m.loss_per_token = total_loss.item<double>() / static_cast<double>(seq * request.batch);
     m.median_step_s = median(m.step_s);
+    if (request.time_reference) m.reference_after_s = reference_seconds(*communicator, be, model);
     report.lengths.push_back(std::move(m));
   }
   communicator->barrier();

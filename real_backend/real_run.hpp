@@ -33,6 +33,8 @@ struct RunRequest {
   bool mixed_precision = true;  // bf16 activations and weights as the tracer counts them; else float32
   std::chrono::seconds timeout{120};
   bool profile_ops = false;  // time every op of the last measured step of each length (rank 0)
+  // Time the machine-speed reference (machine_speed.hpp) before and after each length's steps.
+  bool time_reference = false;
   uint64_t seed = 1;
 };
 
@@ -48,6 +50,8 @@ struct TimedOp {
 struct LengthMeasurement {
   int64_t seq = 0;
   std::vector<double> step_s;  // each measured step, slowest rank (steps end at a barrier)
+  // With time_reference: the reference's seconds before the length's first step and after its last.
+  double reference_before_s = 0, reference_after_s = 0;
   double median_step_s = 0;
   double loss_per_token = 0;          // last step, over the ranks' tokens
   int64_t peak_bytes = 0;             // most any rank's backend held (HeldBytes) during the measured steps

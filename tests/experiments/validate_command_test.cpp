@@ -31,6 +31,10 @@ TEST_CASE("validate: each row is what simulate and run give for its configuratio
   CHECK(spec.gpu.kernel_rates.at("softmax").rate.points().size() == 3);
   CHECK(spec.gpu.kernel_rates.at("scores").by_flops);
   CHECK_FALSE(spec.gpu.kernel_rates.at("norm_backward").by_flops);
+  // The speed reference, timed at the calibration's start and end: tens of milliseconds on a CPU.
+  REQUIRE(spec.calibration.has_value());
+  CHECK(spec.calibration->start_s > 1e-4);
+  CHECK(spec.calibration->end_s < 10);
 
   // The median of 7 measured steps, so that reporting their sum instead would show below.
   const std::string configuration = "--ranks 2 --model tiny-llama --seq 64 --steps 7 --json";
@@ -46,6 +50,10 @@ TEST_CASE("validate: each row is what simulate and run give for its configuratio
     CHECK(by_plan.emplace(row["plan"].get<std::string>(), row).second);
     // In bf16 the backend allocates exactly the tensors the tracer records, in the same element types.
     CHECK(std::abs(row["memory_error"].get<double>()) < 0.01);
+    // The reference re-timed around the row against the calibration's: the same work on the same
+    // machine, within the 5x that another test's load may cause (below).
+    CHECK(row["reference_ratio"].get<double>() > 1.0 / 5);
+    CHECK(row["reference_ratio"].get<double>() < 5);
 
     // The simulator path of `simulate`, run in a fresh process on the same cluster file. Exact for a
     // single plan; validate simulates its plans one after another on one SimGrid engine, whose clock
@@ -106,6 +114,10 @@ TEST_CASE("validate --docs: a packed micro-batch under every strategy, its memor
     CHECK(row["seq"] == 64);
     CHECK(row["documents"] == 2);
     CHECK(std::abs(row["memory_error"].get<double>()) < 0.01);
+    // The reference re-timed around the row against the calibration's: the same work on the same
+    // machine, within the 5x that another test's load may cause (below).
+    CHECK(row["reference_ratio"].get<double>() > 1.0 / 5);
+    CHECK(row["reference_ratio"].get<double>() < 5);
     CHECK(row["simulated_s"].get<double>() > 0);
   }
 }

@@ -449,3 +449,33 @@ TEST_CASE("load_cluster: a fabric's compute contention is optional, below 1, and
       dir, "unsourced-contention.json", [&](auto& json) { json["intra_node"]["compute_contention"] = 0.1; });
   CHECK_THAT(load_error(unsourced).what(), Contains("intra_node.source.compute_contention"));
 }
+
+TEST_CASE("load_cluster: a calibration's speed reference is optional, positive, and sourced", "[hw_models]") {
+  TempDir dir;
+  CHECK_FALSE(load_cluster("dgx-a100").calibration.has_value());
+  auto calibrated = [](auto& json) {
+    json["calibration"] = {
+        {"reference_start_seconds", 0.1},
+        {"reference_end_seconds", 0.3},
+        {"source", {{"reference_start_seconds", "measured"}, {"reference_end_seconds", "measured"}}}};
+  };
+  const ClusterSpec cluster = load_cluster(write_edited_a100(dir, "calibrated.json", calibrated));
+  REQUIRE(cluster.calibration.has_value());
+  CHECK(cluster.calibration->seconds() == Approx(0.2));  // the mean of start and end
+
+  const std::string zero = write_edited_a100(dir, "zero.json", [&](auto& json) {
+    calibrated(json);
+    json["calibration"]["reference_end_seconds"] = 0;
+  });
+  CHECK_THAT(load_error(zero).what(), Contains("calibration.reference_end_seconds"));
+  const std::string unsourced = write_edited_a100(dir, "unsourced-reference.json", [&](auto& json) {
+    calibrated(json);
+    json["calibration"]["source"].erase("reference_start_seconds");
+  });
+  CHECK_THAT(load_error(unsourced).what(), Contains("calibration.source.reference_start_seconds"));
+  const std::string half = write_edited_a100(dir, "half.json", [&](auto& json) {
+    calibrated(json);
+    json["calibration"].erase("reference_end_seconds");
+  });
+  CHECK_THAT(load_error(half).what(), Contains("calibration") && Contains("reference_end_seconds"));
+}
