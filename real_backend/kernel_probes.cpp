@@ -133,10 +133,10 @@ std::vector<KernelProbe> kernel_probes(const ModelSpec& model, int degree, int64
   });
   auto tokens = [](Backend& be, int64_t s) { return be.zeros({1, s}, DType::int64); };
   add(Kernel::embedding, false, [=](Backend& be, int64_t s) -> KernelCall {
-    return [&be, t = tokens(be, s), table = be.zeros({x.vocab, x.h}, bf16)] { be.embedding(t, table); };
+    return [&be, t = tokens(be, s), table = be.zeros({x.vocab, x.h}, bf16)] { be.embedding(t, table, 0); };
   });
   add(Kernel::embedding_backward, false, [=](Backend& be, int64_t s) -> KernelCall {
-    return [&be, d = hidden(be, s), t = tokens(be, s), x] { be.embedding_backward(d, t, x.vocab); };
+    return [&be, d = hidden(be, s), t = tokens(be, s), x] { be.embedding_backward(d, t, x.vocab, 0); };
   });
   add(Kernel::cross_entropy, false, [=](Backend& be, int64_t s) -> KernelCall {
     return

@@ -571,16 +571,37 @@ void TorchBackend::add_(Tensor& accumulator, const Tensor& x) {
   acc.add_(unwrap(x).reshape(acc.sizes()));
 }
 
-Tensor TorchBackend::embedding(const Tensor& tokens, const Tensor& table) {
+namespace {
+// A vocabulary shard's view of token ids: ids relative to its first row, clamped into it (so that
+// they index it), and whether each id is one of its rows (padding, below 0, never is).
+struct ShardTokens {
+  at::Tensor rows;    // int64, in [0, shard rows)
+  at::Tensor inside;  // bool
+};
+ShardTokens shard_tokens(const at::Tensor& tokens, int64_t first_row, int64_t rows) {
+  const at::Tensor local = tokens - first_row;
+  const at::Tensor inside = (local >= 0).logical_and(local < rows).logical_and(tokens >= 0);
+  return {local.clamp(0, rows - 1), inside};
+}
+}  // namespace
+
+Tensor TorchBackend::embedding(const Tensor& tokens, const Tensor& table, int64_t first_row) {
   OpTimer timer(*this, Kernel::embedding);
-  return make(at::embedding(unwrap(table), unwrap(tokens)), DType::bf16);
+  const at::Tensor& w = unwrap(table);
+  const ShardTokens shard = shard_tokens(unwrap(tokens), first_row, w.size(0));
+  at::Tensor y = at::embedding(w, shard.rows);
+  y.masked_fill_(shard.inside.logical_not().unsqueeze(-1), 0);
+  return make(y, DType::bf16);
 }
 
-Tensor TorchBackend::embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t vocab) {
+Tensor TorchBackend::embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t rows,
+                                        int64_t first_row) {
   OpTimer timer(*this, Kernel::embedding_backward);
   const int64_t h = d_y.size(-1);
-  at::Tensor d_table = at::zeros({vocab, h}, options(DType::bf16));
-  d_table.index_add_(0, unwrap(tokens).reshape({-1}), unwrap(d_y).reshape({-1, h}));
+  const ShardTokens shard = shard_tokens(unwrap(tokens).reshape({-1}), first_row, rows);
+  at::Tensor d_table = at::zeros({rows, h}, options(DType::bf16));
+  // Tokens outside the rows add zeros (to a row they were clamped to): no data-dependent shapes.
+  d_table.index_add_(0, shard.rows, unwrap(d_y).reshape({-1, h}) * shard.inside.unsqueeze(-1));
   return make(d_table, DType::bf16);
 }
 
@@ -595,6 +616,38 @@ LossOutput TorchBackend::cross_entropy(const Tensor& logits, const Tensor& targe
   const at::Tensor loss = ((lse - z.gather(-1, index)) * valid).sum().reshape({1});
   at::Tensor d = at::exp(z - lse);
   d.scatter_add_(-1, index, -at::ones_like(index, at::kFloat));
+  return {make(loss, DType::fp32), make((d * valid).to(storage_type(DType::bf16)), DType::bf16)};
+}
+
+Tensor TorchBackend::logits_max(const Tensor& logits) {
+  OpTimer timer(*this, Kernel::cross_entropy);
+  return make(at::amax(unwrap(logits), -1, true).to(at::kFloat), DType::fp32);
+}
+
+Tensor TorchBackend::vocabulary_shard_sums(const Tensor& logits, const Tensor& targets, int64_t first_row,
+                                           const Tensor& maxima) {
+  OpTimer timer(*this, Kernel::cross_entropy);
+  const at::Tensor z = unwrap(logits).to(at::kFloat);
+  const at::Tensor m = at::amax(unwrap(maxima), -1, true);  // [b, c, 1]: the row's largest logit
+  const ShardTokens shard = shard_tokens(unwrap(targets), first_row, z.size(-1));
+  const at::Tensor target = (z.gather(-1, shard.rows.unsqueeze(-1)) - m) * shard.inside.unsqueeze(-1);
+  return make(at::cat({at::exp(z - m).sum(-1, true), target}, -1), DType::fp32);
+}
+
+LossOutput TorchBackend::vocabulary_shard_loss(const Tensor& logits, const Tensor& targets, int64_t first_row,
+                                               const Tensor& maxima, const Tensor& sums, double loss_weight) {
+  OpTimer timer(*this, Kernel::cross_entropy);
+  const at::Tensor z = unwrap(logits).to(at::kFloat);
+  const at::Tensor m = at::amax(unwrap(maxima), -1, true);
+  const at::Tensor& summed = unwrap(sums);
+  const at::Tensor sum_exp = summed.narrow(-1, 0, 1), target = summed.narrow(-1, 1, 1);
+  const at::Tensor t = unwrap(targets);
+  const at::Tensor valid = (t >= 0).unsqueeze(-1).to(at::kFloat);  // padding: no loss, no gradient
+  // log Σ exp(z − M) − (z[target] − M) = logsumexp(z) − z[target], the row's loss.
+  const at::Tensor loss = ((at::log(sum_exp) - target) * valid).sum().mul(loss_weight).reshape({1});
+  const ShardTokens shard = shard_tokens(t, first_row, z.size(-1));
+  at::Tensor d = at::exp(z - m).div_(sum_exp);
+  d.scatter_add_(-1, shard.rows.unsqueeze(-1), -shard.inside.unsqueeze(-1).to(at::kFloat));
   return {make(loss, DType::fp32), make((d * valid).to(storage_type(DType::bf16)), DType::bf16)};
 }
 

@@ -134,9 +134,14 @@ class TorchBackend final : public Backend {
   Tensor add(const Tensor& a, const Tensor& b) override;
   void add_(Tensor& accumulator, const Tensor& x) override;
 
-  Tensor embedding(const Tensor& tokens, const Tensor& table) override;
-  Tensor embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t vocab) override;
+  Tensor embedding(const Tensor& tokens, const Tensor& table, int64_t first_row) override;
+  Tensor embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t rows, int64_t first_row) override;
   LossOutput cross_entropy(const Tensor& logits, const Tensor& targets) override;
+  Tensor logits_max(const Tensor& logits) override;
+  Tensor vocabulary_shard_sums(const Tensor& logits, const Tensor& targets, int64_t first_row,
+                               const Tensor& maxima) override;
+  LossOutput vocabulary_shard_loss(const Tensor& logits, const Tensor& targets, int64_t first_row,
+                                   const Tensor& maxima, const Tensor& sums, double loss_weight) override;
   void adam_step(Tensor& weight, const Tensor& grad) override;
   Tensor sum_of_squares(const std::vector<Tensor>& tensors, double weight) override;
   void scale_(const std::vector<Tensor>& tensors, double factor) override;

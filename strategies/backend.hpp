@@ -213,11 +213,28 @@ class Backend {
   virtual Tensor add(const Tensor& a, const Tensor& b) = 0;
   virtual void add_(Tensor& accumulator, const Tensor& x) = 0;  // in place
 
-  // Token embedding: tokens [b, s] int64, table [V, h] → [b, s, h]; backward scatters into [V, h].
-  virtual Tensor embedding(const Tensor& tokens, const Tensor& table) = 0;
-  virtual Tensor embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t vocab) = 0;
-  // Cross-entropy of logits [b, c, V] against targets [b, c] int64, fused with its gradient.
+  // Token embedding: tokens [b, s] int64, table [rows, h] holding vocabulary rows first_row …
+  // first_row + rows − 1 → [b, s, h], zero for a token outside them (the whole table: first_row 0;
+  // a vocabulary shard: Megatron-LM's VocabParallelEmbedding, whose partial sums the ranks then sum).
+  // Backward scatters d_y into [rows, h], skipping tokens outside the rows.
+  virtual Tensor embedding(const Tensor& tokens, const Tensor& table, int64_t first_row) = 0;
+  virtual Tensor embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t rows,
+                                    int64_t first_row) = 0;
+  // Cross-entropy of logits [b, c, V] against targets [b, c] int64, fused with its gradient. A target
+  // below 0 is padding: no loss, no gradient.
   virtual LossOutput cross_entropy(const Tensor& logits, const Tensor& targets) = 0;
+  // Cross-entropy over a vocabulary split over the ranks, as Megatron-LM computes it
+  // (tensor_parallel/cross_entropy.py): logits [b, c, rows] are this rank's vocabulary rows first_row …
+  // first_row + rows − 1. logits_max: each row's largest logit here, [b, c, 1] fp32. With every rank's
+  // maxima gathered, maxima [b, c, p] (their largest, M, is the row's), vocabulary_shard_sums: this
+  // rank's Σ exp(z − M) and its z[target] − M (0 when the target is not its), [b, c, 2] fp32, which
+  // the ranks sum. vocabulary_shard_loss: from the summed `sums`, loss_weight · the loss of the chunk's
+  // tokens ([1] fp32) and the gradient of the loss by this rank's logits.
+  virtual Tensor logits_max(const Tensor& logits) = 0;
+  virtual Tensor vocabulary_shard_sums(const Tensor& logits, const Tensor& targets, int64_t first_row,
+                                       const Tensor& maxima) = 0;
+  virtual LossOutput vocabulary_shard_loss(const Tensor& logits, const Tensor& targets, int64_t first_row,
+                                           const Tensor& maxima, const Tensor& sums, double loss_weight) = 0;
   // Mixed-precision Adam on one weight shard and its fp32 main gradient (the fp32 master weight and
   // moments are the backend's): 18 bytes per parameter in all with the bf16 weight, Megatron-LM's
   // "bf16 parameters, fp32 gradients" (Megatron Core, Distributed Optimizer).

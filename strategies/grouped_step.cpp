@@ -50,6 +50,7 @@ class JobShards final : public WeightSource {
   void add_table_grad(Backend& be, bool head, const Tensor& d_table) override {
     be.add_(head ? shards_.head_grad : shards_.embedding_grad, summed_shard(be, d_table));
   }
+  bool tables_sharded_over_group() const override { return false; }  // over the shard group
 
   const LayerWeights& layer(Backend& be, int layer, const Strategy& strategy) override {
     be.label("gather layer");

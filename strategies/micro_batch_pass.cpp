@@ -5,6 +5,77 @@
 
 namespace paradyse {
 
+namespace {
+
+// The tokens of each chunk the fused head + loss runs over (StepSpec::loss_chunk_tokens), for `tokens`
+// tokens against `vocabulary_shards` shards of the vocabulary: a chunk's logits hold as many elements
+// whether a rank computes them for its tokens and the whole vocabulary or for every token and its
+// rows.
+int64_t loss_chunk_tokens(const StepSpec& spec, int64_t tokens, int vocabulary_shards) {
+  return std::max(spec.loss_chunk_tokens * vocabulary_shards,
+                  (tokens + spec.max_loss_chunks - 1) / spec.max_loss_chunks);
+}
+
+// The head and loss on this rank's tokens [b, s/p, h] against the whole table, gathered; its gradient
+// summed over the ranks into this rank's shard. Returns d_normed [b, s/p, h].
+Tensor gathered_head(Backend& be, const StepSpec& spec, WeightSource& weights, const Tensor& normed,
+                     const Tensor& targets, Tensor& loss) {
+  const bool head = !spec.model->tied_embeddings;
+  Tensor table = weights.table(be, head);  // [V, h]
+  Tensor d_table;
+  std::vector<Tensor> d_chunks;
+  const int64_t local = normed.size(1), chunk_tokens = loss_chunk_tokens(spec, local, 1);
+  for (int64_t start = 0; start < local; start += chunk_tokens) {
+    const int64_t length = std::min(chunk_tokens, local - start);
+    Tensor chunk = be.slice(normed, 1, start, length);  // [b, c, h]
+    LossOutput chunk_loss = be.cross_entropy(be.linear(chunk, table), be.slice(targets, 1, start, length));
+    be.add_(loss, chunk_loss.loss);
+    d_chunks.push_back(be.matmul(chunk_loss.d_logits, table));          // [b, c, h]
+    Tensor d_table_chunk = be.weight_grad(chunk_loss.d_logits, chunk);  // [V, h]
+    if (d_table.defined())
+      be.add_(d_table, d_table_chunk);
+    else
+      d_table = d_table_chunk;
+  }
+  weights.add_table_grad(be, head, d_table);
+  return d_chunks.size() == 1 ? d_chunks[0] : be.concat(d_chunks, 1);
+}
+
+// Megatron-LM's output head under tensor + sequence parallelism: the ranks' tokens gathered
+// (gather_from_sequence_parallel_region), each rank's logits over its V/p rows for every token, the
+// vocabulary-parallel cross-entropy (the row maxima gathered, then one sum of Σ exp and the target
+// logit over the ranks), the gradient by the tokens summed over the ranks into each rank's tokens.
+// The head's gradient is this rank's rows' own. Each rank counts 1/p of the loss, which every rank
+// computes whole. Returns d_normed [b, s/p, h].
+Tensor vocabulary_parallel_head(Backend& be, const StepSpec& spec, ModelShards& shards, int64_t first_row,
+                                const Tensor& normed, const Tensor& targets, Tensor& loss) {
+  const bool tied = spec.model->tied_embeddings;
+  const Tensor& table = tied ? shards.embedding : shards.head;  // [V/p, h]
+  Tensor& table_grad = tied ? shards.embedding_grad : shards.head_grad;
+  const Tensor all = be.all_gather(normed, 1), all_targets = be.all_gather(targets, 1);  // [b, s, h], [b, s]
+  std::vector<Tensor> d_chunks;
+  const int64_t tokens = all.size(1), chunk_tokens = loss_chunk_tokens(spec, tokens, be.degree());
+  for (int64_t start = 0; start < tokens; start += chunk_tokens) {
+    const int64_t length = std::min(chunk_tokens, tokens - start);
+    Tensor chunk = be.slice(all, 1, start, length);  // [b, c, h]
+    const Tensor chunk_targets = be.slice(all_targets, 1, start, length);
+    Tensor logits = be.linear(chunk, table);  // [b, c, V/p]
+    const Tensor maxima = be.all_gather(be.logits_max(logits), 2);
+    const Tensor sums = be.all_reduce(be.vocabulary_shard_sums(logits, chunk_targets, first_row, maxima));
+    LossOutput chunk_loss =
+        be.vocabulary_shard_loss(logits, chunk_targets, first_row, maxima, sums, 1.0 / be.degree());
+    logits = Tensor();
+    be.add_(loss, chunk_loss.loss);
+    d_chunks.push_back(be.matmul(chunk_loss.d_logits, table));        // [b, c, h], partial
+    be.add_(table_grad, be.weight_grad(chunk_loss.d_logits, chunk));  // [V/p, h]
+  }
+  Tensor d_all = d_chunks.size() == 1 ? d_chunks[0] : be.concat(d_chunks, 1);
+  d_chunks.clear();
+  return be.reduce_scatter(d_all, 1);
+}
+
+}  // namespace
+
 void forward_backward(Backend& be, const StepSpec& micro_batch, ModelShards& shards, WeightSource& weights,
                       const Tensor& tokens, const Tensor& targets, Tensor& loss) {
   const StepSpec& spec = micro_batch;
@@ -13,12 +84,27 @@ void forward_backward(Backend& be, const StepSpec& micro_batch, ModelShards& sha
   const SequenceLayout layout = step_layout(spec, be.degree());
   const int64_t vocab = padded_vocab(model, be.shard_degree());
 
+  // The embedding and the head run vocabulary-parallel, as Megatron-LM runs them under tensor
+  // parallelism, when the micro-batch has fewer tokens than the vocabulary has rows: the ranks then
+  // move the tokens' activations, b·s·h each way, instead of gathering the V·h tables and summing
+  // their gradients (ZeRO-3 style, as DeepSpeed runs them), which longer micro-batches do. This rank
+  // computes on its V/p rows of each table, rows first_row …, where they are.
+  const int64_t rows = vocab / be.shard_degree(), first_row = be.rank() * rows;
+  const bool parallel_tables =
+      be.degree() > 1 && weights.tables_sharded_over_group() && spec.batch * spec.tokens < vocab;
+
   be.begin_phase(Phase::embedding_forward, -1);
   be.label("embedding");
-  Tensor x;
-  {
+  Tensor x, all_tokens;
+  if (parallel_tables) {
+    // Megatron-LM's VocabParallelEmbedding under sequence parallelism: each rank embeds every token
+    // from its rows (zero elsewhere) and the ranks' partial embeddings are summed into each rank's
+    // tokens (reduce_scatter_to_sequence_parallel_region).
+    all_tokens = be.all_gather(tokens, 1);                                            // [b, s]
+    x = be.reduce_scatter(be.embedding(all_tokens, shards.embedding, first_row), 1);  // [b, s/p, h]
+  } else {
     Tensor table = weights.table(be, false);  // [V, h]
-    x = be.embedding(tokens, table);          // [b, s/p, h]
+    x = be.embedding(tokens, table, 0);       // [b, s/p, h]
   }
 
   std::vector<std::unique_ptr<LayerSaved>> saved(static_cast<std::size_t>(num_layers));
@@ -33,35 +119,14 @@ void forward_backward(Backend& be, const StepSpec& micro_batch, ModelShards& sha
     saved[static_cast<std::size_t>(layer)] = std::move(out.saved);
   }
 
-  // Final norm, then head and loss over chunks of the local tokens, fused with their gradient.
+  // Final norm, then head and loss over chunks of the tokens, fused with their gradient.
   be.begin_phase(Phase::head, -1);
   be.label("final_norm");
   NormOutput final_norm = be.norm_forward(x, shards.final_norm_gamma, shards.final_norm_beta, model.norm);
   be.label("head");
-  const bool head = !model.tied_embeddings;
-  Tensor d_normed;
-  {
-    Tensor table = weights.table(be, head);  // [V, h]
-    Tensor d_table;
-    std::vector<Tensor> d_chunks;
-    const int64_t local = final_norm.y.size(1);
-    const int64_t chunk_tokens =
-        std::max(spec.loss_chunk_tokens, (local + spec.max_loss_chunks - 1) / spec.max_loss_chunks);
-    for (int64_t start = 0; start < local; start += chunk_tokens) {
-      const int64_t length = std::min(chunk_tokens, local - start);
-      Tensor chunk = be.slice(final_norm.y, 1, start, length);  // [b, c, h]
-      LossOutput chunk_loss = be.cross_entropy(be.linear(chunk, table), be.slice(targets, 1, start, length));
-      be.add_(loss, chunk_loss.loss);
-      d_chunks.push_back(be.matmul(chunk_loss.d_logits, table));          // [b, c, h]
-      Tensor d_table_chunk = be.weight_grad(chunk_loss.d_logits, chunk);  // [V, h]
-      if (d_table.defined())
-        be.add_(d_table, d_table_chunk);
-      else
-        d_table = d_table_chunk;
-    }
-    d_normed = d_chunks.size() == 1 ? d_chunks[0] : be.concat(d_chunks, 1);
-    weights.add_table_grad(be, head, d_table);
-  }
+  Tensor d_normed = parallel_tables
+                        ? vocabulary_parallel_head(be, spec, shards, first_row, final_norm.y, targets, loss)
+                        : gathered_head(be, spec, weights, final_norm.y, targets, loss);
   NormGrads final_grads = be.norm_backward(d_normed, x, shards.final_norm_gamma, final_norm, model.norm);
   d_normed = Tensor();
   final_norm = {};
@@ -84,7 +149,14 @@ void forward_backward(Backend& be, const StepSpec& micro_batch, ModelShards& sha
 
   be.begin_phase(Phase::embedding_backward, -1);
   be.label("embedding");
-  Tensor d_table = be.embedding_backward(d_x, tokens, vocab);
+  if (parallel_tables) {
+    // This rank's rows' gradient, from every token: its own, no sum over the ranks.
+    Tensor d_all = be.all_gather(d_x, 1);
+    d_x = Tensor();
+    be.add_(shards.embedding_grad, be.embedding_backward(d_all, all_tokens, rows, first_row));
+    return;
+  }
+  Tensor d_table = be.embedding_backward(d_x, tokens, vocab, 0);
   d_x = Tensor();
   weights.add_table_grad(be, false, d_table);
 }

@@ -19,6 +19,10 @@ class WeightSource {
   virtual Tensor table(Backend& be, bool head) = 0;
   // Sums d_table [V, h] over the ranks into this rank's share of the table's gradient.
   virtual void add_table_grad(Backend& be, bool head, const Tensor& d_table) = 0;
+  // Whether this rank's shards of the tables (ModelShards::embedding and head) are its rows of the
+  // parallel group's vocabulary, rank r's the r-th V/p, so that a vocabulary-parallel embedding or head
+  // may compute on them where they are.
+  virtual bool tables_sharded_over_group() const = 0;
   // Layer `layer`'s weights as `strategy` runs them on the parallel group: the group's unified layout.
   virtual const LayerWeights& layer(Backend& be, int layer, const Strategy& strategy) = 0;
   // Where the layer's backward adds its gradients; called after layer(), before the backward.

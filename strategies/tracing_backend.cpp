@@ -469,7 +469,7 @@ void TracingBackend::add_(Tensor& accumulator, const Tensor& x) {
   produced_by(accumulator, recorder_->next_op() - 1);
 }
 
-Tensor TracingBackend::embedding(const Tensor& tokens, const Tensor& table) {
+Tensor TracingBackend::embedding(const Tensor& tokens, const Tensor& table, int64_t /*first_row*/) {
   Shape shape = tokens.shape();
   shape.push_back(table.size(1));
   Tensor y = allocate(shape, DType::bf16);
@@ -479,8 +479,9 @@ Tensor TracingBackend::embedding(const Tensor& tokens, const Tensor& table) {
   return y;
 }
 
-Tensor TracingBackend::embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t vocab) {
-  Tensor d_table = allocate({vocab, d_y.size(-1)}, DType::bf16);
+Tensor TracingBackend::embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t rows,
+                                          int64_t /*first_row*/) {
+  Tensor d_table = allocate({rows, d_y.size(-1)}, DType::bf16);
   Op& op = record(OpKind::memory_bound, Kernel::embedding_backward, {&d_y, &tokens});
   op.memory_bytes = static_cast<double>(d_table.bytes() + tokens.bytes() + 2 * d_y.bytes());
   produced_by(d_table, recorder_->next_op() - 1);
@@ -491,6 +492,41 @@ LossOutput TracingBackend::cross_entropy(const Tensor& logits, const Tensor& tar
   LossOutput result{allocate({1}, DType::fp32), allocate(logits.shape(), DType::bf16)};
   Op& op = record(OpKind::memory_bound, Kernel::cross_entropy, {&logits, &targets});
   op.memory_bytes = static_cast<double>(2 * logits.bytes() + targets.bytes() + result.d_logits.bytes());
+  produced_by(result.loss, recorder_->next_op() - 1);
+  produced_by(result.d_logits, recorder_->next_op() - 1);
+  return result;
+}
+
+// The vocabulary-parallel cross-entropy's three passes over the logits are priced as the fused
+// cross-entropy is, by their bytes: one read of the logits each, and the gradient's write.
+Tensor TracingBackend::logits_max(const Tensor& logits) {
+  Shape shape = logits.shape();
+  shape.back() = 1;
+  Tensor maxima = allocate(shape, DType::fp32);
+  Op& op = record(OpKind::memory_bound, Kernel::cross_entropy, {&logits});
+  op.memory_bytes = static_cast<double>(logits.bytes() + maxima.bytes());
+  produced_by(maxima, recorder_->next_op() - 1);
+  return maxima;
+}
+
+Tensor TracingBackend::vocabulary_shard_sums(const Tensor& logits, const Tensor& targets,
+                                             int64_t /*first_row*/, const Tensor& maxima) {
+  Shape shape = logits.shape();
+  shape.back() = 2;
+  Tensor sums = allocate(shape, DType::fp32);
+  Op& op = record(OpKind::memory_bound, Kernel::cross_entropy, {&logits, &targets, &maxima});
+  op.memory_bytes = static_cast<double>(logits.bytes() + targets.bytes() + maxima.bytes() + sums.bytes());
+  produced_by(sums, recorder_->next_op() - 1);
+  return sums;
+}
+
+LossOutput TracingBackend::vocabulary_shard_loss(const Tensor& logits, const Tensor& targets,
+                                                 int64_t /*first_row*/, const Tensor& maxima,
+                                                 const Tensor& sums, double /*loss_weight*/) {
+  LossOutput result{allocate({1}, DType::fp32), allocate(logits.shape(), DType::bf16)};
+  Op& op = record(OpKind::memory_bound, Kernel::cross_entropy, {&logits, &targets, &maxima, &sums});
+  op.memory_bytes = static_cast<double>(logits.bytes() + targets.bytes() + maxima.bytes() + sums.bytes() +
+                                        result.d_logits.bytes());
   produced_by(result.loss, recorder_->next_op() - 1);
   produced_by(result.d_logits, recorder_->next_op() - 1);
   return result;

@@ -31,8 +31,8 @@ LayerWeights make_layer(Backend& be, const ModelSpec& model, int layer, bool gra
   return w;
 }
 
-// The parallel group's own shards: the unified layout's, used where they are, the embedding and head
-// gathered ZeRO-3 style over the group.
+// The parallel group's own shards: the unified layout's, used where they are; the embedding and head
+// gathered ZeRO-3 style over the group, or used where they are by a vocabulary-parallel step.
 class GroupShards final : public WeightSource {
  public:
   explicit GroupShards(ModelShards& shards) : shards_(shards) {}
@@ -43,6 +43,7 @@ class GroupShards final : public WeightSource {
   void add_table_grad(Backend& be, bool head, const Tensor& d_table) override {
     be.add_(head ? shards_.head_grad : shards_.embedding_grad, be.reduce_scatter(d_table, 0));
   }
+  bool tables_sharded_over_group() const override { return true; }
   const LayerWeights& layer(Backend&, int layer, const Strategy&) override {
     return shards_.layers[static_cast<std::size_t>(layer)];
   }

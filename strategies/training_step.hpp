@@ -3,8 +3,10 @@
 // The same code runs on the tracer (one program per rank) and on real tensors.
 //
 // Embedding table and output head are sharded like every weight (rows V/p per rank, vocabulary padded
-// to a multiple of p) and gathered ZeRO-3 style when used; the loss runs over chunks of the local
-// tokens, fused with its gradient, so the logits never exist for the whole sequence at once.
+// to a multiple of p). A micro-batch of fewer tokens than the vocabulary runs them vocabulary-parallel
+// on the shards (Megatron-LM's VocabParallelEmbedding and vocab-parallel cross-entropy); a longer one
+// gathers them ZeRO-3 style (micro_batch_pass.cpp). The loss runs over chunks of the tokens, fused
+// with its gradient, so the logits never exist for the whole sequence at once.
 #pragma once
 
 #include <vector>

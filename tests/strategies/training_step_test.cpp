@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include "strategies/library.hpp"
 #include "tests/strategies/trace_helpers.hpp"
 
@@ -110,4 +112,43 @@ TEST_CASE("training step: the host reads the gradient norm, over every gradient 
       CHECK(unclipped_reads == 1);
       CHECK(unclipped_norms == 0);
     }
+}
+
+TEST_CASE(
+    "training step: below the vocabulary's size the embedding and head move activations, above it "
+    "the tables",
+    "[strategies]") {
+  const ModelSpec model = small_model(true);  // V 32,000, h 1,024, untied
+  const int p = 4;
+  const double h = static_cast<double>(model.hidden);
+  const double table_bytes = 2.0 * static_cast<double>(padded_vocab(model, p)) * h;
+  // The collectives of the embedding and the head, by their size in bytes.
+  const auto sizes = [](const Program& program) {
+    std::multiset<double> bytes;
+    for (const Op& op : program.ops)
+      if (is_communication(op.kind) && (op.phase == Phase::embedding_forward || op.phase == Phase::head ||
+                                        op.phase == Phase::embedding_backward))
+        bytes.insert(op.size_bytes);
+    return bytes;
+  };
+  for (const Strategy* strategy : all_strategies()) {
+    INFO(strategy->name());
+    // 2 × 8,192 tokens, fewer than the vocabulary: the embedding's partial sums reduce-scattered and its
+    // gradient's input gathered, the head's input gathered and its gradient reduce-scattered: four
+    // [b, s, h] bf16 collectives, no table.
+    const double tokens = 2.0 * 8192;
+    const std::multiset<double> below = sizes(trace_step(*strategy, model, p, 8192, 2));
+    CHECK(below.count(2 * tokens * h) == 4);
+    CHECK(below.count(table_bytes) == 0);
+    // The rest is the token ids and targets (int64) and the loss's per-token maxima and sums (fp32):
+    // p + 2 floats a token.
+    double rest = 0;
+    for (double bytes : below)
+      if (bytes != 2 * tokens * h) rest += bytes;
+    CHECK(rest == 2 * 8 * tokens + 4 * (p + 2) * tokens);
+    // 2 × 16,384 tokens, more: each table gathered and its gradient reduce-scattered.
+    const std::multiset<double> above = sizes(trace_step(*strategy, model, p, 16384, 2));
+    CHECK(above.count(table_bytes) == 4);
+    CHECK(above.size() == 4);
+  }
 }
