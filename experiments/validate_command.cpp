@@ -20,9 +20,6 @@
 namespace paradyse::cli {
 namespace {
 
-// A calibration whose speed reference moved more than this between its start and its end is flagged.
-constexpr double kCalibrationDriftWarning = 0.10;
-
 struct CalibrateOptions {
   int ranks = 2;
   std::string model = "tiny-gpt";
@@ -37,25 +34,15 @@ void calibrate(const CalibrateOptions& options) {
   const ModelSpec model = load_model(options.model);
   const int64_t max_seq = evaluation::parse_length(options.max_seq, "--max-seq");
   on_every_rank(options.ranks, options.timeout_s, [&](const real::RankEnvironment& env) {
-    const auto json = real::calibrate_on_rank(env, model, options.dtype == "bf16", max_seq,
-                                              std::chrono::seconds(options.timeout_s));
+    const auto json = real::calibrate_on_rank(
+        env, model, options.dtype == "bf16", max_seq, std::chrono::seconds(options.timeout_s),
+        [](const std::string& note) { fmt::print(stderr, "calibrate: {}\n", note); });
     if (!json) return;
     write_file_atomically(options.out, [&](std::ostream& out) { out << *json << "\n"; });
     const hw::ClusterSpec cluster = hw::load_cluster(options.out);  // what validate will read
     fmt::print("wrote {}: {} ranks, GEMM peak {:.1f} GFLOP/s, copy {:.1f} GB/s, all-reduce bus {:.2f} GB/s\n",
                options.out, cluster.gpus_per_node, cluster.gpu.bf16_flops_per_second / 1e9,
                cluster.gpu.hbm_bytes_per_second / 1e9, cluster.intra_node.peak_bus_bandwidth() / 1e9);
-    std::fflush(stdout);  // the line above first, then the warning
-    if (!cluster.calibration) return;
-    const hw::CalibrationReference& reference = *cluster.calibration;
-    const double drift = reference.end_s / reference.start_s - 1;
-    if (std::abs(drift) > kCalibrationDriftWarning)
-      fmt::print(
-          stderr,
-          "warning: this machine's speed moved during the calibration: its speed reference took {:.4f} s "
-          "at the start and {:.4f} s at the end ({:+.0f}%); on a quieter machine the figures would agree "
-          "better with one another\n",
-          reference.start_s, reference.end_s, 100 * drift);
   });
 }
 

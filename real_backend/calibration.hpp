@@ -5,6 +5,7 @@
 // bandwidth for memory-bound ops, the fixed cost of one op, and all-reduce bus bandwidth by size.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "real_backend/communicator.hpp"
@@ -18,13 +19,19 @@ struct CalibrationOptions {
   int repeats = 5;                         // timed repetitions per point; the median is kept
   int64_t max_attention_tokens = 2048;     // attention is timed at 128, 256, ... up to this length
   std::string description;                 // the JSON's "description"; empty: one naming the host
+  // The machine is steady when its speed reference (machine_speed.hpp), timed before, between and
+  // after the groups of figures, moves by at most steady_spread; an unsteady pass is measured again,
+  // up to `passes` in all, and the steadiest kept.
+  int passes = 3;
+  double steady_spread = 0.10;
+  std::function<void(const std::string&)> note;  // rank 0: what the calibration did about an unsteady machine
 };
 
 // Every rank of the group calls it; all ranks measure at the same time, as they will run, and each
-// figure is the median over ranks. Rank 0 returns the cluster JSON text (indent 2), the other ranks
-// an empty string. Attention is timed at the model's head_dim with model.heads / size() heads (at
-// least 1). The figures are of the intra-op thread count the caller set (a training rank's share of
-// the cores). Takes 10 to 30 seconds on a small machine; throws CommunicationError if the group fails.
+// figure is the slowest rank's (rank_timer.hpp). Rank 0 returns the cluster JSON text (indent 2), the other
+// ranks an empty string. Attention is timed at the model's head_dim with model.heads / size() heads (at least
+// 1). The figures are of the intra-op thread count the caller set (a training rank's share of the cores).
+// Takes 10 to 30 seconds on a small machine; throws CommunicationError if the group fails.
 std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& model,
                                 const CalibrationOptions& options);
 

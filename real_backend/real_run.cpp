@@ -168,10 +168,12 @@ std::vector<RunReport> run_training(const RankEnvironment& env, const std::vecto
 
 std::optional<std::string> calibrate_on_rank(const RankEnvironment& env, const ModelSpec& model,
                                              bool mixed_precision, int64_t max_attention_tokens,
-                                             std::chrono::seconds timeout) {
+                                             std::chrono::seconds timeout,
+                                             const std::function<void(const std::string&)>& note) {
   prepare_process(env);
   auto communicator = connect(env, /*cuda=*/false, timeout);
   CalibrationOptions options;
+  options.note = note;
   options.precision = mixed_precision ? Precision::mixed : Precision::fp32;
   options.max_attention_tokens = max_attention_tokens;
   std::string json = calibrate_local_cpu(*communicator, model, options);

@@ -83,8 +83,10 @@ std::vector<RunReport> run_training(const RankEnvironment& env, const std::vecto
 
 // `paradyse calibrate` on this rank: measures this machine (calibration.hpp) with every rank,
 // attention up to `max_attention_tokens`; rank 0 gets the cluster JSON text, the others nullopt.
+// `note` (rank 0) hears what the calibration did about an unsteady machine.
 std::optional<std::string> calibrate_on_rank(const RankEnvironment& env, const ModelSpec& model,
                                              bool mixed_precision, int64_t max_attention_tokens,
-                                             std::chrono::seconds timeout);
+                                             std::chrono::seconds timeout,
+                                             const std::function<void(const std::string&)>& note = {});
 
 }  // namespace paradyse::real
