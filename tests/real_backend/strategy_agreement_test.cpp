@@ -225,7 +225,14 @@ void check_strategy(const std::string& name) {
     check_layer(strategy, model, degree, Recompute::selective);
   }
   SECTION("a 2-layer model: loss and every weight's gradient") {
+    // 2 × 32 tokens, more than the 45-row vocabulary: the embedding and head gather the tables.
     const StepInputs in = step_inputs(model, 32);
+    check_step(run_step(model, degree, uniform_plan(strategy, 2), in.tokens, in.targets),
+               reference_step(model, reference_weights(model, 2, degree, kSeed), 2, in.tokens, in.targets));
+  }
+  SECTION("a 2-layer model on fewer tokens than the vocabulary: the embedding and head vocabulary-parallel") {
+    // 2 × 16 tokens: each rank embeds and scores every token on its rows of the (tied, under GQA) tables.
+    const StepInputs in = step_inputs(model, 16);
     check_step(run_step(model, degree, uniform_plan(strategy, 2), in.tokens, in.targets),
                reference_step(model, reference_weights(model, 2, degree, kSeed), 2, in.tokens, in.targets));
   }
