@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -60,7 +61,8 @@ void print_rows(const std::vector<evaluation::ValidationRow>& rows, const Valida
   fmt::print("{} on {} ranks of this machine, simulated on {}\n", model, options.real.ranks, options.cluster);
   fmt::print("{:<12} {:>7}  {:>11} {:>11} {:>8}  {:>12} {:>12} {:>8}{}\n", "plan", "seq", "measured",
              "simulated", "error", "measured", "simulated", "error", drift ? "   machine   error*" : "");
-  PercentageErrors time_errors, memory_errors, calibration_speed_errors;
+  PercentageErrors time_errors, memory_errors;
+  double calibration_speed_error_sum = 0;
   for (const evaluation::ValidationRow& r : rows) {
     std::string speed;
     if (r.reference_ratio > 0)
@@ -72,8 +74,7 @@ void print_rows(const std::vector<evaluation::ValidationRow>& rows, const Valida
                r.simulated_peak_bytes / kMiB, 100 * r.memory_error, speed);
     time_errors.add(r.simulated_s, r.measured_s);
     memory_errors.add(r.simulated_peak_bytes, r.measured_peak_bytes);
-    calibration_speed_errors.add(r.simulated_s,
-                                 r.measured_s / (r.reference_ratio > 0 ? r.reference_ratio : 1));
+    calibration_speed_error_sum += std::abs(r.time_error_at_calibration_speed);
   }
   fmt::print("mean |error|: time {:.1f}%, memory {:.1f}%\n", time_errors.mean_pct(),
              memory_errors.mean_pct());
@@ -83,7 +84,7 @@ void print_rows(const std::vector<evaluation::ValidationRow>& rows, const Valida
       "slower now\n"
       "error*: the time error at the calibration's speed (measured time / (1 + machine)); mean |error*| "
       "{:.1f}%\n",
-      cluster.calibration->seconds(), calibration_speed_errors.mean_pct());
+      cluster.calibration->seconds(), 100 * calibration_speed_error_sum / static_cast<double>(rows.size()));
 }
 
 void print_kernel_times(const std::vector<evaluation::KernelTimeRow>& rows) {

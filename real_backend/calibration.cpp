@@ -336,15 +336,6 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   if (m.spread() > options.steady_spread && options.note && communicator.rank() == 0)
     options.note("kept the steadiest pass (its speed moved " + std::to_string(std::lround(100 * m.spread())) +
                  " %); on a quieter machine the figures would agree better with one another");
-  const Points& gemm = m.gemm;
-  const Points& attention = m.attention;
-  const Points& causal = m.causal;
-  const double dispatch_s = m.dispatch_s;
-  const std::vector<KernelPoints>& kernels = m.kernels;
-  const double copy = m.copy;
-  const Fabric& fabric = m.fabric;
-  const double contention = m.contention;
-  const double reference_start_s = m.reference_s.front(), reference_end_s = m.reference_s.back();
   const AttentionShape shape = local_attention_shape(model, ranks);
   communicator.barrier();
   if (communicator.rank() != 0) return "";
@@ -355,8 +346,8 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
                             " (the slowest rank's), on " + host + ", " + std::to_string(ranks) + " ranks, " +
                             type;
   auto measured = [&](const std::string& what) { return "measured by paradyse calibrate: " + what + where; };
-  const double gemm_peak = peak(gemm);
-  const int64_t largest_n = std::llround(std::cbrt(gemm.back().first / 2));
+  const double gemm_peak = peak(m.gemm);
+  const int64_t largest_n = std::llround(std::cbrt(m.gemm.back().first / 2));
   auto of_peak = [&](double flops_per_second) { return fraction(flops_per_second / gemm_peak); };
   const std::string attention_what =
       "TorchBackend attention forward + backward (scores in float32), q [1, s, " +
@@ -367,15 +358,15 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   gpu["name"] = cpu_model() + " (" + std::to_string(ranks) + " ranks sharing it)";
   gpu["bf16_flops_per_second"] = rounded(gemm_peak);
   gpu["hbm_bytes"] = static_cast<int64_t>(physical_memory_bytes() / ranks);
-  gpu["hbm_bytes_per_second"] = rounded(copy);
-  gpu["gemm_efficiency_by_flops"] = curve(gemm, of_peak);
-  gpu["attention_efficiency_by_seq"] = curve(attention, of_peak);
-  gpu["causal_attention_efficiency_by_seq"] = curve(causal, of_peak);
+  gpu["hbm_bytes_per_second"] = rounded(m.copy);
+  gpu["gemm_efficiency_by_flops"] = curve(m.gemm, of_peak);
+  gpu["attention_efficiency_by_seq"] = curve(m.attention, of_peak);
+  gpu["causal_attention_efficiency_by_seq"] = curve(m.causal, of_peak);
   gpu["kernel_launch_seconds"] = 0;
   gpu["reserved_bytes"] = 0;
   gpu["allocator_fragmentation"] = 0;
   Json& measured_kernels = gpu["kernels"] = Json::object();
-  for (const KernelPoints& kernel : kernels) {
+  for (const KernelPoints& kernel : m.kernels) {
     const std::string key = kernel.by_flops ? "flops_per_second_by_flops" : "bytes_per_second_by_bytes";
     const std::string name(to_string(kernel.kernel));
     Json& entry = measured_kernels[name];
@@ -402,15 +393,15 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
        "keeps"}};
 
   Json intra;
-  intra["bytes_per_second"] = rounded(peak(fabric.bus_bandwidth));
-  intra["bus_bandwidth_by_bytes"] = curve(fabric.bus_bandwidth, rounded);
+  intra["bytes_per_second"] = rounded(peak(m.fabric.bus_bandwidth));
+  intra["bus_bandwidth_by_bytes"] = curve(m.fabric.bus_bandwidth, rounded);
   intra["all_to_all_efficiency"] =
-      fraction(fabric.all_to_all_bus_bandwidth / fabric.bus_bandwidth.back().second);
-  intra["latency_seconds"] = rounded(fabric.latency_s);
-  intra["all_gather_bus_bandwidth_by_bytes"] = curve(fabric.all_gather_bus_bandwidth, rounded);
-  intra["reduce_scatter_bus_bandwidth_by_bytes"] = curve(fabric.reduce_scatter_bus_bandwidth, rounded);
+      fraction(m.fabric.all_to_all_bus_bandwidth / m.fabric.bus_bandwidth.back().second);
+  intra["latency_seconds"] = rounded(m.fabric.latency_s);
+  intra["all_gather_bus_bandwidth_by_bytes"] = curve(m.fabric.all_gather_bus_bandwidth, rounded);
+  intra["reduce_scatter_bus_bandwidth_by_bytes"] = curve(m.fabric.reduce_scatter_bus_bandwidth, rounded);
   // At most 0.99: the schema wants a share below 1.
-  intra["compute_contention"] = std::min(0.99, rounded(contention));
+  intra["compute_contention"] = std::min(0.99, rounded(m.contention));
   const std::string gloo =
       communicator.name() + " all-reduce of float32 over the " + std::to_string(ranks) +
       " ranks, a barrier before each repetition, below 4 MiB the mean of 10 back to back";
@@ -451,8 +442,8 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   cluster["gpu"] = std::move(gpu);
   const std::string dispatch_what = "at::add of two 1-element tensors, the mean of 100 back to back";
   cluster["host"] = {
-      {"kernel_dispatch_seconds", rounded(dispatch_s)},
-      {"communication_dispatch_seconds", rounded(dispatch_s)},
+      {"kernel_dispatch_seconds", rounded(m.dispatch_s)},
+      {"communication_dispatch_seconds", rounded(m.dispatch_s)},
       {"synchronous", true},
       {"source",
        {{"kernel_dispatch_seconds", measured(dispatch_what)},
@@ -465,8 +456,8 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   cluster["inter_node"] = std::move(inter);
   const std::string reference = "measured by paradyse calibrate: " + reference_description(model, ranks);
   cluster["calibration"] = {
-      {"reference_start_seconds", rounded(reference_start_s)},
-      {"reference_end_seconds", rounded(reference_end_s)},
+      {"reference_start_seconds", rounded(m.reference_s.front())},
+      {"reference_end_seconds", rounded(m.reference_s.back())},
       {"source",
        {{"reference_start_seconds", reference + ", before the first figure above was measured"},
         {"reference_end_seconds", reference + ", after the last"}}}};

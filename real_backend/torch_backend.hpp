@@ -135,7 +135,8 @@ class TorchBackend final : public Backend {
   void add_(Tensor& accumulator, const Tensor& x) override;
 
   Tensor embedding(const Tensor& tokens, const Tensor& table, int64_t first_row) override;
-  Tensor embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t rows, int64_t first_row) override;
+  Tensor embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t rows,
+                            int64_t first_row) override;
   LossOutput cross_entropy(const Tensor& logits, const Tensor& targets) override;
   Tensor logits_max(const Tensor& logits) override;
   Tensor vocabulary_shard_sums(const Tensor& logits, const Tensor& targets, int64_t first_row,
