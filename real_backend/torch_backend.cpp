@@ -718,9 +718,13 @@ Communicator& TorchBackend::subgroup(const RankSet& ranks) {
   return *made;
 }
 
+void TorchBackend::set_parallel_ranks(const RankSet& ranks) {
+  group_ = &subgroup(ranks);
+  group_ranks_ = ranks;
+}
+
 void TorchBackend::use_group(int first_rank, int degree) {
-  group_ = &subgroup({first_rank, degree, 1});
-  group_first_ = first_rank;
+  set_parallel_ranks({first_rank, degree, 1});
   // Ranks that hold a tensor whole draw its dropout mask alike; ranks of different groups may have drawn
   // different counts of masks before, so the stream restarts from what the group's ranks share.
   replicated_dropout_generator_.set_current_seed(options_.weight_seed * 7919 - 1 +

@@ -91,7 +91,7 @@ class TorchBackend final : public Backend {
   int degree() const override { return group_->size(); }
   int job_rank() const override { return job_.rank(); }
   int job_degree() const override { return job_.size(); }
-  int group_first_rank() const override { return group_first_; }
+  RankSet parallel_ranks() const override { return group_ranks_; }
   void use_group(int first_rank, int degree) override;
   int shard_degree() const override { return shard_degree_; }
   void use_shard_degree(int degree) override;
@@ -158,6 +158,7 @@ class TorchBackend final : public Backend {
 
  protected:
   Tensor wait(int64_t token, Tensor result) override;
+  void set_parallel_ranks(const RankSet& ranks) override;
 
  private:
   struct InFlight {
@@ -178,8 +179,8 @@ class TorchBackend final : public Backend {
 
   std::shared_ptr<HeldBytes> held_ = std::make_shared<HeldBytes>();
   Communicator& job_;
-  Communicator* group_;  // the parallel group: the job, or one of subgroups_
-  int group_first_ = 0;
+  Communicator* group_;                     // the parallel group: the job, or one of subgroups_
+  RankSet group_ranks_{0, job_.size(), 1};  // group_'s job ranks
   int shard_degree_ = job_.size();
   int groups_used_ = 0;  // use_group calls: what the replicated dropout stream is reseeded by
   std::map<std::tuple<int, int, int>, std::unique_ptr<Communicator>> subgroups_;  // by (first, size, stride)

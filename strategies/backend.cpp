@@ -19,7 +19,7 @@ RankSet Backend::ranks_of(CommGroup group) const {
   const int shard = shard_degree();
   switch (group) {
     case CommGroup::parallel:
-      return {group_first_rank(), degree(), 1};
+      return parallel_ranks();
     case CommGroup::shard:
       return {job_rank() - shard_rank(), shard, 1};
     case CommGroup::replica:
@@ -28,6 +28,14 @@ RankSet Backend::ranks_of(CommGroup group) const {
       return {0, job_degree(), 1};
   }
   return {};
+}
+
+GroupScope::GroupScope(Backend& be, const RankSet& ranks) : be_(be), outer_(be.parallel_ranks()) {
+  be_.set_parallel_ranks(ranks);
+}
+
+GroupScope::~GroupScope() {
+  be_.set_parallel_ranks(outer_);
 }
 
 }  // namespace paradyse

@@ -129,11 +129,11 @@ class Backend {
   // micro-batch (FlexSP's heterogeneous sequence-parallel groups; grouped_step.hpp), shards the
   // weights over all job_degree() ranks of the job and gathers them from all of them; the parallel
   // group that rank(), degree() and the collectives below use is then one of its groups, ranks
-  // [group_first_rank(), group_first_rank() + degree()) of the job. A backend starts with the whole
-  // job as its group.
+  // [first, first + degree()) of the job. A backend starts with the whole job as its group.
   virtual int job_rank() const = 0;
   virtual int job_degree() const = 0;
-  virtual int group_first_rank() const = 0;
+  // The parallel group's job ranks: consecutive, or strided inside a GroupScope.
+  virtual RankSet parallel_ranks() const = 0;
   // Makes ranks [first_rank, first_rank + degree) of the job this rank's parallel group; it must be
   // one of them, and every other rank of that group must make the same group its own.
   virtual void use_group(int first_rank, int degree) = 0;
@@ -295,8 +295,27 @@ class Backend {
 
  protected:
   friend class Pending;
+  friend class GroupScope;
+  // Makes `ranks` the parallel group (GroupScope); nothing else of the backend's state changes.
+  virtual void set_parallel_ranks(const RankSet& ranks) = 0;
   // Makes the compute stream wait for communication `token`; returns its result.
   virtual Tensor wait(int64_t token, Tensor result) = 0;
+};
+
+// Makes `ranks` (job ranks, this rank among them) the parallel group until the scope ends, when the
+// group before it is restored: how a 2-D strategy runs one of its dimensions (the all-to-all over a
+// Ulysses group, the ring over the ranks that hold the same heads) on a part of its group, with the code
+// of the 1-D strategy that runs it. Every rank of `ranks` must enter the same scope.
+class GroupScope {
+ public:
+  GroupScope(Backend& be, const RankSet& ranks);
+  ~GroupScope();
+  GroupScope(const GroupScope&) = delete;
+  GroupScope& operator=(const GroupScope&) = delete;
+
+ private:
+  Backend& be_;
+  RankSet outer_;
 };
 
 inline Tensor Pending::wait() {

@@ -1,5 +1,6 @@
-// The paper's function library: its five strategies, and Megatron-LM's tensor parallelism without
-// sequence parallelism, the baseline the paper's set is defined against.
+// The paper's function library: its five strategies, Megatron-LM's tensor parallelism without
+// sequence parallelism, the baseline the paper's set is defined against, and the 2-D strategies of
+// long-context training beyond one node.
 #pragma once
 
 #include "strategies/strategy.hpp"
@@ -12,5 +13,7 @@ const Strategy& megatron_cz();  // context parallel (ring attention, zig-zag whe
 const Strategy& ulysses_z();    // DeepSpeed-Ulysses all-to-all to heads + ZeRO-3
 const Strategy& colossal_z();   // Colossal-AI ring self-attention (materialised scores) + ZeRO-3
 const Strategy& metp();         // memory-efficient tensor parallelism: weights move, activations stay
+// Ulysses inside groups of u ranks × ring attention across them, + ZeRO-3: usp_u2, usp_u4, usp_u8.
+const std::vector<const Strategy*>& usp_strategies();
 
 }  // namespace paradyse

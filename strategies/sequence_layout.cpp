@@ -57,7 +57,25 @@ std::vector<int64_t> SequenceLayout::padded_lengths(const std::vector<int64_t>& 
   return padded;
 }
 
-Positions SequenceLayout::local(int rank) const {
+SequenceLayout SequenceLayout::merged(int ranks_per_member) const {
+  PARADYSE_CHECK(
+      ranks_per_member >= 1 && degree() % ranks_per_member == 0,
+      "members of " + std::to_string(ranks_per_member) + " ranks in a layout of " + std::to_string(degree()));
+  SequenceLayout layout = *this;
+  layout.ranks_per_member_ *= ranks_per_member;
+  return layout;
+}
+
+Positions SequenceLayout::local(int member) const {
+  Positions ranges;
+  for (int i = 0; i < ranks_per_member_; ++i) {
+    const Positions own = rank_tokens(member * ranks_per_member_ + i);
+    ranges.insert(ranges.end(), own.begin(), own.end());
+  }
+  return ranges;
+}
+
+Positions SequenceLayout::rank_tokens(int rank) const {
   Positions ranges;
   int64_t begin = 0;
   for (const int64_t length : document_tokens_) {
@@ -76,7 +94,7 @@ Positions SequenceLayout::local(int rank) const {
 Positions SequenceLayout::gathered() const {
   Positions all;
   for (int rank = 0; rank < degree_; ++rank)
-    for (const TokenRange& range : local(rank)) all.push_back(range);
+    for (const TokenRange& range : rank_tokens(rank)) all.push_back(range);
   return all;
 }
 

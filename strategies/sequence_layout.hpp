@@ -50,18 +50,26 @@ class SequenceLayout {
   static std::vector<int64_t> padded_lengths(const std::vector<int64_t>& document_tokens, int degree,
                                              bool zigzag);
 
+  // The layout as seen by groups of `ranks_per_member` consecutive ranks: member j holds the tokens of
+  // ranks j·m, …, j·m + m − 1, in that order (what an all-to-all over each group gathers). A 2-D
+  // strategy's ring runs over such members. It must divide the degree.
+  SequenceLayout merged(int ranks_per_member) const;
+
   int64_t tokens() const { return tokens_; }
-  int degree() const { return degree_; }
+  int degree() const { return degree_ / ranks_per_member_; }
   bool zigzag() const { return zigzag_; }
-  int64_t local_tokens() const { return tokens_ / degree_; }
+  int64_t local_tokens() const { return tokens_ / degree(); }
   // The documents' ends; null for a single document (nothing to mask between documents).
   const std::shared_ptr<const DocumentEnds>& document_ends() const { return document_ends_; }
-  Positions local(int rank) const;  // rank's own tokens, in its local order
+  Positions local(int rank) const;  // rank's (or member's) own tokens, in its local order
   Positions gathered() const;       // all tokens, as an all-gather in rank order lays them out
 
  private:
+  Positions rank_tokens(int rank) const;  // one rank's
+
   int64_t tokens_ = 0;
-  int degree_;
+  int degree_;  // ranks the sequence is split over
+  int ranks_per_member_ = 1;
   bool zigzag_;
   std::vector<int64_t> document_tokens_;
   std::shared_ptr<const DocumentEnds> document_ends_;

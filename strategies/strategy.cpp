@@ -100,9 +100,17 @@ const std::vector<const Strategy*>& all_strategies() {
   static const std::vector<const Strategy*> strategies = [] {
     std::vector<const Strategy*> all = paper_strategies();
     all.push_back(&megatron_tp());
+    all.insert(all.end(), usp_strategies().begin(), usp_strategies().end());
     return all;
   }();
   return strategies;
+}
+
+std::vector<const Strategy*> strategies_for(const ModelSpec& model, int degree) {
+  std::vector<const Strategy*> runnable;
+  for (const Strategy* s : all_strategies())
+    if (!s->unsupported(model, degree)) runnable.push_back(s);
+  return runnable;
 }
 
 const Strategy* find_strategy(std::string_view name) {

@@ -121,7 +121,10 @@ std::string plan_runs_name(const Plan& plan);
 
 // Every strategy, by name; nullptr for an unknown name.
 const Strategy* find_strategy(std::string_view name);
+// The 1-D strategies, then the 2-D ones; not every one runs at every degree (Strategy::unsupported).
 const std::vector<const Strategy*>& all_strategies();
+// Those of all_strategies() that run `model` at `degree`.
+std::vector<const Strategy*> strategies_for(const ModelSpec& model, int degree);
 // The paper's five: what its selector chooses among and its comparison's static baselines. Megatron
 // TP without SP is not one of them: megatron_ts is its sequence-parallel successor, moving the same
 // bytes and keeping a p-th of its norm and dropout activations.

@@ -53,7 +53,7 @@ TracingBackend::TracingBackend(int rank, int degree)
     : job_rank_(rank),
       job_degree_(degree),
       shard_degree_(degree),
-      degree_(degree),
+      group_{0, degree, 1},
       recorder_(std::make_shared<Recorder>()) {
   PARADYSE_CHECK(degree >= 1 && rank >= 0 && rank < degree, "rank outside the group");
   recorder_->program.rank = rank;
@@ -68,8 +68,14 @@ void TracingBackend::use_group(int first_rank, int degree) {
                  "a group of ranks [" + std::to_string(first_rank) + ", " +
                      std::to_string(first_rank + degree) + ") that does not hold rank " +
                      std::to_string(job_rank_) + " of " + std::to_string(job_degree_));
-  group_first_ = first_rank;
-  degree_ = degree;
+  group_ = {first_rank, degree, 1};
+}
+
+void TracingBackend::set_parallel_ranks(const RankSet& ranks) {
+  PARADYSE_CHECK(ranks.within(job_degree_) && ranks.holds(job_rank_),
+                 "a group of " + to_string(ranks) + " that does not hold rank " + std::to_string(job_rank_) +
+                     " of " + std::to_string(job_degree_));
+  group_ = ranks;
 }
 
 void TracingBackend::use_shard_degree(int degree) {
@@ -638,33 +644,34 @@ Pending TracingBackend::all_reduce_over(CommGroup group, const Tensor& x) {
 }
 
 Pending TracingBackend::all_to_all_async(const Tensor& x, int split_dim, int concat_dim) {
-  if (degree_ == 1) return Pending(this, -1, x);
+  if (group_.size == 1) return Pending(this, -1, x);
   split_dim = normalize_dim(x, split_dim);
   concat_dim = normalize_dim(x, concat_dim);
-  PARADYSE_CHECK(x.size(split_dim) % degree_ == 0,
-                 "all_to_all of " + to_string(x.shape()) + " over " + std::to_string(degree_) + " ranks");
+  PARADYSE_CHECK(x.size(split_dim) % group_.size == 0,
+                 "all_to_all of " + to_string(x.shape()) + " over " + std::to_string(group_.size) + " ranks");
   Shape shape = x.shape();
-  shape[static_cast<std::size_t>(split_dim)] /= degree_;
-  shape[static_cast<std::size_t>(concat_dim)] *= degree_;
+  shape[static_cast<std::size_t>(split_dim)] /= group_.size;
+  shape[static_cast<std::size_t>(concat_dim)] *= group_.size;
   return communicate(OpKind::all_to_all, x, allocate(shape, x.dtype()));
 }
 
 Pending TracingBackend::broadcast_async(const Tensor& x, int root) {
-  if (degree_ == 1) return Pending(this, -1, x);
+  if (group_.size == 1) return Pending(this, -1, x);
   Pending pending = communicate(OpKind::broadcast, x, rank() == root ? x : allocate(x.shape(), x.dtype()));
   recorder_->program.ops.back().root = static_cast<int16_t>(root);
   return pending;
 }
 
 Pending TracingBackend::reduce_async(const Tensor& x, int root) {
-  if (degree_ == 1) return Pending(this, -1, x);
+  if (group_.size == 1) return Pending(this, -1, x);
   Pending pending = communicate(OpKind::reduce, x, rank() == root ? x : Tensor());  // in place
   recorder_->program.ops.back().root = static_cast<int16_t>(root);
   return pending;
 }
 
 Pending TracingBackend::send_recv_async(const Tensor& x, int to, int from) {
-  PARADYSE_CHECK(to >= 0 && to < degree_ && from >= 0 && from < degree_, "send_recv peer outside the group");
+  PARADYSE_CHECK(to >= 0 && to < group_.size && from >= 0 && from < group_.size,
+                 "send_recv peer outside the group");
   Pending pending = communicate(OpKind::send_recv, x, allocate(x.shape(), x.dtype()));
   Op& op = recorder_->program.ops.back();
   op.send_to = static_cast<int16_t>(to);

@@ -18,11 +18,11 @@ class TracingBackend final : public Backend {
   const Program& program() const;
   Program take_program();
 
-  int rank() const override { return job_rank_ - group_first_; }
-  int degree() const override { return degree_; }
+  int rank() const override { return (job_rank_ - group_.first) / group_.stride; }
+  int degree() const override { return group_.size; }
   int job_rank() const override { return job_rank_; }
   int job_degree() const override { return job_degree_; }
-  int group_first_rank() const override { return group_first_; }
+  RankSet parallel_ranks() const override { return group_; }
   void use_group(int first_rank, int degree) override;
   int shard_degree() const override { return shard_degree_; }
   void use_shard_degree(int degree) override;
@@ -89,6 +89,7 @@ class TracingBackend final : public Backend {
 
  protected:
   Tensor wait(int64_t token, Tensor result) override;
+  void set_parallel_ranks(const RankSet& ranks) override;
 
  public:
   struct Recorder;  // the program being written, shared with the buffers that free into it
@@ -103,8 +104,7 @@ class TracingBackend final : public Backend {
   int job_rank_;
   int job_degree_;
   int shard_degree_;
-  int group_first_ = 0;
-  int degree_;
+  RankSet group_;  // the parallel group
   std::shared_ptr<Recorder> recorder_;
 };
 

@@ -10,6 +10,8 @@ namespace {
 
 struct Setting {
   costmodel::Estimator estimator{load_model("gpt-8l"), hw::load_cluster("dgx-a100")};
+  // Every strategy that runs on the node's 8 GPUs.
+  std::vector<const Strategy*> strategies = strategies_for(estimator.model(), 8);
 
   costmodel::Estimate at(const Strategy& strategy, int64_t tokens) {
     return estimator.estimate(strategy, {.tokens = tokens});
@@ -25,7 +27,7 @@ TEST_CASE("regimes: megatron_ts is fastest on short sequences", "[costmodel]") {
   Setting setting;
   for (int64_t tokens : {2048, 4096}) {
     const double ts = setting.seconds(megatron_ts(), tokens);
-    for (const Strategy* other : all_strategies()) {
+    for (const Strategy* other : setting.strategies) {
       if (other == &megatron_ts()) continue;
       INFO(other->name() << " at " << tokens);
       REQUIRE(ts < setting.seconds(*other, tokens));
@@ -52,7 +54,7 @@ TEST_CASE("regimes: metp has the lowest peak memory on long sequences", "[costmo
   Setting setting;
   for (int64_t tokens : {65536, 131072, 262144}) {
     const double metp_peak = setting.at(metp(), tokens).memory.peak_bytes;
-    for (const Strategy* other : all_strategies()) {
+    for (const Strategy* other : setting.strategies) {
       if (other == &metp()) continue;
       INFO(other->name() << " at " << tokens);
       REQUIRE(metp_peak < setting.at(*other, tokens).memory.peak_bytes);
@@ -69,7 +71,7 @@ TEST_CASE("regimes: colossal_z runs out of memory first", "[costmodel]") {
     return int64_t{1} << 23;
   };
   const int64_t colossal = first_oom(colossal_z());
-  for (const Strategy* other : all_strategies()) {
+  for (const Strategy* other : setting.strategies) {
     if (other == &colossal_z()) continue;
     INFO(other->name());
     REQUIRE(colossal < first_oom(*other));

@@ -202,9 +202,9 @@ StepInputs step_inputs(const ModelSpec& model, int64_t tokens) {
   return in;
 }
 
-void check_strategy(const std::string& name) {
+void check_strategy(const std::string& name, const std::vector<int>& degrees = {2, 4}) {
   const Strategy& strategy = *find_strategy(name);
-  const int degree = GENERATE(2, 4);
+  const int degree = GENERATE_COPY(from_range(degrees));
   const bool gqa = GENERATE(false, true);
   const bool causal = GENERATE(true, false);
   const ModelSpec model = tiny_model(gqa, causal);
@@ -265,6 +265,9 @@ TEST_CASE("metp computes what one device computes", "[real]") {
 TEST_CASE("megatron_tp computes what one device computes", "[real]") {
   check_strategy("megatron_tp");
 }
+TEST_CASE("usp_u2 (Ulysses over 2 ranks × a ring of 2 groups) computes what one device computes", "[real]") {
+  check_strategy("usp_u2", {4});
+}
 
 TEST_CASE("dropout: a replicated tensor's mask is the same on every rank, a rank's own part's is not",
           "[real]") {
@@ -286,11 +289,12 @@ TEST_CASE("dropout: a replicated tensor's mask is the same on every rank, a rank
 TEST_CASE("gradient clipping: above the clip every gradient is the reference's scaled to it, below untouched",
           "[real]") {
   // One layer of every strategy, so that each one's sharded and replicated gradients count in the norm.
-  const int layers = static_cast<int>(all_strategies().size());
+  const int degree = 2;
+  const std::vector<const Strategy*> strategies = strategies_for(tiny_model(true, true), degree);
+  const int layers = static_cast<int>(strategies.size());
   const ModelSpec model = tiny_model(true, true, layers);
   at::manual_seed(13);
   const StepInputs in = step_inputs(model, 32);
-  const int degree = 2;
   const ReferenceStep expected =
       reference_step(model, reference_weights(model, layers, degree, kSeed), layers, in.tokens, in.targets);
   double norm_squared = 0;
@@ -298,7 +302,7 @@ TEST_CASE("gradient clipping: above the clip every gradient is the reference's s
     norm_squared += grad.to(at::kDouble).square().sum().item<double>();
   const double norm = std::sqrt(norm_squared);
   Plan mixed;
-  for (const Strategy* s : all_strategies()) mixed.push_back({s, Recompute::none});
+  for (const Strategy* s : strategies) mixed.push_back({s, Recompute::none});
   for (const double clip : {norm / 4, 2 * norm}) {
     INFO("clip " << clip << ", norm " << norm);
     const StepResult clipped = run_step(model, degree, mixed, in.tokens, in.targets, clip);
@@ -313,20 +317,21 @@ TEST_CASE("gradient clipping: above the clip every gradient is the reference's s
 TEST_CASE("a plan that switches strategy at every layer computes what every pure plan does", "[real]") {
   // The unified layout makes switching free: no collective between layers, and the same numbers.
   const bool causal = GENERATE(true, false);
-  const int layers = static_cast<int>(all_strategies().size());
+  const int degree = 2;
+  const std::vector<const Strategy*> strategies = strategies_for(tiny_model(true, causal), degree);
+  const int layers = static_cast<int>(strategies.size());
   const ModelSpec model = tiny_model(true, causal, layers);
   at::manual_seed(11);
   const StepInputs in = step_inputs(model, 32);
-  const int degree = 2;
   const ReferenceStep expected =
       reference_step(model, reference_weights(model, layers, degree, kSeed), layers, in.tokens, in.targets);
   Plan mixed;
-  for (const Strategy* s : all_strategies()) mixed.push_back({s, Recompute::none});
+  for (const Strategy* s : strategies) mixed.push_back({s, Recompute::none});
   std::reverse(mixed.begin() + 2, mixed.end());  // neighbours differ in both directions
   const StepResult switching = run_step(model, degree, mixed, in.tokens, in.targets);
   INFO("plan " << plan_name(mixed));
   check_step(switching, expected);
-  for (const Strategy* s : all_strategies()) {
+  for (const Strategy* s : strategies) {
     INFO("pure plan " << s->name());
     const StepResult pure = run_step(model, degree, uniform_plan(*s, layers), in.tokens, in.targets);
     CHECK(relative_error(switching.loss, pure.loss) <= kFloat32Tolerance);
@@ -335,6 +340,26 @@ TEST_CASE("a plan that switches strategy at every layer computes what every pure
       CHECK(relative_error(switching.grads.at(name), grad) <= kFloat32Tolerance);
     }
   }
+}
+
+TEST_CASE("a plan that switches between 1-D and 2-D strategies at every layer computes what one device does",
+          "[real]") {
+  // On 4 ranks, where usp_u2 runs as 2 Ulysses groups × a ring of 2: its layers sit between 1-D ones
+  // that use the same [b, s/p, h] shards and the same weight shards, so nothing moves between layers.
+  const bool causal = GENERATE(true, false);
+  const int degree = 4;
+  const Strategy& usp = *find_strategy("usp_u2");
+  Plan mixed;
+  for (const Strategy* s : strategies_for(tiny_model(true, causal), degree))
+    if (s != &usp) mixed.insert(mixed.end(), {{s, Recompute::none}, {&usp, Recompute::none}});
+  const int layers = static_cast<int>(mixed.size());
+  const ModelSpec model = tiny_model(true, causal, layers);
+  at::manual_seed(17);
+  const StepInputs in = step_inputs(model, 32);
+  INFO("plan " << plan_name(mixed));
+  check_step(
+      run_step(model, degree, mixed, in.tokens, in.targets),
+      reference_step(model, reference_weights(model, layers, degree, kSeed), layers, in.tokens, in.targets));
 }
 
 }  // namespace paradyse::testing

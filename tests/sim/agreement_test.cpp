@@ -21,7 +21,7 @@ TEST_CASE("simulator agrees with the analytic model for every strategy at severa
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
   costmodel::Estimator estimator(model, cluster);
   sim::Simulator simulator(model, cluster);
-  for (const Strategy* strategy : all_strategies()) {
+  for (const Strategy* strategy : strategies_for(model, 8)) {
     for (int64_t tokens : {4096, 32768, 131072}) {
       CAPTURE(strategy->name(), tokens);
       const Plan plan = uniform_plan(*strategy, model.num_layers);
@@ -55,7 +55,7 @@ TEST_CASE("simulator agrees with the analytic model when collectives slow the co
   cluster.intra_node.compute_contention = 0.5;
   costmodel::Estimator contended(model, cluster), free(model, hw::load_cluster("dgx-a100"));
   sim::Simulator simulator(model, cluster);
-  for (const Strategy* strategy : all_strategies()) {
+  for (const Strategy* strategy : strategies_for(model, 8)) {
     CAPTURE(strategy->name());
     const Plan plan = uniform_plan(*strategy, model.num_layers);
     const costmodel::Estimate estimate = contended.estimate(plan, {.tokens = 16384});

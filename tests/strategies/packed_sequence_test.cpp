@@ -60,6 +60,30 @@ TEST_CASE("packed layout: every document split over the ranks as one sequence is
   CHECK(same(one.local(1), SequenceLayout(16, 2, true).local(1)));
 }
 
+TEST_CASE("merged layout: a member of m ranks holds their tokens in rank order, the whole sequence unchanged",
+          "[strategies]") {
+  // 16 tokens zig-zag on 4 ranks: chunks of 2, rank r holds chunks r and 7 − r. Members of 2 ranks
+  // (a 2-D strategy's ring over Ulysses groups of 2): member 0 holds ranks 0 and 1, member 1 ranks 2 and 3.
+  const SequenceLayout layout(16, 4, true);
+  const SequenceLayout members = layout.merged(2);
+  CHECK(members.degree() == 2);
+  CHECK(members.local_tokens() == 8);
+  for (int member = 0; member < 2; ++member) {
+    Positions expected = layout.local(2 * member);
+    const Positions second = layout.local(2 * member + 1);
+    expected.insert(expected.end(), second.begin(), second.end());
+    REQUIRE(members.local(member).size() == expected.size());
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      CHECK(members.local(member)[i].begin == expected[i].begin);
+      CHECK(members.local(member)[i].length == expected[i].length);
+    }
+  }
+  CHECK(members.local(1).front().begin == 4);  // rank 2's first chunk
+  CHECK(members.gathered().size() == layout.gathered().size());
+  CHECK(layout.merged(4).merged(1).degree() == 1);
+  CHECK_THROWS(layout.merged(3));  // 3 does not divide 4
+}
+
 TEST_CASE("packed layout: each document padded on its own, empty and unpadded documents refused",
           "[strategies]") {
   CHECK(SequenceLayout::padded_lengths({1, 4, 5, 8}, 2, true) == std::vector<int64_t>{4, 4, 8, 8});

@@ -43,7 +43,7 @@ TEST_CASE("training step: a tensor too large to count in bytes is TensorTooLarge
 TEST_CASE("training step: a global batch runs each micro-batch's forward and backward, then one optimizer",
           "[strategies]") {
   const ModelSpec model = small_model(true);
-  for (const Strategy* strategy : all_strategies()) {
+  for (const Strategy* strategy : strategies_for(model, 2)) {
     INFO(strategy->name());
     const auto count = [](const Program& program, std::initializer_list<Phase> phases) {
       std::size_t n = 0;  // ops from the first phase on: those before make the step's inputs
@@ -131,7 +131,7 @@ TEST_CASE(
         bytes.insert(op.size_bytes);
     return bytes;
   };
-  for (const Strategy* strategy : all_strategies()) {
+  for (const Strategy* strategy : strategies_for(model, p)) {
     INFO(strategy->name());
     // 2 × 8,192 tokens, fewer than the vocabulary: the embedding's partial sums reduce-scattered and its
     // gradient's input gathered, the head's input gathered and its gradient reduce-scattered: four
