@@ -30,6 +30,15 @@ RankSet Backend::ranks_of(CommGroup group) const {
   return {};
 }
 
+GroupSplit split_group(const Backend& be, int inner_size) {
+  PARADYSE_CHECK(inner_size >= 1 && be.degree() % inner_size == 0,
+                 "groups of " + std::to_string(inner_size) + " in a group of " + std::to_string(be.degree()));
+  const RankSet group = be.parallel_ranks();
+  const int rank = be.rank();
+  return {{group.rank(rank / inner_size * inner_size), inner_size, group.stride},
+          {group.rank(rank % inner_size), be.degree() / inner_size, inner_size * group.stride}};
+}
+
 GroupScope::GroupScope(Backend& be, const RankSet& ranks) : be_(be), outer_(be.parallel_ranks()) {
   be_.set_parallel_ranks(ranks);
 }

@@ -318,6 +318,14 @@ class GroupScope {
   RankSet outer_;
 };
 
+// The parallel group split in two (a 2-D strategy's): `inner`, this rank's group of `inner_size`
+// consecutive ranks (one node's NVLink when it fits in one), and `outer`, the ranks at this rank's place
+// in every inner group (stride inner_size), one from each. inner_size must divide the degree.
+struct GroupSplit {
+  RankSet inner, outer;
+};
+GroupSplit split_group(const Backend& be, int inner_size);
+
 inline Tensor Pending::wait() {
   PARADYSE_CHECK(backend_ != nullptr, "wait() on a Pending that was never started or already waited");
   Backend* backend = backend_;

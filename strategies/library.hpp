@@ -15,5 +15,7 @@ const Strategy& colossal_z();   // Colossal-AI ring self-attention (materialised
 const Strategy& metp();         // memory-efficient tensor parallelism: weights move, activations stay
 // Ulysses inside groups of u ranks × ring attention across them, + ZeRO-3: usp_u2, usp_u4, usp_u8.
 const std::vector<const Strategy*>& usp_strategies();
+// Megatron TP + SP inside groups of t ranks × ring attention across them: tp_cp_t2, tp_cp_t4, tp_cp_t8.
+const std::vector<const Strategy*>& tp_cp_strategies();
 
 }  // namespace paradyse

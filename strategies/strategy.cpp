@@ -101,6 +101,7 @@ const std::vector<const Strategy*>& all_strategies() {
     std::vector<const Strategy*> all = paper_strategies();
     all.push_back(&megatron_tp());
     all.insert(all.end(), usp_strategies().begin(), usp_strategies().end());
+    all.insert(all.end(), tp_cp_strategies().begin(), tp_cp_strategies().end());
     return all;
   }();
   return strategies;

@@ -43,18 +43,6 @@ struct AttentionSaved final : SavedActivations {
   Tensor o;          // [b, s/p, a, d]: out back on this rank's tokens, the W_proj gradient's left operand
 };
 
-// This rank's two groups inside its parallel group.
-struct Groups {
-  RankSet ulysses;  // u consecutive ranks
-  RankSet ring;     // r ranks, every u-th
-};
-
-Groups groups_of(const Backend& be, int u) {
-  const RankSet group = be.parallel_ranks();
-  const int rank = be.rank(), r = be.degree() / u;
-  return {{group.rank(rank / u * u), u, group.stride}, {group.rank(rank % u), r, u * group.stride}};
-}
-
 // [b, s/p, heads, d] → [b, u·s/p, heads/u, d] over the Ulysses group, each of `x` in flight at once.
 template <std::size_t N>
 std::array<Tensor, N> sequence_to_heads(Backend& be, const RankSet& ulysses, std::array<Tensor, N> x) {
@@ -109,11 +97,11 @@ class UlyssesRing final : public zero3::Zero3MlpStrategy {
                                    const Tensor& x) const override {
     auto saved = std::make_unique<AttentionSaved>();
     saved->x = x;
-    const Groups groups = groups_of(be, ulysses_degree_);
+    const GroupSplit groups = split_group(be, ulysses_degree_);
     zero3::Projected local = zero3::project_qkv(be, ctx.model, w, x);  // [b, s/p, a | a_kv, d]
     be.label("attention");
     // All three leave together: they come from one GEMM.
-    auto [q, k, v] = sequence_to_heads<3>(be, groups.ulysses, {local.q, local.k, local.v});
+    auto [q, k, v] = sequence_to_heads<3>(be, groups.inner, {local.q, local.k, local.v});
     local = {};
     saved->ring.q = std::move(q);
     saved->ring.kv = ring::KvBlock::apart(std::move(k), std::move(v));
@@ -122,11 +110,11 @@ class UlyssesRing final : public zero3::Zero3MlpStrategy {
     be.label("attention");
     AttentionOutput attention;
     {
-      const GroupScope ring_scope(be, groups.ring);
+      const GroupScope ring_scope(be, groups.outer);
       const SequenceLayout members = ctx.layout.merged(ulysses_degree_);
       attention = ring::attention_forward(be, ring_context(ctx, members), saved->ring.q, saved->ring.kv);
     }
-    auto [o] = heads_to_sequence<1>(be, groups.ulysses, {attention.out});
+    auto [o] = heads_to_sequence<1>(be, groups.inner, {attention.out});
     saved->o = std::move(o);
     saved->ring.out = std::move(attention.out);
     saved->ring.lse = std::move(attention.lse);
@@ -138,14 +126,14 @@ class UlyssesRing final : public zero3::Zero3MlpStrategy {
                             SavedActivations& saved_base, const Tensor& d_y,
                             LayerWeights& grads) const override {
     auto& saved = saved_as<AttentionSaved>(saved_base);
-    const Groups groups = groups_of(be, ulysses_degree_);
+    const GroupSplit groups = split_group(be, ulysses_degree_);
     Tensor d_o = zero3::project_out_backward(be, ctx.model, w, saved.o, d_y, grads);  // [b, s/p, a, d]
     saved.o = Tensor();
     be.label("attention");
-    auto [d_out] = sequence_to_heads<1>(be, groups.ulysses, {std::move(d_o)});
+    auto [d_out] = sequence_to_heads<1>(be, groups.inner, {std::move(d_o)});
     Tensor d_q, d_k, d_v;
     {
-      const GroupScope ring_scope(be, groups.ring);
+      const GroupScope ring_scope(be, groups.outer);
       const SequenceLayout members = ctx.layout.merged(ulysses_degree_);
       // Moved in: q/k/v, out and lse are freed as soon as the ring is done.
       ring::Grads ring_grads =
@@ -156,7 +144,7 @@ class UlyssesRing final : public zero3::Zero3MlpStrategy {
       d_q = to_bf16(be, std::move(ring_grads.d_q));
     }
     auto [local_q, local_k, local_v] =
-        heads_to_sequence<3>(be, groups.ulysses, {std::move(d_q), std::move(d_k), std::move(d_v)});
+        heads_to_sequence<3>(be, groups.inner, {std::move(d_q), std::move(d_k), std::move(d_v)});
     Tensor d_x = zero3::project_qkv_backward(be, ctx.model, w, saved.x, local_q, local_k, local_v, grads);
     saved.x = Tensor();
     return d_x;

@@ -268,6 +268,10 @@ TEST_CASE("megatron_tp computes what one device computes", "[real]") {
 TEST_CASE("usp_u2 (Ulysses over 2 ranks × a ring of 2 groups) computes what one device computes", "[real]") {
   check_strategy("usp_u2", {4});
 }
+TEST_CASE("tp_cp_t2 (tensor parallel over 2 ranks × a ring of 2 groups) computes what one device computes",
+          "[real]") {
+  check_strategy("tp_cp_t2", {4});
+}
 
 TEST_CASE("dropout: a replicated tensor's mask is the same on every rank, a rank's own part's is not",
           "[real]") {
@@ -344,14 +348,16 @@ TEST_CASE("a plan that switches strategy at every layer computes what every pure
 
 TEST_CASE("a plan that switches between 1-D and 2-D strategies at every layer computes what one device does",
           "[real]") {
-  // On 4 ranks, where usp_u2 runs as 2 Ulysses groups × a ring of 2: its layers sit between 1-D ones
-  // that use the same [b, s/p, h] shards and the same weight shards, so nothing moves between layers.
+  // On 4 ranks, where usp_u2 and tp_cp_t2 run as 2 groups of 2 × a ring of 2: their layers sit between
+  // 1-D ones that use the same [b, s/p, h] shards and the same weight shards, so nothing moves between
+  // layers.
   const bool causal = GENERATE(true, false);
   const int degree = 4;
-  const Strategy& usp = *find_strategy("usp_u2");
+  const std::vector<const Strategy*> two_d{find_strategy("usp_u2"), find_strategy("tp_cp_t2")};
   Plan mixed;
   for (const Strategy* s : strategies_for(tiny_model(true, causal), degree))
-    if (s != &usp) mixed.insert(mixed.end(), {{s, Recompute::none}, {&usp, Recompute::none}});
+    if (std::find(two_d.begin(), two_d.end(), s) == two_d.end())
+      mixed.insert(mixed.end(), {{s, Recompute::none}, {two_d[mixed.size() / 2 % 2], Recompute::none}});
   const int layers = static_cast<int>(mixed.size());
   const ModelSpec model = tiny_model(true, causal, layers);
   at::manual_seed(17);
