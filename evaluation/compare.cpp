@@ -26,10 +26,24 @@ void accumulate(PolicyResult& result, const std::vector<double>& optimizer_s) {
   }
 }
 
+// The strategy of each layer of a plan_name() ("a", or "a,b:full,..."): a uniform plan's one name.
+std::vector<std::string> layer_strategy_names(const std::string& plan) {
+  std::vector<std::string> names;
+  for (std::size_t start = 0; start < plan.size();) {
+    const std::size_t end = std::min(plan.find(',', start), plan.size());
+    const std::string layer = plan.substr(start, end - start);
+    const std::string name = layer.substr(0, layer.find(':'));
+    if (find_strategy(name) != nullptr) names.push_back(name);
+    start = end + 1;
+  }
+  return names;
+}
+
 }  // namespace
 
 void summarise(PolicyResult& result, const hw::ClusterSpec& cluster, int degree) {
   std::string previous_plan;
+  std::map<std::string, double> strategy_s;
   for (const SequenceResult& s : result.sequences) {
     if (!s.fits) {
       ++result.oom_count;
@@ -44,7 +58,12 @@ void summarise(PolicyResult& result, const hw::ClusterSpec& cluster, int degree)
     if (result.first_oom < 0) result.max_len_before_oom = std::max(result.max_len_before_oom, s.tokens);
     if (!previous_plan.empty() && s.plan != previous_plan) ++result.plan_switches;
     previous_plan = s.plan;
+    const std::vector<std::string> layers = layer_strategy_names(s.plan);
+    for (const std::string& name : layers) strategy_s[name] += s.seconds / static_cast<double>(layers.size());
   }
+  if (result.total_s > 0)
+    for (const auto& [name, seconds] : strategy_s)
+      result.strategy_time_shares[name] = seconds / result.total_s;
   if (result.total_s > 0) {
     result.tokens_per_second = result.trained_tokens / result.total_s;
     result.mfu = result.model_flops / (result.total_s * degree * cluster.gpu.bf16_flops_per_second);

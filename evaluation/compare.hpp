@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,7 +59,10 @@ struct PolicyResult {
   int64_t first_oom = -1;          // index of the first micro-batch out of memory
   int64_t max_len_before_oom = 0;  // longest micro-batch trained before the first out of memory
   int64_t plan_switches = 0;       // trained micro-batches whose plan differs from the previous trained one
-  int64_t steps = 0;               // optimizer steps: global batches with a trained micro-batch
+  // Which strategies the policy used: each strategy's share of the trained time, a micro-batch's time
+  // split evenly over its layers (by name, recomputation aside).
+  std::map<std::string, double> strategy_time_shares{};
+  int64_t steps = 0;  // optimizer steps: global batches with a trained micro-batch
   // Group policies (group_compare.hpp): their micro-batches, one per group of each round (`sequences`
   // holds a result per step), the rounds, the mean over steps of the rounds' mean imbalance (slowest
   // group over the mean group), and the solver's time.

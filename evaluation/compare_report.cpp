@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include "common/csv.hpp"
@@ -266,6 +268,7 @@ void to_json(nlohmann::json& j, const PolicyResult& policy) {
        {"oom_tokens", policy.oom_tokens},
        {"max_len_before_oom", policy.max_len_before_oom},
        {"switches", policy.plan_switches},
+       {"strategy_time_shares", policy.strategy_time_shares},
        {"steps", policy.steps},
        {"trained", policy.trained},
        {"micro_batches", policy.micro_batches()},
@@ -295,6 +298,19 @@ void to_json(nlohmann::json& j, const CompareResult& result) {
                                    {"common_steps", s.common_steps}});
 }
 
+// "usp_u8 71%, megatron_ts 29%": the strategies by their share of the trained time, largest first,
+// those under 0.5 % left out.
+std::string strategy_shares_text(const std::map<std::string, double>& shares) {
+  std::vector<std::pair<double, std::string>> by_share;
+  for (const auto& [name, share] : shares)
+    if (share >= 0.005) by_share.emplace_back(share, name);
+  std::sort(by_share.begin(), by_share.end(), std::greater<>());
+  std::string text;
+  for (const auto& [share, name] : by_share)
+    text += (text.empty() ? "" : ", ") + fmt::format("{} {:.0f}%", name, 100 * share);
+  return text.empty() ? "-" : text;
+}
+
 nlohmann::json summary_json(const CompareResult& result, const RunDescription& run) {
   nlohmann::json j = run;
   j.update(nlohmann::json(result));
@@ -302,14 +318,16 @@ nlohmann::json summary_json(const CompareResult& result, const RunDescription& r
 }
 
 std::string summary_table(const CompareResult& result) {
-  std::string text = fmt::format("{:<20} {:>12} {:>12} {:>7} {:>7} {:>9} {:>9} {:>10} {:>11} {:>16} {:>9}\n",
-                                 "policy", "total_time", "tokens_per_s", "MFU_%", "steps", "micro_bs",
-                                 "trained", "oom_count", "oom_tokens", "max_len_before_oom", "switches");
+  std::string text =
+      fmt::format("{:<20} {:>12} {:>12} {:>7} {:>7} {:>9} {:>9} {:>10} {:>11} {:>16} {:>9}  {}\n", "policy",
+                  "total_time", "tokens_per_s", "MFU_%", "steps", "micro_bs", "trained", "oom_count",
+                  "oom_tokens", "max_len_before_oom", "switches", "strategies");
   for (const PolicyResult& p : result.policies)
     text +=
-        fmt::format("{:<20} {:>12} {:>12.0f} {:>7.1f} {:>7} {:>9} {:>9} {:>10} {:>11.0f} {:>16} {:>9}\n",
+        fmt::format("{:<20} {:>12} {:>12.0f} {:>7.1f} {:>7} {:>9} {:>9} {:>10} {:>11.0f} {:>16} {:>9}  {}\n",
                     p.policy, hours(p.total_s), p.tokens_per_second, 100 * p.mfu, p.steps, p.micro_batches(),
-                    p.trained, p.oom_count, p.oom_tokens, p.max_len_before_oom, p.plan_switches);
+                    p.trained, p.oom_count, p.oom_tokens, p.max_len_before_oom, p.plan_switches,
+                    strategy_shares_text(p.strategy_time_shares));
   return text;
 }
 

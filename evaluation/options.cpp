@@ -124,7 +124,7 @@ PolicySet PolicyOptions::build(const MachineOptions& machine, const hw::ClusterS
       return std::find(paradyse.excluded.begin(), paradyse.excluded.end(), s) != paradyse.excluded.end();
     };
     bool any_left = false;
-    for (const Strategy* s : paper_strategies())
+    for (const Strategy* s : selector::candidate_strategies(policies == "all-2d"))
       any_left = any_left || (!excluded(s) && !s->unsupported(set.model, set.degree));
     if (!any_left)
       throw InputError("--exclude", 0, "",
@@ -139,8 +139,8 @@ PolicySet PolicyOptions::build(const MachineOptions& machine, const hw::ClusterS
         std::make_unique<selector::LearnedCostSource>(costmodel, set.model, set.cluster, set.degree, batch);
 
   std::vector<std::string> names;
-  if (policies == "all") {
-    for (const std::string& name : selector::default_policy_names()) {
+  if (policies == "all" || policies == "all-2d") {
+    for (const std::string& name : selector::default_policy_names(policies == "all-2d")) {
       const Strategy* strategy = name.starts_with("static:") ? find_strategy(name.substr(7)) : nullptr;
       if (strategy != nullptr && strategy->unsupported(set.model, set.degree)) continue;
       names.push_back(name);

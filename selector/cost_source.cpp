@@ -1,5 +1,7 @@
 #include "selector/cost_source.hpp"
 
+#include "strategies/library.hpp"
+
 namespace paradyse::selector {
 
 AnalyticCostSource::AnalyticCostSource(ModelSpec model, hw::ClusterSpec cluster, int degree, int64_t batch)
@@ -14,9 +16,18 @@ costmodel::CostTable AnalyticCostSource::table(const MicroBatch& micro_batch,
                .documents = micro_batch.packed() ? micro_batch.documents : std::vector<int64_t>{}});
 }
 
-std::vector<CandidateKey> all_candidates(bool recompute_choices) {
+std::vector<const Strategy*> candidate_strategies(bool two_d) {
+  std::vector<const Strategy*> strategies = paper_strategies();
+  if (two_d) {
+    strategies.insert(strategies.end(), usp_strategies().begin(), usp_strategies().end());
+    strategies.insert(strategies.end(), tp_cp_strategies().begin(), tp_cp_strategies().end());
+  }
+  return strategies;
+}
+
+std::vector<CandidateKey> all_candidates(bool recompute_choices, bool two_d) {
   std::vector<CandidateKey> keys;
-  for (const Strategy* strategy : paper_strategies()) {
+  for (const Strategy* strategy : candidate_strategies(two_d)) {
     keys.emplace_back(strategy, Recompute::none);
     // METP always recomputes: its other settings are the same layer.
     if (!recompute_choices || strategy->always_recomputes()) continue;

@@ -42,7 +42,9 @@ class AnalyticCostSource final : public CostSource {
   int64_t batch_;
 };
 
-// Every strategy of the paper, with each recomputation when `recompute_choices`, else none only.
-std::vector<CandidateKey> all_candidates(bool recompute_choices = false);
+// The strategies a policy chooses among: the paper's five, and with `two_d` the 2-D ones after them.
+std::vector<const Strategy*> candidate_strategies(bool two_d = false);
+// Each of candidate_strategies(two_d), with each recomputation when `recompute_choices`, else none only.
+std::vector<CandidateKey> all_candidates(bool recompute_choices = false, bool two_d = false);
 
 }  // namespace paradyse::selector

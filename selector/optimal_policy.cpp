@@ -240,8 +240,10 @@ class Search {
 }  // namespace
 
 OptimalPolicy::OptimalPolicy(CostSource& source, OptimalOptions options)
-    : source_(source), max_compositions_(options.max_compositions) {
-  for (const CandidateKey& key : all_candidates(options.recompute_choices))
+    : source_(source),
+      name_(options.two_d ? "optimal-2d" : "optimal"),
+      max_compositions_(options.max_compositions) {
+  for (const CandidateKey& key : all_candidates(options.recompute_choices, options.two_d))
     if (std::find(options.excluded.begin(), options.excluded.end(), key.first) == options.excluded.end())
       candidates_.push_back(key);
 }

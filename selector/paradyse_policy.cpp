@@ -8,8 +8,8 @@ namespace paradyse::selector {
 using costmodel::CostTable;
 
 ParadysePolicy::ParadysePolicy(CostSource& source, ParadyseOptions options)
-    : source_(source), options_(std::move(options)) {
-  for (const Strategy* strategy : paper_strategies())
+    : source_(source), options_(std::move(options)), name_(options_.two_d ? "paradyse-2d" : "paradyse") {
+  for (const Strategy* strategy : candidate_strategies(options_.two_d))
     if (std::find(options_.excluded.begin(), options_.excluded.end(), strategy) == options_.excluded.end())
       candidates_.emplace_back(strategy, Recompute::none);
 }

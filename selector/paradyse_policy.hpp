@@ -34,7 +34,7 @@ class ParadysePolicy final : public Policy {
  private:
   CostSource& source_;
   ParadyseOptions options_;
-  std::string name_ = "paradyse";
+  std::string name_;
   std::vector<CandidateKey> candidates_;
   std::map<std::pair<int64_t, std::vector<int64_t>>, Decision> cache_;  // by (batch, documents sorted)
   std::optional<Plan> previous_;

@@ -41,13 +41,19 @@ int leanest_candidate(const CostTable& table) {
 
 std::unique_ptr<Policy> make_policy(const std::string& spec, CostSource& source,
                                     const ParadyseOptions& paradyse, const OptimalOptions& optimal) {
-  if (spec == "paradyse") {
+  if (spec == "paradyse" || spec == "paradyse-2d") {
     if (!(paradyse.gamma >= 0 && paradyse.gamma < 1))
       throw InputError("--gamma", 0, "",
                        "expected a fraction in [0, 1), got " + std::to_string(paradyse.gamma));
-    return std::make_unique<ParadysePolicy>(source, paradyse);
+    ParadyseOptions options = paradyse;
+    options.two_d = spec == "paradyse-2d";
+    return std::make_unique<ParadysePolicy>(source, options);
   }
-  if (spec == "optimal") return std::make_unique<OptimalPolicy>(source, optimal);
+  if (spec == "optimal" || spec == "optimal-2d") {
+    OptimalOptions options = optimal;
+    options.two_d = spec == "optimal-2d";
+    return std::make_unique<OptimalPolicy>(source, options);
+  }
   if (spec.starts_with("static:")) {
     if (const Strategy* strategy = find_strategy(spec.substr(7)))
       return std::make_unique<StaticPolicy>(*strategy, source);
@@ -55,15 +61,20 @@ std::unique_ptr<Policy> make_policy(const std::string& spec, CostSource& source,
         "--policy", 0, "",
         "unknown strategy '" + spec.substr(7) + "' in '" + spec + "'; expected one of: " + strategy_names());
   }
-  throw InputError("--policy", 0, "", "expected static:NAME, paradyse or optimal, got '" + spec + "'");
+  throw InputError("--policy", 0, "",
+                   "expected static:NAME, paradyse, optimal, paradyse-2d or optimal-2d, got '" + spec + "'");
 }
 
-std::vector<std::string> default_policy_names() {
+std::vector<std::string> default_policy_names(bool two_d) {
   std::vector<std::string> names;
-  for (const Strategy* strategy : paper_strategies())
+  for (const Strategy* strategy : candidate_strategies(two_d))
     names.push_back("static:" + std::string(strategy->name()));
   names.emplace_back("paradyse");
   names.emplace_back("optimal");
+  if (two_d) {
+    names.emplace_back("paradyse-2d");
+    names.emplace_back("optimal-2d");
+  }
   return names;
 }
 

@@ -52,6 +52,7 @@ struct ParadyseOptions {
   bool short_circuit = true;
   bool cache = true;
   bool fallback = true;
+  bool two_d = false;  // also the 2-D strategies (paradyse-2d)
   std::vector<const Strategy*> excluded;
 };
 
@@ -60,14 +61,17 @@ struct OptimalOptions {
   // Enumerate candidate counts when there are at most this many ways to split the layers, else run
   // the label-setting search (optimal_policy.hpp); both are exact.
   double max_compositions = 200000;
+  bool two_d = false;  // also the 2-D strategies (optimal-2d)
   std::vector<const Strategy*> excluded;
 };
 
-// "static:NAME", "paradyse" or "optimal"; InputError on anything else or on γ outside [0, 1).
+// "static:NAME", "paradyse", "optimal", or "paradyse-2d" and "optimal-2d", which also choose among the
+// 2-D strategies; InputError on anything else or on γ outside [0, 1).
 std::unique_ptr<Policy> make_policy(const std::string& spec, CostSource& source,
                                     const ParadyseOptions& paradyse = {}, const OptimalOptions& optimal = {});
-// Every static:NAME, then paradyse and optimal.
-std::vector<std::string> default_policy_names();
+// Every static:NAME of the paper's five, then paradyse and optimal; with `two_d` also static:NAME of
+// every 2-D strategy, paradyse-2d and optimal-2d.
+std::vector<std::string> default_policy_names(bool two_d = false);
 
 // The decision for `choice` on `table`, priced (plan, time, peak, fits, switches).
 Decision priced_decision(const std::string& policy, const costmodel::CostTable& table,

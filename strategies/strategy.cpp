@@ -26,7 +26,7 @@ std::optional<Recompute> parse_recompute(std::string_view text) {
 
 std::vector<int64_t> LayerWeights::qkv_groups(const ModelSpec& model, int degree) {
   const int64_t d = model.head_dim();
-  return {model.heads / degree * d, model.kv_heads / degree * d, model.kv_heads / degree * d};
+  return {model.heads * d / degree, model.kv_heads * d / degree, model.kv_heads * d / degree};
 }
 
 std::vector<int64_t> LayerWeights::mlp_in_groups(const ModelSpec& model, int degree) {
@@ -48,14 +48,24 @@ std::vector<LayerWeights::RowBlock> LayerWeights::shard_blocks(const std::vector
 std::optional<std::string> Strategy::unsupported(const ModelSpec& model, int degree) const {
   const std::string p = std::to_string(degree);
   if (degree < 1) return "the degree must be at least 1, got " + p;
-  if (model.heads % degree != 0)
+  const auto rows = [&](int64_t count, const std::string& what) -> std::optional<std::string> {
+    if (count % degree == 0) return std::nullopt;
+    return "degree " + p + " must divide the " + what + " " + std::to_string(count) +
+           " (every rank holds 1/" + p + " of each weight matrix's rows in the unified layout)";
+  };
+  if (auto why = rows(model.hidden, "hidden size")) return why;
+  if (auto why = rows(model.kv_hidden(), "key/value width a_kv·d =")) return why;
+  return rows(model.ffn_hidden, "FFN size");
+}
+
+std::optional<std::string> whole_heads(const ModelSpec& model, int degree) {
+  const std::string p = std::to_string(degree);
+  if (degree >= 1 && model.heads % degree != 0)
     return "degree " + p + " must divide the " + std::to_string(model.heads) +
-           " attention heads (every rank owns whole heads in the unified layout)";
-  if (model.kv_heads % degree != 0)
+           " attention heads (every rank computes whole heads)";
+  if (degree >= 1 && model.kv_heads % degree != 0)
     return "degree " + p + " must divide the " + std::to_string(model.kv_heads) +
-           " key/value heads (every rank owns whole heads in the unified layout)";
-  if (model.ffn_hidden % degree != 0)
-    return "degree " + p + " must divide the FFN size " + std::to_string(model.ffn_hidden);
+           " key/value heads (every rank computes whole heads)";
   return std::nullopt;
 }
 

@@ -28,10 +28,12 @@ std::optional<Recompute> parse_recompute(std::string_view text);
 // This rank's fixed 1/p shard of one layer's weights (ParaDySe's unified layout, REFERENCE.md §2).
 // Dim 0 is the sharded dim of every matrix, so the tensor-parallel shard is also the ZeRO-3 shard:
 // W_qkv and W_in are stored [out, in] and used as x·Wᵀ (column-parallel), W_proj and W_out stored
-// [in, out] and used as x·W (row-parallel). Rank r's rows are its heads r·a/p … (r+1)·a/p − 1.
+// [in, out] and used as x·W (row-parallel). Rank r's rows are the r-th p-th of the query rows, then of
+// the key rows, then of the value rows: its heads r·a/p … (r+1)·a/p − 1 when p divides the heads, parts
+// of heads otherwise (which only a strategy that gathers the weights whole can use).
 struct LayerWeights {
-  Tensor qkv;      // [(h + 2·h_kv)/p, h]: this rank's a/p query heads, then a_kv/p key, then value heads
-  Tensor proj;     // [h/p, h]: the rows of this rank's heads
+  Tensor qkv;      // [(h + 2·h_kv)/p, h]: this rank's h/p query rows, then h_kv/p key, then value rows
+  Tensor proj;     // [h/p, h]: the rows of this rank's query rows' heads
   Tensor mlp_in;   // [f/p, h] (GELU) or [2f/p, h]: this rank's f/p gate rows, then its f/p up rows
   Tensor mlp_out;  // [f/p, h]
   Tensor norm1_gamma, norm1_beta, norm2_gamma, norm2_beta;  // [h], on every rank; beta only for LayerNorm
@@ -78,8 +80,9 @@ class Strategy {
   virtual std::string_view name() const = 0;  // the paper's name in snake case: "megatron_ts"
   virtual std::string_view summary() const = 0;
 
-  // Why this strategy cannot run `model` at `degree`, if it cannot. The unified layout itself needs
-  // p | a and p | a_kv (every rank owns whole heads); strategies add their own conditions.
+  // Why this strategy cannot run `model` at `degree`, if it cannot. The unified layout itself needs p to
+  // divide the rows of every weight matrix (h, h_kv = a_kv·d, f: every rank holds 1/p of each);
+  // strategies add their own conditions (those that split the heads over the p ranks: whole_heads).
   virtual std::optional<std::string> unsupported(const ModelSpec& model, int degree) const;
   // True when the strategy always keeps only the layer input and recomputes (METP).
   virtual bool always_recomputes() const { return false; }
@@ -118,6 +121,12 @@ Plan uniform_plan(const Strategy& strategy, int64_t num_layers, Recompute recomp
 std::string plan_name(const Plan& plan);
 // Runs of equal layers, for tables: "megatron_ts×6,metp×2" (written "x"); "-" for no plan.
 std::string plan_runs_name(const Plan& plan);
+
+// Why `degree` ranks cannot each compute whole heads of `model` (p | a and p | a_kv), if they cannot:
+// the condition of every strategy that splits the heads over its ranks (tensor parallelism, METP's head
+// groups). A strategy that gathers the weights whole (ZeRO-3) computes every head and needs only the
+// layout's 1/p of the rows.
+std::optional<std::string> whole_heads(const ModelSpec& model, int degree);
 
 // Every strategy, by name; nullptr for an unknown name.
 const Strategy* find_strategy(std::string_view name);

@@ -59,9 +59,7 @@ class UlyssesZ final : public zero3::Zero3MlpStrategy {
   }
 
   std::optional<std::string> unsupported(const ModelSpec& model, int degree) const override {
-    std::optional<std::string> reason = Strategy::unsupported(model, degree);
-    if (!reason || degree < 1) return reason;
-    // The base's head conditions are exactly Ulysses' own; say why Ulysses needs them.
+    if (degree < 1) return Strategy::unsupported(model, degree);
     const std::string p = std::to_string(degree);
     if (model.heads % degree != 0)
       return "Ulysses degree " + p + " must divide the " + std::to_string(model.heads) +
@@ -70,7 +68,7 @@ class UlyssesZ final : public zero3::Zero3MlpStrategy {
       return "Ulysses degree " + p + " must divide the " + std::to_string(model.kv_heads) +
              " key/value heads: its all-to-all gives every rank whole key/value heads of the full sequence "
              "(paradyse does not replicate key/value heads across ranks)";
-    return reason;
+    return Strategy::unsupported(model, degree);
   }
 
   SublayerOutput attention_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,

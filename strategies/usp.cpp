@@ -14,7 +14,8 @@
 // the all-to-all of dq, dk, dv back. The MLP is zero3's, sequence-local. u = p is UlyssesZ and u = 1
 // MegatronCZ; this strategy is the splits in between, u the number in its name.
 //
-// Constraints: the unified layout's p | a and p | a_kv (Strategy::unsupported), and 1 < u < p, u | p.
+// Constraints: u | a and u | a_kv (its all-to-all hands out whole heads), 1 < u < p, u | p, and the
+// unified layout's p | h, p | h_kv, p | f: p may exceed the heads, as the weights are gathered whole.
 // Volume per layer and rank, with n = s/p tokens, h_kv = a_kv·d:
 //   Ulysses: 4 all-to-alls forward (q, k, v, out) and 4 backward (d_out, dq, dk, dv) over u ranks, each of
 //            b·n·(h or h_kv) elements: 2(u−1)/u·b·n·(2h + 2h_kv) elements of bus traffic, bf16;
@@ -90,6 +91,8 @@ class UlyssesRing final : public zero3::Zero3MlpStrategy {
       return name_ + " needs a degree that is a multiple of its Ulysses groups of " + u +
              " ranks with at least two groups for its ring, got " + p +
              (degree == ulysses_degree_ ? " (one group of " + u + " is ulysses_z)" : "");
+    if (auto why = whole_heads(model, ulysses_degree_))  // the all-to-all hands out whole heads
+      return name_ + "'s Ulysses groups of " + u + ": " + *why;
     return std::nullopt;
   }
 

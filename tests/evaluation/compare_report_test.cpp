@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "evaluation/compare.hpp"
 #include "tests/json_keys.hpp"
 
 namespace paradyse::evaluation {
@@ -34,6 +35,7 @@ TEST_CASE("summary.json: the run, the engine and each policy's totals", "[evalua
   policy.max_len_before_oom = 4096;
   policy.plan_switches = 4;
   policy.steps = 7;
+  policy.strategy_time_shares = {{"metp", 1.0}};
   result.policies.push_back(policy);
 
   const std::set<std::string> run_and_engine = {"model",
@@ -61,6 +63,7 @@ TEST_CASE("summary.json: the run, the engine and each policy's totals", "[evalua
                                              {"oom_tokens", 0.0},
                                              {"max_len_before_oom", 4096},
                                              {"switches", 4},
+                                             {"strategy_time_shares", {{"metp", 1.0}}},
                                              {"steps", 7},
                                              {"trained", 2},
                                              {"micro_batches", 3},
@@ -74,6 +77,27 @@ TEST_CASE("summary.json: the run, the engine and each policy's totals", "[evalua
   CHECK(j.at("simulations") == 7);
   CHECK(j.at("interpolation_error").at("samples") == 1);
   CHECK(j.at("interpolation_error").at("max_pct").get<double>() == Approx(2));
+}
+
+TEST_CASE("compare: each strategy's share of the trained time, a micro-batch's time split over its layers",
+          "[evaluation][compare]") {
+  PolicyResult policy{.policy = "paradyse-2d", .sequences = std::vector<SequenceResult>(3)};
+  policy.sequences[0] = {.tokens = 4096, .plan = "megatron_ts", .seconds = 3, .fits = true};
+  // Four layers, one of them megatron_ts, three usp_u8 (one with full recomputation): 1 s and 3 s.
+  policy.sequences[1] = {
+      .tokens = 65536, .plan = "megatron_ts,usp_u8,usp_u8:full,usp_u8", .seconds = 4, .fits = true};
+  policy.sequences[2] = {.tokens = 1 << 20, .plan = "metp", .seconds = 0, .fits = false};  // not trained
+  summarise(policy, hw::load_cluster("dgx-a100"), 8);
+  CHECK(policy.total_s == 7);
+  REQUIRE(policy.strategy_time_shares.size() == 2);
+  CHECK(policy.strategy_time_shares.at("megatron_ts") == Approx(4.0 / 7));
+  CHECK(policy.strategy_time_shares.at("usp_u8") == Approx(3.0 / 7));
+  CompareResult result{.engine = "analytic",
+                       .method = "estimates",
+                       .interpolation = {},
+                       .simulations = 0,
+                       .policies = {policy}};
+  CHECK_THAT(summary_table(result), Catch::Contains("megatron_ts 57%, usp_u8 43%"));
 }
 
 }  // namespace paradyse::evaluation

@@ -54,17 +54,19 @@ InputError load_error(const std::string& name_or_path, int num_nodes = 1) {
 
 }  // namespace
 
-TEST_CASE("cluster presets: names are sorted and all load as one node of 8 GPUs", "[hw_models]") {
-  const std::vector<std::string> expected = {"dgx-a100", "dgx-h100", "dgx-h200"};
+TEST_CASE("cluster presets: names are sorted, DGX nodes of 8 GPUs, an NVL72 rack one NVLink domain of 72",
+          "[hw_models]") {
+  const std::vector<std::string> expected = {"dgx-a100", "dgx-h100", "dgx-h200", "gb200-nvl72"};
   REQUIRE(paradyse::hw::cluster_preset_names() == expected);
   for (const std::string& name : expected) {
     ClusterSpec cluster = load_cluster(name);
+    const int gpus = name == "gb200-nvl72" ? 72 : 8;
     CHECK(cluster.name == name);
     CHECK(cluster.source == "preset " + name);
     CHECK(cluster.num_nodes == 1);
-    CHECK(cluster.gpus_per_node == 8);
-    CHECK(cluster.nics_per_node == 8);
-    CHECK(cluster.num_gpus() == 8);
+    CHECK(cluster.gpus_per_node == gpus);
+    CHECK(cluster.nics_per_node == gpus);
+    CHECK(cluster.num_gpus() == gpus);
     CHECK_FALSE(cluster.description.empty());
     CHECK(cluster.tensor_capacity_bytes() == cluster.gpu.hbm_bytes - cluster.gpu.reserved_bytes);
     CHECK(cluster.tensor_capacity_bytes() > 0.9 * cluster.gpu.hbm_bytes);
@@ -116,6 +118,17 @@ TEST_CASE("cluster presets: dgx-h100 and dgx-h200 carry the Hopper figures of RE
   CHECK(h200.intra_node.bus_bandwidth_by_bytes.at(8 * kGiB) == 480.0e9);
   CHECK(h100.inter_node.bytes_per_second == 47e9);  // NDR 400 Gb/s, effective
   CHECK(h200.inter_node.bytes_per_second == 47e9);
+}
+
+TEST_CASE("cluster presets: gb200-nvl72 carries the GB200 NVL72 datasheet's figures per GPU", "[hw_models]") {
+  ClusterSpec nvl72 = load_cluster("gb200-nvl72");
+  // Per rack: 360 PFLOPS BF16 with 2:4 sparsity, 13.4 TB HBM3e at 576 TB/s, 130 TB/s of NVLink.
+  CHECK(72 * nvl72.gpu.bf16_flops_per_second == Approx(360e15 / 2));
+  CHECK(72 * nvl72.gpu.hbm_bytes == Approx(13.4e12).epsilon(0.001));
+  CHECK(nvl72.gpu.hbm_bytes_per_second < 576e12 / 72);  // a copy's rate, below the datasheet's
+  CHECK(72 * 2 * nvl72.intra_node.bytes_per_second == Approx(130e12).epsilon(0.01));
+  // One NVLink domain: a collective over all 72 GPUs stays on NVLink.
+  CHECK(&nvl72.fabric_of(0, 72, 1) == &nvl72.intra_node);
 }
 
 TEST_CASE("cluster presets: the derived multi-node figures agree with the NIC figures", "[hw_models]") {
