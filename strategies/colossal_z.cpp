@@ -11,8 +11,7 @@
 // blocks are this file's. The projections and the MLP are sequence-local with ZeRO-3-gathered weights
 // (zero3.hpp).
 //
-// Constraints: only the unified layout's (p | h, p | h_kv, p | f; the weights are gathered whole, so p
-// may exceed the heads). GQA (a_kv < a) is supported: the
+// Constraints: only the unified layout's (p | a, p | a_kv, p | f). GQA (a_kv < a) is supported: the
 // ring carries the compact a_kv-head blocks and each block is expanded to a heads just before its
 // score GEMM (Hugging Face's repeat_kv, a local copy); dK and dV are summed back over each KV head's
 // query group before the all-reduce, so the reductions stay a_kv heads wide.

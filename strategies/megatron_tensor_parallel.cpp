@@ -42,10 +42,6 @@ class MegatronTensorParallel final : public Strategy {
                : "Megatron-LM tensor parallel: all-reduce of activations, norms and dropout on every token";
   }
   bool replicates_tokens() const override { return !ends_.sequence_parallel; }
-  std::optional<std::string> unsupported(const ModelSpec& model, int degree) const override {
-    if (auto why = whole_heads(model, degree)) return why;  // a rank's shard is its heads
-    return Strategy::unsupported(model, degree);
-  }
 
   SublayerOutput attention_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                                    const Tensor& x) const override {

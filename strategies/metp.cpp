@@ -22,7 +22,7 @@
 //
 // Recomputation is always full: ctx.recompute (none, selective, full) is ignored; the pre-activation
 // chunks a_j are kept through the (recomputed) layer's backward, the activation output is rebuilt.
-// Constraints: p | a and p | a_kv (whole_heads: a head group is one rank's whole heads), p | f.
+// Constraints: only the unified layout's (Strategy::unsupported): p | a, p | a_kv, p | f.
 //
 // Messages per layer and rank (REFERENCE.md §2: "many small messages (p broadcasts + p(p−1) ring steps
 // per layer)"), with f_in = f (GELU) or 2f (SwiGLU), all bf16 unless said:
@@ -162,10 +162,6 @@ class Metp final : public Strategy {
            "(head-group broadcasts, weight ring), backward recomputes";
   }
   bool always_recomputes() const override { return true; }
-  std::optional<std::string> unsupported(const ModelSpec& model, int degree) const override {
-    if (auto why = whole_heads(model, degree)) return why;  // a head group is a rank's heads
-    return Strategy::unsupported(model, degree);
-  }
 
   SublayerOutput attention_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                                    const Tensor& x) const override {

@@ -46,6 +46,11 @@ std::vector<LayerWeights::RowBlock> LayerWeights::shard_blocks(const std::vector
 }
 
 std::optional<std::string> Strategy::unsupported(const ModelSpec& model, int degree) const {
+  if (auto why = whole_heads(model, degree)) return why;
+  return layout_rows(model, degree);
+}
+
+std::optional<std::string> layout_rows(const ModelSpec& model, int degree) {
   const std::string p = std::to_string(degree);
   if (degree < 1) return "the degree must be at least 1, got " + p;
   const auto rows = [&](int64_t count, const std::string& what) -> std::optional<std::string> {

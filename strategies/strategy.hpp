@@ -80,9 +80,10 @@ class Strategy {
   virtual std::string_view name() const = 0;  // the paper's name in snake case: "megatron_ts"
   virtual std::string_view summary() const = 0;
 
-  // Why this strategy cannot run `model` at `degree`, if it cannot. The unified layout itself needs p to
-  // divide the rows of every weight matrix (h, h_kv = a_kv·d, f: every rank holds 1/p of each);
-  // strategies add their own conditions (those that split the heads over the p ranks: whole_heads).
+  // Why this strategy cannot run `model` at `degree`, if it cannot. By default the paper's unified
+  // layout: every rank owns whole heads (whole_heads) and 1/p of every weight matrix's rows
+  // (layout_rows); strategies add their own conditions, and USP, whose ring members need not own whole
+  // heads, asks only for the rows.
   virtual std::optional<std::string> unsupported(const ModelSpec& model, int degree) const;
   // True when the strategy always keeps only the layer input and recomputes (METP).
   virtual bool always_recomputes() const { return false; }
@@ -122,11 +123,10 @@ std::string plan_name(const Plan& plan);
 // Runs of equal layers, for tables: "megatron_ts×6,metp×2" (written "x"); "-" for no plan.
 std::string plan_runs_name(const Plan& plan);
 
-// Why `degree` ranks cannot each compute whole heads of `model` (p | a and p | a_kv), if they cannot:
-// the condition of every strategy that splits the heads over its ranks (tensor parallelism, METP's head
-// groups). A strategy that gathers the weights whole (ZeRO-3) computes every head and needs only the
-// layout's 1/p of the rows.
+// Why `degree` ranks cannot each own whole heads of `model` (p | a and p | a_kv), if they cannot.
 std::optional<std::string> whole_heads(const ModelSpec& model, int degree);
+// Why `degree` ranks cannot each hold 1/p of the rows of every weight matrix (p | h, p | h_kv, p | f).
+std::optional<std::string> layout_rows(const ModelSpec& model, int degree);
 
 // Every strategy, by name; nullptr for an unknown name.
 const Strategy* find_strategy(std::string_view name);

@@ -14,8 +14,8 @@
 // CP members, each holding its TP group's tokens (SequenceLayout::merged), on the TP rank's a/t query
 // and a_kv/t key/value heads: MegatronCZ's ring (ring_attention.hpp), K and V apart.
 //
-// Constraints: p | a and p | a_kv (whole_heads: a TP rank's blocks are whole heads), the unified layout's,
-// and 1 < t < p, t | p.
+// Constraints: the unified layout's p | a and p | a_kv (a TP rank's blocks must be whole heads), and
+// 1 < t < p, t | p.
 // Volume per layer and rank, with n = s/p tokens and Φ_layer the layer's matrix elements:
 //   TP:     MegatronTS's 10(t−1)/t·b·(t·n)·h elements: all-gathers and reduce-scatters of [b, t·n, h];
 //   ring:   r members of t·n tokens and a_kv/t heads, blocks of b·n·h_kv elements: 16(r−1)·b·n·h_kv bytes;
@@ -64,9 +64,8 @@ class TensorContextParallel final : public Strategy {
   std::string_view summary() const override { return summary_; }
 
   std::optional<std::string> unsupported(const ModelSpec& model, int degree) const override {
-    // A TP rank's heads are whole p-blocks of the layout: each must be whole heads.
-    std::optional<std::string> reason = whole_heads(model, degree);
-    if (!reason) reason = Strategy::unsupported(model, degree);
+    // A TP rank's heads are whole p-blocks of the layout: the layout's whole heads are needed.
+    std::optional<std::string> reason = Strategy::unsupported(model, degree);
     if (reason || degree < 1) return reason;
     const std::string t = std::to_string(tensor_degree_), p = std::to_string(degree);
     if (degree % tensor_degree_ != 0 || degree == tensor_degree_)

@@ -14,8 +14,10 @@
 // the all-to-all of dq, dk, dv back. The MLP is zero3's, sequence-local. u = p is UlyssesZ and u = 1
 // MegatronCZ; this strategy is the splits in between, u the number in its name.
 //
-// Constraints: u | a and u | a_kv (its all-to-all hands out whole heads), 1 < u < p, u | p, and the
-// unified layout's p | h, p | h_kv, p | f: p may exceed the heads, as the weights are gathered whole.
+// Constraints: u | a and u | a_kv (its all-to-all hands out whole heads), 1 < u < p, u | p, and 1/p of
+// every matrix's rows (layout_rows): p may exceed the heads, as the weights are gathered whole. This is
+// how a plan goes past the head count, where the paper's 1-D strategies stop (a GQA model's 8 key/value
+// heads over 16, 32 or 64 GPUs).
 // Volume per layer and rank, with n = s/p tokens, h_kv = a_kv·d:
 //   Ulysses: 4 all-to-alls forward (q, k, v, out) and 4 backward (d_out, dq, dk, dv) over u ranks, each of
 //            b·n·(h or h_kv) elements: 2(u−1)/u·b·n·(2h + 2h_kv) elements of bus traffic, bf16;
@@ -84,7 +86,8 @@ class UlyssesRing final : public zero3::Zero3MlpStrategy {
   std::string_view summary() const override { return summary_; }
 
   std::optional<std::string> unsupported(const ModelSpec& model, int degree) const override {
-    std::optional<std::string> reason = Strategy::unsupported(model, degree);
+    // Rows only: a ring member's heads are its Ulysses group's, whole; a p-th of them need not be.
+    std::optional<std::string> reason = layout_rows(model, degree);
     if (reason || degree < 1) return reason;
     const std::string u = std::to_string(ulysses_degree_), p = std::to_string(degree);
     if (degree % ulysses_degree_ != 0 || degree == ulysses_degree_)
