@@ -33,15 +33,6 @@ struct AttentionSaved final : SavedActivations {
   ring::Saved ring;  // q and K, V apart: views of one [b, s/p, h + 2h_kv] projection; out; lse
 };
 
-// A bf16 copy of a ring gradient, its fp32 buffer freed before the next one is cast (p = 1: the own
-// block's dK, dV are bf16 already).
-Tensor to_bf16(Backend& be, Tensor&& x) {
-  if (x.dtype() == DType::bf16) return std::move(x);
-  Tensor y = be.cast(x, DType::bf16);
-  x = Tensor();
-  return y;
-}
-
 class MegatronCZ final : public zero3::Zero3MlpStrategy {
  public:
   std::string_view name() const override { return "megatron_cz"; }
@@ -81,12 +72,8 @@ class MegatronCZ final : public zero3::Zero3MlpStrategy {
     be.label("attention");
     // Moved in: q/k/v, out and lse are freed as soon as the ring is done.
     ring::Grads ring_grads = ring::attention_backward(be, ctx, std::move(d_o), std::move(saved.ring));
-    ring::KvBlock d_kv = ring_grads.take_d_kv(be);  // apart, as K and V travelled
-    Tensor d_k = to_bf16(be, std::move(d_kv.k));
-    Tensor d_v = to_bf16(be, std::move(d_kv.v));
-    Tensor d_q = to_bf16(be, std::move(ring_grads.d_q));
-
-    Tensor d_x = zero3::project_qkv_backward(be, ctx.model, w, saved.x, d_q, d_k, d_v, grads);
+    ring::Bf16Grads d = ring::bf16_grads(be, ring_grads);
+    Tensor d_x = zero3::project_qkv_backward(be, ctx.model, w, saved.x, d.d_q, d.d_k, d.d_v, grads);
     saved.x = Tensor();
     return d_x;
   }

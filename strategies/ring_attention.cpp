@@ -132,4 +132,25 @@ KvBlock Grads::take_d_kv(Backend& be) {
   return d_kv;
 }
 
+namespace {
+
+Tensor to_bf16(Backend& be, Tensor&& x) {
+  if (x.dtype() == DType::bf16) return std::move(x);
+  Tensor y = be.cast(x, DType::bf16);
+  x = Tensor();
+  return y;
+}
+
+}  // namespace
+
+Bf16Grads bf16_grads(Backend& be, Grads& grads) {
+  KvBlock d_kv = grads.take_d_kv(be);
+  PARADYSE_CHECK(!d_kv.is_packed(), "bf16_grads of a ring whose K and V travelled packed");
+  Bf16Grads result;
+  result.d_k = to_bf16(be, std::move(d_kv.k));
+  result.d_v = to_bf16(be, std::move(d_kv.v));
+  result.d_q = to_bf16(be, std::move(grads.d_q));
+  return result;
+}
+
 }  // namespace paradyse::ring

@@ -143,6 +143,14 @@ class Grads {
   KvBlock sent_;           // the accumulator passed on, kept alive until its exchange completes
 };
 
+// The ring's gradients in bf16 with K and V apart, for a projection that takes them so: dK and dV once
+// their accumulator has made its last hop (Grads::take_d_kv), then dq, each fp32 sum freed before the
+// next is cast (p = 1: the own block's dK, dV are bf16 already).
+struct Bf16Grads {
+  Tensor d_q, d_k, d_v;
+};
+Bf16Grads bf16_grads(Backend& be, Grads& grads);
+
 // Backward of attention_forward given the gradient of the merged output. `d_out` and `saved` are
 // released once the ring is done: a caller that moves them in frees them there.
 Grads attention_backward(Backend& be, const LayerContext& ctx, Tensor d_out, Saved saved);

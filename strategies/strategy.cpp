@@ -63,6 +63,16 @@ std::optional<std::string> layout_rows(const ModelSpec& model, int degree) {
   return rows(model.ffn_hidden, "FFN size");
 }
 
+std::optional<std::string> two_groups(std::string_view name, int inner, std::string_view inner_kind,
+                                      std::string_view one_group, int degree) {
+  if (degree % inner == 0 && degree > inner) return std::nullopt;
+  const std::string groups = std::to_string(inner);
+  return std::string(name) + " needs a degree that is a multiple of its " + std::string(inner_kind) +
+         " groups of " + groups + " ranks with at least two groups for its ring, got " +
+         std::to_string(degree) +
+         (degree == inner ? " (one group of " + groups + " is " + std::string(one_group) + ")" : "");
+}
+
 std::optional<std::string> whole_heads(const ModelSpec& model, int degree) {
   const std::string p = std::to_string(degree);
   if (degree >= 1 && model.heads % degree != 0)

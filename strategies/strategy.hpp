@@ -127,6 +127,10 @@ std::string plan_runs_name(const Plan& plan);
 std::optional<std::string> whole_heads(const ModelSpec& model, int degree);
 // Why `degree` ranks cannot each hold 1/p of the rows of every weight matrix (p | h, p | h_kv, p | f).
 std::optional<std::string> layout_rows(const ModelSpec& model, int degree);
+// Why a 2-D strategy `name` whose inner groups (`inner_kind`: "Ulysses", "tensor-parallel") hold `inner`
+// ranks cannot split `degree` ranks: its ring needs at least two groups; one group is `one_group`.
+std::optional<std::string> two_groups(std::string_view name, int inner, std::string_view inner_kind,
+                                      std::string_view one_group, int degree);
 
 // Every strategy, by name; nullptr for an unknown name.
 const Strategy* find_strategy(std::string_view name);

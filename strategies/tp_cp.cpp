@@ -67,12 +67,7 @@ class TensorContextParallel final : public Strategy {
     // A TP rank's heads are whole p-blocks of the layout: the layout's whole heads are needed.
     std::optional<std::string> reason = Strategy::unsupported(model, degree);
     if (reason || degree < 1) return reason;
-    const std::string t = std::to_string(tensor_degree_), p = std::to_string(degree);
-    if (degree % tensor_degree_ != 0 || degree == tensor_degree_)
-      return name_ + " needs a degree that is a multiple of its tensor-parallel groups of " + t +
-             " ranks with at least two groups for its ring, got " + p +
-             (degree == tensor_degree_ ? " (one group of " + t + " is megatron_ts)" : "");
-    return std::nullopt;
+    return two_groups(name_, tensor_degree_, "tensor-parallel", "megatron_ts", degree);
   }
 
   SublayerOutput attention_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
@@ -120,7 +115,7 @@ class TensorContextParallel final : public Strategy {
           be.weight_grad(be.view(saved.ring.out, d_out.shape()), d_y_full));
     }
     be.label("attention");
-    Tensor d_q, d_k, d_v;
+    ring::Bf16Grads d;
     {
       const GroupScope ring_scope(be, groups.outer);
       const SequenceLayout members = ctx.layout.merged(tensor_degree_);
@@ -128,17 +123,12 @@ class TensorContextParallel final : public Strategy {
       ring::Grads ring_grads = ring::attention_backward(be, ring_context(ctx, members),
                                                         be.view(d_out, out_shape), std::move(saved.ring));
       d_out = Tensor();
-      ring::KvBlock d_kv = ring_grads.take_d_kv(be);  // apart, as K and V travelled
-      d_q = std::move(ring_grads.d_q);
-      d_k = std::move(d_kv.k);
-      d_v = std::move(d_kv.v);
+      d = ring::bf16_grads(be, ring_grads);
     }
     saved.qkv = Tensor();
     be.label("qkv");
-    // Joined in bf16, the projection's type; the fp32 sums are freed as they are cast.
-    Tensor d_qkv = tensor_parallel::join_heads(be, be.cast(std::exchange(d_q, Tensor()), DType::bf16),
-                                               be.cast(std::exchange(d_k, Tensor()), DType::bf16),
-                                               be.cast(std::exchange(d_v, Tensor()), DType::bf16));
+    Tensor d_qkv = tensor_parallel::join_heads(be, d.d_q, d.d_k, d.d_v);  // [b, t·s/p, (h + 2h_kv)/t]
+    d = {};
     const std::vector<int64_t> rows = qkv_rows(ctx.model, be);
     Tensor w_qkv = gather_shard(be, groups, w, &LayerWeights::qkv, rows);
     const GroupScope tp(be, groups.inner);

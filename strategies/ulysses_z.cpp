@@ -15,14 +15,11 @@
 // reduce-scattered once), independent of s.
 #include "strategies/core_attention.hpp"
 #include "strategies/library.hpp"
+#include "strategies/ulysses.hpp"
 #include "strategies/zero3.hpp"
 
 namespace paradyse {
 namespace {
-
-// Sequence dim and head dim of the [b, s, heads, d] tensors attention takes.
-constexpr int kSequenceDim = 1;
-constexpr int kHeadDim = 2;
 
 struct AttentionSaved final : SavedActivations {
   Tensor x;                    // [b, s/p, h] normalised input: the W_qkv gradient's left operand
@@ -39,17 +36,8 @@ AttentionMask full_sequence_mask(const LayerContext& ctx) {
   return {ctx.model.causal, all, all, ctx.layout.document_ends()};
 }
 
-// [b, s/p, heads, d] → [b, s, heads/p, d]: part j of the heads goes to rank j, which concatenates
-// every rank's tokens in rank order.
-Pending sequence_to_heads_async(Backend& be, const Tensor& x) {
-  return be.all_to_all_async(x, kHeadDim, kSequenceDim);
-}
-
-// [b, s, heads/p, d] → [b, s/p, heads, d]: rank j's tokens (part j of the rank-ordered sequence) go
-// back to it, which concatenates every rank's heads in rank order.
-Pending heads_to_sequence_async(Backend& be, const Tensor& x) {
-  return be.all_to_all_async(x, kSequenceDim, kHeadDim);
-}
+using ulysses::heads_to_sequence_async;
+using ulysses::sequence_to_heads_async;
 
 class UlyssesZ final : public zero3::Zero3MlpStrategy {
  public:

@@ -31,14 +31,11 @@
 
 #include "strategies/library.hpp"
 #include "strategies/ring_attention.hpp"
+#include "strategies/ulysses.hpp"
 #include "strategies/zero3.hpp"
 
 namespace paradyse {
 namespace {
-
-// Sequence dim and head dim of the [b, s, heads, d] tensors attention takes.
-constexpr int kSequenceDim = 1;
-constexpr int kHeadDim = 2;
 
 struct AttentionSaved final : SavedActivations {
   Tensor x;          // [b, s/p, h] normalised input: the W_qkv gradient's left operand
@@ -46,32 +43,19 @@ struct AttentionSaved final : SavedActivations {
   Tensor o;          // [b, s/p, a, d]: out back on this rank's tokens, the W_proj gradient's left operand
 };
 
-// [b, s/p, heads, d] → [b, u·s/p, heads/u, d] over the Ulysses group, each of `x` in flight at once.
+// Over the Ulysses group, every tensor of `x` in flight at once: [b, s/p, heads, d] → [b, u·s/p, heads/u, d]
+// to heads, the reverse back to the sequence.
+enum class Toward { heads, sequence };
 template <std::size_t N>
-std::array<Tensor, N> sequence_to_heads(Backend& be, const RankSet& ulysses, std::array<Tensor, N> x) {
-  const GroupScope scope(be, ulysses);
+std::array<Tensor, N> all_to_all(Backend& be, const RankSet& ulysses_group, Toward toward,
+                                 std::array<Tensor, N> x) {
+  const GroupScope scope(be, ulysses_group);
   std::array<Pending, N> pending;
-  for (std::size_t i = 0; i < N; ++i) pending[i] = be.all_to_all_async(x[i], kHeadDim, kSequenceDim);
+  for (std::size_t i = 0; i < N; ++i)
+    pending[i] = toward == Toward::heads ? ulysses::sequence_to_heads_async(be, x[i])
+                                         : ulysses::heads_to_sequence_async(be, x[i]);
   for (std::size_t i = 0; i < N; ++i) x[i] = pending[i].wait();
   return x;
-}
-
-// [b, u·s/p, heads/u, d] → [b, s/p, heads, d] over the Ulysses group.
-template <std::size_t N>
-std::array<Tensor, N> heads_to_sequence(Backend& be, const RankSet& ulysses, std::array<Tensor, N> x) {
-  const GroupScope scope(be, ulysses);
-  std::array<Pending, N> pending;
-  for (std::size_t i = 0; i < N; ++i) pending[i] = be.all_to_all_async(x[i], kSequenceDim, kHeadDim);
-  for (std::size_t i = 0; i < N; ++i) x[i] = pending[i].wait();
-  return x;
-}
-
-// A bf16 copy of a ring gradient, its fp32 buffer freed before the next one is cast.
-Tensor to_bf16(Backend& be, Tensor&& x) {
-  if (x.dtype() == DType::bf16) return std::move(x);
-  Tensor y = be.cast(x, DType::bf16);
-  x = Tensor();
-  return y;
 }
 
 class UlyssesRing final : public zero3::Zero3MlpStrategy {
@@ -89,13 +73,9 @@ class UlyssesRing final : public zero3::Zero3MlpStrategy {
     // Rows only: a ring member's heads are its Ulysses group's, whole; a p-th of them need not be.
     std::optional<std::string> reason = layout_rows(model, degree);
     if (reason || degree < 1) return reason;
-    const std::string u = std::to_string(ulysses_degree_), p = std::to_string(degree);
-    if (degree % ulysses_degree_ != 0 || degree == ulysses_degree_)
-      return name_ + " needs a degree that is a multiple of its Ulysses groups of " + u +
-             " ranks with at least two groups for its ring, got " + p +
-             (degree == ulysses_degree_ ? " (one group of " + u + " is ulysses_z)" : "");
+    if (auto why = two_groups(name_, ulysses_degree_, "Ulysses", "ulysses_z", degree)) return why;
     if (auto why = whole_heads(model, ulysses_degree_))  // the all-to-all hands out whole heads
-      return name_ + "'s Ulysses groups of " + u + ": " + *why;
+      return name_ + "'s Ulysses groups of " + std::to_string(ulysses_degree_) + ": " + *why;
     return std::nullopt;
   }
 
@@ -107,7 +87,7 @@ class UlyssesRing final : public zero3::Zero3MlpStrategy {
     zero3::Projected local = zero3::project_qkv(be, ctx.model, w, x);  // [b, s/p, a | a_kv, d]
     be.label("attention");
     // All three leave together: they come from one GEMM.
-    auto [q, k, v] = sequence_to_heads<3>(be, groups.inner, {local.q, local.k, local.v});
+    auto [q, k, v] = all_to_all<3>(be, groups.inner, Toward::heads, {local.q, local.k, local.v});
     local = {};
     saved->ring.q = std::move(q);
     saved->ring.kv = ring::KvBlock::apart(std::move(k), std::move(v));
@@ -120,7 +100,7 @@ class UlyssesRing final : public zero3::Zero3MlpStrategy {
       const SequenceLayout members = ctx.layout.merged(ulysses_degree_);
       attention = ring::attention_forward(be, ring_context(ctx, members), saved->ring.q, saved->ring.kv);
     }
-    auto [o] = heads_to_sequence<1>(be, groups.inner, {attention.out});
+    auto [o] = all_to_all<1>(be, groups.inner, Toward::sequence, {attention.out});
     saved->o = std::move(o);
     saved->ring.out = std::move(attention.out);
     saved->ring.lse = std::move(attention.lse);
@@ -136,21 +116,18 @@ class UlyssesRing final : public zero3::Zero3MlpStrategy {
     Tensor d_o = zero3::project_out_backward(be, ctx.model, w, saved.o, d_y, grads);  // [b, s/p, a, d]
     saved.o = Tensor();
     be.label("attention");
-    auto [d_out] = sequence_to_heads<1>(be, groups.inner, {std::move(d_o)});
-    Tensor d_q, d_k, d_v;
+    auto [d_out] = all_to_all<1>(be, groups.inner, Toward::heads, {std::move(d_o)});
+    ring::Bf16Grads d;
     {
       const GroupScope ring_scope(be, groups.outer);
       const SequenceLayout members = ctx.layout.merged(ulysses_degree_);
       // Moved in: q/k/v, out and lse are freed as soon as the ring is done.
       ring::Grads ring_grads =
           ring::attention_backward(be, ring_context(ctx, members), std::move(d_out), std::move(saved.ring));
-      ring::KvBlock d_kv = ring_grads.take_d_kv(be);  // apart, as K and V travelled
-      d_k = to_bf16(be, std::move(d_kv.k));
-      d_v = to_bf16(be, std::move(d_kv.v));
-      d_q = to_bf16(be, std::move(ring_grads.d_q));
+      d = ring::bf16_grads(be, ring_grads);
     }
-    auto [local_q, local_k, local_v] =
-        heads_to_sequence<3>(be, groups.inner, {std::move(d_q), std::move(d_k), std::move(d_v)});
+    auto [local_q, local_k, local_v] = all_to_all<3>(be, groups.inner, Toward::sequence,
+                                                     {std::move(d.d_q), std::move(d.d_k), std::move(d.d_v)});
     Tensor d_x = zero3::project_qkv_backward(be, ctx.model, w, saved.x, local_q, local_k, local_v, grads);
     saved.x = Tensor();
     return d_x;
