@@ -356,7 +356,8 @@ ClusterSpec load_cluster(const std::string& name_or_path, int num_nodes) {
                      "expected fewer nodes: " + std::to_string(num_nodes) + " x " +
                          std::to_string(spec.gpus_per_node) + " GPUs overflows the GPU count");
   spec.num_nodes = num_nodes;
-  if (num_nodes > 1) spec.name += " x" + std::to_string(num_nodes);
+  // "dgx-a100 x4" for a variant made by --nodes; a graph's node count is the file's own.
+  if (num_nodes > 1 && !spec.network) spec.name += " x" + std::to_string(num_nodes);
   return spec;
 }
 

@@ -54,19 +54,22 @@ InputError load_error(const std::string& name_or_path, int num_nodes = 1) {
 
 }  // namespace
 
-TEST_CASE("cluster presets: names are sorted, DGX nodes of 8 GPUs, an NVL72 rack one NVLink domain of 72",
-          "[hw_models]") {
-  const std::vector<std::string> expected = {"dgx-a100", "dgx-h100", "dgx-h200", "gb200-nvl72"};
+TEST_CASE(
+    "cluster presets: names are sorted, DGX nodes of 8 GPUs (a SuperPOD unit of 32), an NVL72 rack of 72",
+    "[hw_models]") {
+  const std::vector<std::string> expected = {"dgx-a100", "dgx-h100", "dgx-h100-superpod", "dgx-h200",
+                                             "gb200-nvl72"};
   REQUIRE(paradyse::hw::cluster_preset_names() == expected);
   for (const std::string& name : expected) {
     ClusterSpec cluster = load_cluster(name);
     const int gpus = name == "gb200-nvl72" ? 72 : 8;
+    const int nodes = name == "dgx-h100-superpod" ? 32 : 1;  // one scalable unit, its network a graph
     CHECK(cluster.name == name);
     CHECK(cluster.source == "preset " + name);
-    CHECK(cluster.num_nodes == 1);
+    CHECK(cluster.num_nodes == nodes);
     CHECK(cluster.gpus_per_node == gpus);
     CHECK(cluster.nics_per_node == gpus);
-    CHECK(cluster.num_gpus() == gpus);
+    CHECK(cluster.num_gpus() == nodes * gpus);
     CHECK_FALSE(cluster.description.empty());
     CHECK(cluster.tensor_capacity_bytes() == cluster.gpu.hbm_bytes - cluster.gpu.reserved_bytes);
     CHECK(cluster.tensor_capacity_bytes() > 0.9 * cluster.gpu.hbm_bytes);

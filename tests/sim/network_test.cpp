@@ -60,6 +60,17 @@ TEST_CASE("simulator: the built-in fat tree written as a network graph simulates
   check_same(times(built_in), times(from_file));
 }
 
+TEST_CASE(
+    "simulator: the dgx-h100-superpod preset's graph is the built-in rail-optimised fat tree of 32 nodes",
+    "[sim]") {
+  // A scalable unit: every NIC r on rail r's leaf, leaves non-blocking to the spine, which is what the
+  // built-in tree of `dgx-h100 --nodes 32` builds.
+  const hw::ClusterSpec superpod = hw::load_cluster("dgx-h100-superpod");
+  REQUIRE(superpod.network);
+  CHECK(superpod.num_gpus() == 256);
+  check_same(times(hw::load_cluster("dgx-h100", 32)), times(superpod));
+}
+
 TEST_CASE("simulator: a 2:1 oversubscribed spine halves the bandwidth of an all-to-all across it", "[sim]") {
   // Two nodes, all eight NICs of each under one leaf: all the all-to-all's traffic between the nodes
   // crosses the spine. At 1:1 a leaf's uplink carries its eight NICs' worth, at 2:1 half of it.
