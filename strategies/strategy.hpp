@@ -33,7 +33,7 @@ std::optional<Recompute> parse_recompute(std::string_view text);
 // of heads otherwise (which only a strategy that gathers the weights whole can use).
 struct LayerWeights {
   Tensor qkv;      // [(h + 2·h_kv)/p, h]: this rank's h/p query rows, then h_kv/p key, then value rows
-  Tensor proj;     // [h/p, h]: the rows of this rank's query rows' heads
+  Tensor proj;     // [h/p, h]: the rows that take this rank's query rows' output
   Tensor mlp_in;   // [f/p, h] (GELU) or [2f/p, h]: this rank's f/p gate rows, then its f/p up rows
   Tensor mlp_out;  // [f/p, h]
   Tensor norm1_gamma, norm1_beta, norm2_gamma, norm2_beta;  // [h], on every rank; beta only for LayerNorm
