@@ -121,12 +121,16 @@ double OpTimer::communication_s(const Op& op) const {
   const hw::FabricSpec& fabric = this->fabric(op);
   double bandwidth = fabric.streaming_bandwidth(op.size_bytes, measured_as(op.kind));
   if (op.kind == OpKind::all_to_all) bandwidth *= fabric.all_to_all_efficiency;
-  // A point-to-point transfer crosses one link: between nodes one NIC, not the NICs of every ring; so
-  // does every step of a ring with one GPU per node. Every GPU of a node does so at once (a ring
-  // attention step, the replicas of every shard), so each has its share of the node's NICs.
-  else if ((op.kind == OpKind::send_recv || cluster_.one_gpu_per_node(group_size, op.group_stride)) &&
-           &fabric == &cluster_.inter_node)
-    bandwidth *= fabric.bytes_per_second * cluster_.nic_share() / fabric.peak_bus_bandwidth();
+  // A point-to-point transfer crosses one link: between nodes one NIC, not the NICs of every ring. A
+  // group with k GPUs in a node crosses nodes on their k NICs (k = 1: the replicas of every shard),
+  // while the node's other GPUs send on theirs at once; each GPU has its share of the node's NICs. The
+  // curve was measured on rings that fill their nodes, one per NIC.
+  else if (&fabric == &cluster_.inter_node) {
+    const int nics =
+        op.kind == OpKind::send_recv ? 1 : cluster_.group_gpus_per_node(group_size, op.group_stride);
+    bandwidth *=
+        std::min(1.0, nics * fabric.bytes_per_second * cluster_.nic_share() / fabric.peak_bus_bandwidth());
+  }
   return latency_hops(op.kind, group_size) * fabric.hop_latency_s() +
          op.bus_bytes / bandwidth * spine_factor(op, group_size);
 }

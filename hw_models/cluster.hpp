@@ -141,10 +141,14 @@ struct ClusterSpec {
     const bool spans = first_gpu / gpus_per_node != (first_gpu + (gpus - 1) * stride) / gpus_per_node;
     return spans ? inter_node : intra_node;
   }
-  // Whether such a group has at most one GPU in any node: then each of its GPUs reaches the others
-  // through its own NIC alone, not through the NICs of a whole node (the replicas of a hybrid-sharded
-  // shard, one per node, all-reducing their gradient).
-  bool one_gpu_per_node(int gpus, int stride) const { return gpus > 1 && stride >= gpus_per_node; }
+  // How many of such a group's GPUs share a node: 1 when the stride reaches past a node (the replicas of
+  // a hybrid-sharded shard, one per node), gpus_per_node / stride for a stride inside one (a 2-D
+  // strategy's ring, every t-th GPU). Each reaches other nodes through its own NIC, so a group with k
+  // GPUs in a node crosses nodes on k NICs, not on all of them.
+  int group_gpus_per_node(int gpus, int stride) const {
+    if (stride >= gpus_per_node) return 1;
+    return std::max(1, std::min(gpus, gpus_per_node / std::max(1, stride)));
+  }
   // A GPU's share of its node's NICs when every GPU of the node sends across nodes at once.
   double nic_share() const {
     return std::min(1.0, static_cast<double>(std::max(1, nics_per_node)) / std::max(1, gpus_per_node));

@@ -153,6 +153,26 @@ TEST_CASE("OpTimer: a collective takes bus bytes over NCCL's bus bandwidth at it
                                         op.bus_bytes / two.inter_node.streaming_bandwidth(op.size_bytes))
                                      .epsilon(1e-12));
   }
+  SECTION("a group with k GPUs in each of its nodes crosses nodes on their k NICs") {
+    // Every t-th GPU of 4 nodes (a 2-D strategy's ring over its groups of t): 8/t GPUs in each node,
+    // each on its own 23.5 GB/s HDR NIC, where a ring that fills its nodes streams at the curve's peak.
+    const hw::ClusterSpec four = hw::load_cluster("dgx-a100", 4);
+    const costmodel::OpTimer timer(four, 32);
+    op.kind = OpKind::all_gather;
+    for (const int t : {2, 4, 8}) {
+      INFO("every " << t << "-th GPU");
+      op.group_size = static_cast<int16_t>(32 / t);
+      op.group_stride = static_cast<int16_t>(t);
+      const double k = 8.0 / t;
+      op.bus_bytes = (op.group_size - 1.0) / op.group_size * op.size_bytes;
+      const double streaming =
+          four.inter_node.streaming_bandwidth(op.size_bytes, hw::FabricSpec::Collective::all_gather);
+      const double nics = std::min(1.0, k * 23.5e9 / four.inter_node.peak_bus_bandwidth());
+      CHECK(timer.seconds(op) ==
+            Approx((op.group_size - 1) * four.inter_node.hop_latency_s() + op.bus_bytes / (streaming * nics))
+                .epsilon(1e-12));
+    }
+  }
 }
 
 namespace {
