@@ -114,12 +114,12 @@ void validate(const ValidateOptions& options) {
   std::vector<real::RunRequest> requests;
   if (options.real.plan != "all") requests.push_back(options.real.request(model));
   RealRunOptions one = options.real;
-  for (const Strategy* strategy :
-       options.real.plan == "all" ? all_strategies() : std::vector<const Strategy*>{})
-    if (!strategy->unsupported(model, options.real.ranks)) {  // "all": each strategy that can run here
-      one.plan = std::string(strategy->name());
-      requests.push_back(one.request(model));
-    }
+  // "all": each strategy that can run here.
+  for (const Strategy* strategy : options.real.plan == "all" ? strategies_for(model, options.real.ranks)
+                                                             : std::vector<const Strategy*>{}) {
+    one.plan = std::string(strategy->name());
+    requests.push_back(one.request(model));
+  }
   for (real::RunRequest& request : requests) {
     request.profile_ops = options.ops;
     request.time_reference = cluster.calibration.has_value();
