@@ -52,7 +52,10 @@ double gemm_arithmetic_s(const hw::GpuSpec& gpu, int64_t batch, int64_t m, int64
   return best_s;
 }
 
-OpTimer::OpTimer(const hw::ClusterSpec& cluster, int degree) : cluster_(cluster), degree_(degree) {
+OpTimer::OpTimer(const hw::ClusterSpec& cluster, int degree,
+                 std::shared_ptr<const GraphCollectiveTimer> graph)
+    : cluster_(cluster), degree_(degree), graph_(std::move(graph)) {
+  if (cluster.network && !graph_) graph_ = std::make_shared<const GraphCollectiveTimer>(cluster);
   for (const auto& [name, rate] : cluster.gpu.kernel_rates) {
     const std::optional<Kernel> kernel = kernel_named(name);
     if (!kernel || *kernel == Kernel::communication || *kernel == Kernel::wait)
@@ -118,6 +121,8 @@ double OpTimer::communication_s(const Op& op) const {
   // nccl-tests' bus bandwidth at the collective's size turns bus bytes into time (REFERENCE.md §1, §3);
   // the hops' latency is the floor of small messages.
   const int group_size = this->group_size(op);
+  if (graph_)
+    if (const std::optional<double> seconds = graph_->seconds(op, group_size, degree_)) return *seconds;
   const hw::FabricSpec& fabric = this->fabric(op);
   double bandwidth = fabric.streaming_bandwidth(op.size_bytes, measured_as(op.kind));
   if (op.kind == OpKind::all_to_all) bandwidth *= fabric.all_to_all_efficiency;

@@ -9,8 +9,8 @@
 #include <unordered_map>
 
 #include "common/errors.hpp"
+#include "costmodel/collective_flows.hpp"
 #include "costmodel/op_time.hpp"
-#include "sim/collective_flows.hpp"
 
 namespace paradyse::sim {
 namespace sg4 = simgrid::s4u;
@@ -338,17 +338,18 @@ class Run {
     const Op& o = *ops.front();
     if (const double contention = timer_.compute_contention(o); contention > 0)
       for (int i = 0; i < size; ++i) contend(c.ranks.rank(i), contention);
-    if (flow_count(o, size, cluster_) > static_cast<std::size_t>(options_.max_flows_per_collective)) {
+    if (costmodel::flow_count(o, size, cluster_) >
+        static_cast<std::size_t>(options_.max_flows_per_collective)) {
       ++analytic_collectives_;
       set_timer(now_ + timer_.communication_s(o), -1, k);
       return;
     }
-    const CollectiveFlows plan = collective_flows(ops, cluster_);
+    const costmodel::CollectiveFlows plan = costmodel::collective_flows(ops, cluster_);
     const hw::FabricSpec& fabric = cluster_.fabric_of(c.ranks.first, size, c.ranks.stride);
-    const double efficiency = size_efficiency(o, fabric);
+    const double efficiency = costmodel::flow_efficiency(o, fabric, cluster_);
     c.tail_s = std::max(0, plan.latency_hops - 1) * fabric.hop_latency_s();
     c.flows.reserve(plan.flows.size());
-    for (const Flow& flow : plan.flows) {
+    for (const costmodel::Flow& flow : plan.flows) {
       const auto bytes = static_cast<uint64_t>(std::max(1.0, std::round(flow.bytes / efficiency)));
       c.flows.push_back(sg4::Comm::sendto_async(platform_.gpu(c.ranks.rank(flow.from)),
                                                 platform_.gpu(c.ranks.rank(flow.to)), bytes));
@@ -360,14 +361,6 @@ class Run {
     }
     awaited_.push_back(c.flows.front());
     awaited_collective_.push_back(k);
-  }
-
-  double size_efficiency(const Op& o, const hw::FabricSpec& fabric) const {
-    double efficiency = fabric.streaming_bandwidth(o.size_bytes, costmodel::measured_as(o.kind)) /
-                        fabric.peak_bus_bandwidth();
-    if (o.kind == OpKind::all_to_all && o.group_size <= cluster_.gpus_per_node)
-      efficiency *= fabric.all_to_all_efficiency;
-    return efficiency;
   }
 
   // awaited_[i], the first unfinished flow of its collective, has arrived. The collective ends when

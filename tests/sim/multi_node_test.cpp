@@ -6,9 +6,9 @@
 #include <set>
 
 #include "common/units.hpp"
+#include "costmodel/collective_flows.hpp"
 #include "costmodel/estimate.hpp"
 #include "costmodel/op_time.hpp"
-#include "sim/collective_flows.hpp"
 #include "sim/simulator.hpp"
 #include "strategies/library.hpp"
 #include "tests/sim/sim_helpers.hpp"
@@ -78,11 +78,11 @@ TEST_CASE(
 
 TEST_CASE("simulator: a 16-GPU collective runs one ring per NIC and is slower than an 8-GPU one", "[sim]") {
   const hw::ClusterSpec two = hw::load_cluster("dgx-a100", 2);
-  REQUIRE(sim::ring_channels(16, two) == 8);
-  REQUIRE(sim::ring_channels(8, two) == 1);
+  REQUIRE(costmodel::ring_channels(16, two) == 8);
+  REQUIRE(costmodel::ring_channels(8, two) == 1);
   std::set<std::pair<int, int>> crossings;
   for (int c = 0; c < 8; ++c) {
-    const std::vector<int> order = sim::ring_order(16, two, c);
+    const std::vector<int> order = costmodel::ring_order(16, two, c);
     CHECK(std::set<int>(order.begin(), order.end()).size() == 16);  // every rank once
     for (std::size_t i = 0; i < order.size(); ++i) {
       const int from = order[i], to = order[(i + 1) % order.size()];

@@ -1,11 +1,25 @@
-#include "sim/collective_flows.hpp"
+#include "costmodel/collective_flows.hpp"
 
 #include <algorithm>
 
 #include "common/errors.hpp"
 #include "costmodel/op_time.hpp"
 
-namespace paradyse::sim {
+namespace paradyse::costmodel {
+
+double flow_basis_bytes(const Op& op) {
+  const bool ring =
+      op.kind == OpKind::all_gather || op.kind == OpKind::reduce_scatter || op.kind == OpKind::all_reduce;
+  return ring ? op.bus_bytes : op.size_bytes;
+}
+
+double flow_efficiency(const Op& op, const hw::FabricSpec& fabric, const hw::ClusterSpec& cluster) {
+  double efficiency =
+      fabric.streaming_bandwidth(op.size_bytes, measured_as(op.kind)) / fabric.peak_bus_bandwidth();
+  if (op.kind == OpKind::all_to_all && op.group_size <= cluster.gpus_per_node)
+    efficiency *= fabric.all_to_all_efficiency;
+  return efficiency;
+}
 
 int ring_channels(int p, const hw::ClusterSpec& cluster, int stride) {
   if (p <= cluster.gpus_per_node || stride > 1) return 1;
@@ -91,7 +105,7 @@ CollectiveFlows collective_flows(const std::vector<const Op*>& ops, const hw::Cl
   PARADYSE_CHECK(p >= 1, "a collective without ranks");
   const Op& op = *ops.front();
   CollectiveFlows result;
-  result.latency_hops = costmodel::latency_hops(op.kind, p);
+  result.latency_hops = latency_hops(op.kind, p);
   const int rings = ring_channels(p, cluster, op.group_stride);
   auto& flows = result.flows;
   flows.reserve(flow_count(op, p, cluster));
@@ -102,8 +116,8 @@ CollectiveFlows collective_flows(const std::vector<const Op*>& ops, const hw::Cl
       // One flow per edge, carrying the bytes of every ring that crosses it: rings that share an
       // edge share its links alike.
       for (const RingEdge& edge : ring_edges(p, cluster, op.group_stride))
-        flows.push_back(
-            {edge.from, edge.to, ops[static_cast<std::size_t>(edge.from)]->bus_bytes * edge.rings / rings});
+        flows.push_back({edge.from, edge.to,
+                         flow_basis_bytes(*ops[static_cast<std::size_t>(edge.from)]) * edge.rings / rings});
       break;
     case OpKind::broadcast:
     case OpKind::reduce: {
@@ -114,9 +128,9 @@ CollectiveFlows collective_flows(const std::vector<const Op*>& ops, const hw::Cl
         for (int i = 0; i + 1 < p; ++i) {
           const int near = order[static_cast<std::size_t>(i)], far = order[static_cast<std::size_t>(i + 1)];
           if (op.kind == OpKind::broadcast)
-            flows.push_back({near, far, op.size_bytes / rings});
+            flows.push_back({near, far, flow_basis_bytes(op) / rings});
           else
-            flows.push_back({far, near, op.size_bytes / rings});
+            flows.push_back({far, near, flow_basis_bytes(op) / rings});
         }
       }
       break;
@@ -124,7 +138,8 @@ CollectiveFlows collective_flows(const std::vector<const Op*>& ops, const hw::Cl
     case OpKind::all_to_all:
       for (int from = 0; from < p; ++from)
         for (int to = 0; to < p; ++to)
-          if (from != to) flows.push_back({from, to, ops[static_cast<std::size_t>(from)]->size_bytes / p});
+          if (from != to)
+            flows.push_back({from, to, flow_basis_bytes(*ops[static_cast<std::size_t>(from)]) / p});
       break;
     case OpKind::send_recv:
       for (int from = 0; from < p; ++from) {
@@ -133,7 +148,7 @@ CollectiveFlows collective_flows(const std::vector<const Op*>& ops, const hw::Cl
         PARADYSE_CHECK(send.send_to < p && ops[static_cast<std::size_t>(send.send_to)]->recv_from == from,
                        "rank " + std::to_string(from) + " sends to rank " + std::to_string(send.send_to) +
                            ", which does not receive from it in the same step");
-        flows.push_back({from, send.send_to, send.size_bytes});
+        flows.push_back({from, send.send_to, flow_basis_bytes(send)});
       }
       break;
     default:
@@ -142,4 +157,4 @@ CollectiveFlows collective_flows(const std::vector<const Op*>& ops, const hw::Cl
   return result;
 }
 
-}  // namespace paradyse::sim
+}  // namespace paradyse::costmodel

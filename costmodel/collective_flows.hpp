@@ -1,5 +1,6 @@
 // How one collective moves over the network, as NCCL does it: flows between GPUs that SimGrid then
-// shares out over the links. Knows nothing of SimGrid.
+// shares out over the links (sim/executor.cpp), or that the analytic model routes on a network graph
+// (costmodel/graph_collectives.hpp). Knows nothing of SimGrid.
 //
 // Ring (all-gather, reduce-scatter, all-reduce): every rank streams its bus bytes to its successor on
 // the ring; NCCL pipelines a ring in small chunks, so in steady state every edge carries data at once
@@ -22,7 +23,7 @@
 #include "hw_models/cluster.hpp"
 #include "strategies/program.hpp"
 
-namespace paradyse::sim {
+namespace paradyse::costmodel {
 
 struct Flow {
   int from = 0;
@@ -35,6 +36,13 @@ struct CollectiveFlows {
   int latency_hops = 0;  // costmodel::latency_hops of the collective
 };
 
+// The bytes every flow of `op` is a fraction of: a ring's bus bytes, the buffer of the others.
+double flow_basis_bytes(const Op& op);
+// The share of its links' bandwidth a collective's flows stream at: NCCL's bus bandwidth at the op's
+// size over the fabric's peak, and inside a node an all-to-all's efficiency on top (between nodes
+// the network's links and their sharing are the all-to-all's cost).
+double flow_efficiency(const Op& op, const hw::FabricSpec& fabric, const hw::ClusterSpec& cluster);
+
 // Rings used by a group of ranks 0..p−1 placed on consecutive GPUs of `cluster`, or `stride` GPUs
 // apart: a strided group (a shard's replicas, one per shard group) runs one ring in rank order.
 int ring_channels(int p, const hw::ClusterSpec& cluster, int stride = 1);
@@ -46,4 +54,4 @@ std::size_t flow_count(const Op& op, int p, const hw::ClusterSpec& cluster);
 // go between ranks in the group.
 CollectiveFlows collective_flows(const std::vector<const Op*>& ops, const hw::ClusterSpec& cluster);
 
-}  // namespace paradyse::sim
+}  // namespace paradyse::costmodel

@@ -1,0 +1,101 @@
+#include "costmodel/graph_collectives.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "common/errors.hpp"
+#include "costmodel/collective_flows.hpp"
+#include "costmodel/op_time.hpp"
+#include "strategies/backend.hpp"
+
+namespace paradyse::costmodel {
+
+GraphCollectiveTimer::GraphCollectiveTimer(hw::ClusterSpec cluster) : cluster_(std::move(cluster)) {
+  PARADYSE_CHECK(cluster_.network != nullptr, "a graph collective timer for a cluster without a graph");
+}
+
+namespace {
+
+// The first ranks of the translates of `group` that partition ranks 0..degree−1, in rank order; just
+// the group's own where its translates do not partition them.
+std::vector<int> sibling_firsts(const RankSet& group, int degree) {
+  std::vector<char> covered(static_cast<std::size_t>(std::max(degree, 0)), 0);
+  std::vector<int> firsts;
+  for (int r = 0; r < degree; ++r) {
+    if (covered[static_cast<std::size_t>(r)]) continue;
+    const RankSet sibling{r, group.size, group.stride};
+    if (!sibling.within(degree)) return {group.first};
+    for (int i = 0; i < group.size; ++i) {
+      char& member = covered[static_cast<std::size_t>(sibling.rank(i))];
+      if (member) return {group.first};
+      member = 1;
+    }
+    firsts.push_back(r);
+  }
+  if (std::find(firsts.begin(), firsts.end(), group.first) == firsts.end()) return {group.first};
+  return firsts;
+}
+
+}  // namespace
+
+std::optional<double> GraphCollectiveTimer::seconds(const Op& op, int group_size, int degree) const {
+  const RankSet group{op.group_first, group_size, op.group_stride};
+  const std::optional<Load> load = this->load(op, group, degree);
+  if (!load) return std::nullopt;
+  const hw::FabricSpec& fabric = cluster_.fabric_of(group.first, group.size, group.stride);
+  const double streaming_s =
+      load->seconds_per_byte * flow_basis_bytes(op) / flow_efficiency(op, fabric, cluster_);
+  return load->route_latency_s + std::max(0, latency_hops(op.kind, group.size) - 1) * fabric.hop_latency_s() +
+         streaming_s;
+}
+
+std::optional<GraphCollectiveTimer::Load> GraphCollectiveTimer::load(const Op& op, const RankSet& group,
+                                                                     int degree) const {
+  const int root = op.kind == OpKind::broadcast || op.kind == OpKind::reduce ? op.root : -1;
+  const auto key = std::make_tuple(op.kind, group.first, group.size, group.stride, root, degree);
+  {
+    const std::lock_guard lock(mutex_);
+    if (const auto found = loads_.find(key); found != loads_.end()) return found->second;
+  }
+  const std::vector<int> firsts = sibling_firsts(group, degree);
+  if (firsts.size() * flow_count(op, group.size, cluster_) > max_flows) {
+    const std::lock_guard lock(mutex_);
+    return loads_.emplace(key, std::nullopt).first->second;
+  }
+  // Every member's op, of one byte of flow basis: the loads scale with the bytes.
+  std::vector<Op> members(static_cast<std::size_t>(group.size), op);
+  for (int i = 0; i < group.size; ++i) {
+    Op& member = members[static_cast<std::size_t>(i)];
+    member.bus_bytes = member.size_bytes = 1;
+    member.group_size = static_cast<int16_t>(group.size);
+    if (op.kind == OpKind::send_recv) {
+      member.send_to = static_cast<int16_t>((i + 1) % group.size);
+      member.recv_from = static_cast<int16_t>((i + group.size - 1) % group.size);
+    }
+  }
+  std::vector<const Op*> ops;
+  for (const Op& member : members) ops.push_back(&member);
+  const std::vector<Flow> flows = collective_flows(ops, cluster_).flows;
+
+  const hw::Network& network = *cluster_.network;
+  const std::vector<hw::NetworkLink>& links = network.links();
+  std::vector<double> bytes(2 * links.size(), 0);  // per link and direction
+  Load load;
+  for (const int first : firsts) {
+    const RankSet sibling{first, group.size, group.stride};
+    for (const Flow& flow : flows) {
+      double latency_s = 0;
+      for (const hw::RouteHop& hop : network.route(sibling.rank(flow.from), sibling.rank(flow.to))) {
+        bytes[2 * static_cast<std::size_t>(hop.link) + (hop.forward ? 0 : 1)] += flow.bytes;
+        latency_s += links[static_cast<std::size_t>(hop.link)].latency_s;
+      }
+      load.route_latency_s = std::max(load.route_latency_s, latency_s);
+    }
+  }
+  for (std::size_t e = 0; e < bytes.size(); ++e)
+    load.seconds_per_byte = std::max(load.seconds_per_byte, bytes[e] / links[e / 2].bytes_per_second);
+  const std::lock_guard lock(mutex_);
+  return loads_.emplace(key, load).first->second;
+}
+
+}  // namespace paradyse::costmodel
