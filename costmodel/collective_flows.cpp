@@ -1,6 +1,7 @@
 #include "costmodel/collective_flows.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include "common/errors.hpp"
 #include "costmodel/op_time.hpp"
@@ -21,23 +22,37 @@ double flow_efficiency(const Op& op, const hw::FabricSpec& fabric, const hw::Clu
   return efficiency;
 }
 
+namespace {
+
+// Members of a group `stride` ranks apart that share a node: every stride-th GPU of it, where the
+// stride divides the node; one otherwise (a GPU per node, or groups that do not tile the nodes).
+int members_per_node(const hw::ClusterSpec& cluster, int stride) {
+  const int g = cluster.gpus_per_node;
+  return stride < g && g % stride == 0 ? g / stride : 1;
+}
+
+}  // namespace
+
 int ring_channels(int p, const hw::ClusterSpec& cluster, int stride) {
-  if (p <= cluster.gpus_per_node || stride > 1) return 1;
-  return std::max(1, std::min(cluster.nics_per_node, cluster.gpus_per_node));
+  const int k = members_per_node(cluster, stride);
+  if (p <= k || k == 1) return 1;
+  // One ring per NIC the node's members have between them: member j is on rail j·stride mod NICs.
+  const int nics = std::max(1, cluster.nics_per_node);
+  return std::min(k, nics / std::gcd(nics, stride));
 }
 
 std::vector<int> ring_order(int p, const hw::ClusterSpec& cluster, int channel, int stride) {
-  const int g = cluster.gpus_per_node;
+  const int k = members_per_node(cluster, stride);
   std::vector<int> order;
   order.reserve(static_cast<std::size_t>(p));
-  if (p <= g || stride > 1) {
+  if (p <= k || k == 1) {
     for (int r = 0; r < p; ++r) order.push_back(r);
     return order;
   }
-  for (int first = 0, node = 0; first < p; first += g, ++node) {
-    const int local = std::min(g, p - first);
-    // Even nodes enter on GPU c and walk up, leaving on c−1; odd nodes enter on c−1 and walk down,
-    // leaving on c: every crossing joins the same local index (the same rail) on both sides.
+  for (int first = 0, node = 0; first < p; first += k, ++node) {
+    const int local = std::min(k, p - first);
+    // Even nodes enter on member c and walk up, leaving on c−1; odd nodes enter on c−1 and walk down,
+    // leaving on c: every crossing joins the same local member (the same rail) on both sides.
     const bool up = node % 2 == 0;
     const int start = ((up ? channel : channel - 1) % local + local) % local;
     for (int i = 0; i < local; ++i)

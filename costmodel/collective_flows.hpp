@@ -1,6 +1,6 @@
 // How one collective moves over the network, as NCCL does it: flows between GPUs that SimGrid then
 // shares out over the links (sim/executor.cpp), or that the analytic model routes on a network graph
-// (costmodel/graph_collectives.hpp). Knows nothing of SimGrid.
+// (costmodel/routed_collectives.hpp). Knows nothing of SimGrid.
 //
 // Ring (all-gather, reduce-scatter, all-reduce): every rank streams its bus bytes to its successor on
 // the ring; NCCL pipelines a ring in small chunks, so in steady state every edge carries data at once
@@ -12,6 +12,7 @@
 // one ring per NIC (channels): ring c leaves each node through a different NIC, and the rings of
 // successive nodes alternate direction so that each crossing stays on one rail (NIC c−1 of node k to
 // NIC c−1 of node k+1), as NCCL's rail-aligned rings do; each ring carries 1/channels of the data.
+// A group of every stride-th GPU does the same over its members in each node, on their NICs.
 // Inside a node the rings walk the same edges, so an edge that k rings cross is one flow of k rings'
 // bytes: a ring collective over n nodes of g GPUs is about 2·n·g flows, whatever the channels (2,048
 // for 1,024 GPUs, which eight separate rings would make 8,192).
@@ -44,7 +45,9 @@ double flow_basis_bytes(const Op& op);
 double flow_efficiency(const Op& op, const hw::FabricSpec& fabric, const hw::ClusterSpec& cluster);
 
 // Rings used by a group of ranks 0..p−1 placed on consecutive GPUs of `cluster`, or `stride` GPUs
-// apart: a strided group (a shard's replicas, one per shard group) runs one ring in rank order.
+// apart: one per NIC that the group's members in a node have between them (the k = g/stride GPUs of a
+// 2-D strategy's ring over its groups have k NICs), one in rank order where a node holds a single
+// member (a shard's replicas, one per shard group) or the whole group.
 int ring_channels(int p, const hw::ClusterSpec& cluster, int stride = 1);
 // The ranks of ring `channel` in ring order.
 std::vector<int> ring_order(int p, const hw::ClusterSpec& cluster, int channel, int stride = 1);

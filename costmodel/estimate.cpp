@@ -16,9 +16,9 @@ struct Estimator::StrategyCosts {
 };
 
 Estimator::Estimator(ModelSpec model, hw::ClusterSpec cluster)
-    : model_(std::move(model)), cluster_(std::move(cluster)) {
-  if (cluster_.network) graph_timer_ = std::make_shared<const GraphCollectiveTimer>(cluster_);
-}
+    : model_(std::move(model)),
+      cluster_(std::move(cluster)),
+      routed_(std::make_shared<const RoutedCollectiveTimer>(cluster_)) {}
 Estimator::~Estimator() = default;
 
 void Estimator::clear_cache() {
@@ -45,7 +45,7 @@ const Estimator::StrategyCosts& Estimator::strategy_costs(const Strategy& strate
   spec.batch = batch;
   spec.plan = {{&strategy, recompute}};
   const Program program = trace_training_step(spec, 0, degree);
-  const OpTimer timer(cluster_, degree, graph_timer_);
+  const OpTimer timer(cluster_, degree, routed_);
 
   auto costs = std::make_unique<StrategyCosts>();
   const uint32_t first_event = program.phases.empty() ? 0 : program.phases.front().first_memory_event;

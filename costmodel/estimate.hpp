@@ -107,7 +107,8 @@ class Estimator {
 
   ModelSpec model_;
   hw::ClusterSpec cluster_;
-  std::shared_ptr<const GraphCollectiveTimer> graph_timer_;  // with a network graph: each group routed once
+  std::shared_ptr<const RoutedCollectiveTimer>
+      routed_;  // shared by the traced layers: each group routed once
   std::map<std::tuple<const Strategy*, int, std::vector<int64_t>, int64_t, Recompute>,
            std::unique_ptr<StrategyCosts>>
       traced_;

@@ -53,9 +53,9 @@ double gemm_arithmetic_s(const hw::GpuSpec& gpu, int64_t batch, int64_t m, int64
 }
 
 OpTimer::OpTimer(const hw::ClusterSpec& cluster, int degree,
-                 std::shared_ptr<const GraphCollectiveTimer> graph)
-    : cluster_(cluster), degree_(degree), graph_(std::move(graph)) {
-  if (cluster.network && !graph_) graph_ = std::make_shared<const GraphCollectiveTimer>(cluster);
+                 std::shared_ptr<const RoutedCollectiveTimer> routed)
+    : cluster_(cluster), degree_(degree), routed_(std::move(routed)) {
+  if (!routed_) routed_ = std::make_shared<const RoutedCollectiveTimer>(cluster);
   for (const auto& [name, rate] : cluster.gpu.kernel_rates) {
     const std::optional<Kernel> kernel = kernel_named(name);
     if (!kernel || *kernel == Kernel::communication || *kernel == Kernel::wait)
@@ -121,15 +121,14 @@ double OpTimer::communication_s(const Op& op) const {
   // nccl-tests' bus bandwidth at the collective's size turns bus bytes into time (REFERENCE.md §1, §3);
   // the hops' latency is the floor of small messages.
   const int group_size = this->group_size(op);
-  if (graph_)
-    if (const std::optional<double> seconds = graph_->seconds(op, group_size, degree_)) return *seconds;
+  if (const std::optional<double> seconds = routed_->seconds(op, group_size, degree_)) return *seconds;
   const hw::FabricSpec& fabric = this->fabric(op);
   double bandwidth = fabric.streaming_bandwidth(op.size_bytes, measured_as(op.kind));
   if (op.kind == OpKind::all_to_all) bandwidth *= fabric.all_to_all_efficiency;
-  // A point-to-point transfer crosses one link: between nodes one NIC, not the NICs of every ring. A
-  // group with k GPUs in a node crosses nodes on their k NICs (k = 1: the replicas of every shard),
-  // while the node's other GPUs send on theirs at once; each GPU has its share of the node's NICs. The
-  // curve was measured on rings that fill their nodes, one per NIC.
+  // Too many flows to route. A point-to-point transfer crosses one link: between nodes one NIC, not the NICs
+  // of every ring. A group with k GPUs in a node crosses nodes on their k NICs (k = 1: the replicas of every
+  // shard), while the node's other GPUs send on theirs at once; each GPU has its share of the node's NICs.
+  // The curve was measured on rings that fill their nodes, one per NIC.
   else if (&fabric == &cluster_.inter_node) {
     const int nics =
         op.kind == OpKind::send_recv ? 1 : cluster_.group_gpus_per_node(group_size, op.group_stride);
@@ -145,7 +144,7 @@ double OpTimer::spine_factor(const Op& op, int group_size) const {
   if (op.kind != OpKind::all_to_all || cluster_.spine_oversubscription <= 1 || cluster_.network ||
       op.group_stride != 1 || group_size <= g || cluster_.nics_per_node != g)
     return 1;
-  // The simulator's built-in fat tree (sim/platform.hpp), one NIC per GPU, each on its rail: of what
+  // The built-in fat tree (hw_models/rail_fat_tree.hpp), one NIC per GPU, each on its rail: of what
   // a GPU sends to the n − 1 other nodes of the group, (g − 1)/g goes to other rails, up its rail's
   // spine uplink, which the n GPUs of the rail share at the cluster's N NICs' worth over the
   // oversubscription. The uplink is the bottleneck, in place of the NICs, by

@@ -2,15 +2,16 @@
 // measured rate; otherwise GEMMs and attention at size-dependent efficiency, memory-bound kernels at
 // HBM copy bandwidth, collectives and transfers by the α–β model over NCCL's measured bus
 // bandwidth by message size (REFERENCE.md §3): a collective takes its ring's hops times the fabric's hop
-// latency plus its bus bytes at the fabric's streaming bandwidth for its size. On a cluster that
-// describes its network as a graph, collectives are priced from the graph instead
-// (graph_collectives.hpp).
+// latency plus its bus bytes at the fabric's streaming bandwidth for its size, on the links of the
+// cluster's network that its flows and its sibling groups' flows cross (routed_collectives.hpp).
+// Where there are too many flows to route one by one (all-to-alls over hundreds of ranks), a formula
+// stands in for the network: each GPU's share of its node's NICs, an oversubscribed spine's uplinks.
 #pragma once
 
 #include <array>
 #include <memory>
 
-#include "costmodel/graph_collectives.hpp"
+#include "costmodel/routed_collectives.hpp"
 #include "hw_models/cluster.hpp"
 #include "strategies/program.hpp"
 
@@ -38,10 +39,10 @@ class OpTimer {
  public:
   // `degree` ranks form the group (a collective's own group, where it records one, decides its fabric:
   // one wider than a node goes over the NICs). Throws InputError when the cluster measures a kernel
-  // that is no backend call. On a cluster with a network graph, `graph` prices the collectives (one
-  // made here where none is given; share one to route each group once).
+  // that is no backend call. `routed` prices the collectives (one is made where none is given;
+  // share one to route each group once).
   OpTimer(const hw::ClusterSpec& cluster, int degree,
-          std::shared_ptr<const GraphCollectiveTimer> graph = nullptr);
+          std::shared_ptr<const RoutedCollectiveTimer> routed = nullptr);
 
   double seconds(const Op& op) const;
   // Host time to issue `op` (cluster.host): none for a stream wait.
@@ -60,7 +61,7 @@ class OpTimer {
   const hw::FabricSpec& fabric(const Op& op) const;
   const hw::ClusterSpec& cluster_;
   int degree_;
-  std::shared_ptr<const GraphCollectiveTimer> graph_;           // null without a network graph
+  std::shared_ptr<const RoutedCollectiveTimer> routed_;
   std::array<const hw::KernelRate*, kKernelCount> measured_{};  // by Kernel; null: the roofline
 };
 

@@ -6,6 +6,7 @@
 #include <boost/graph/visitors.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "common/errors.hpp"
@@ -71,7 +72,7 @@ Network::Network(int nodes, int gpus, std::vector<std::string> switches, std::ve
   }
   graph_ = std::move(graph);
   // Every GPU reaches GPU 0 (and so every other: links carry both directions).
-  if (const std::string missing = unreachable(distances_to(0)); !missing.empty())
+  if (const std::string missing = unreachable(toward(0).distance); !missing.empty())
     throw InputError(source, 0, "network",
                      "expected a route between every two GPUs through switches, got " + missing +
                          " with no route to gpu0");
@@ -88,35 +89,63 @@ std::string Network::unreachable(const std::vector<int>& distances) const {
   return "";
 }
 
-const std::vector<int>& Network::distances_to(int to) const {
+const Network::Toward& Network::toward(int to) const {
   const std::lock_guard<std::mutex> lock(cache_mutex_);
-  std::unique_ptr<std::vector<int>>& cached = distances_[to];
+  std::unique_ptr<Toward>& cached = toward_[to];
   if (cached) return *cached;
+  auto result = std::make_unique<Toward>();
   // Hops out from `to` over the links GPUs do not forward on are the hops into it (links carry both
   // directions alike).
   const DirectedGraph& graph = *graph_;
   const boost::filtered_graph<DirectedGraph, Forwards> switched(graph, Forwards{&graph, gpus_, to});
-  std::vector<int> distances(static_cast<std::size_t>(num_vertices()), -1);
-  distances[static_cast<std::size_t>(to)] = 0;
+  std::vector<int>& distance = result->distance;
+  distance.assign(static_cast<std::size_t>(num_vertices()), -1);
+  distance[static_cast<std::size_t>(to)] = 0;
   boost::breadth_first_search(switched, static_cast<std::size_t>(to),
                               boost::visitor(boost::make_bfs_visitor(
-                                  boost::record_distances(distances.data(), boost::on_tree_edge()))));
-  cached = std::make_unique<std::vector<int>>(std::move(distances));
+                                  boost::record_distances(distance.data(), boost::on_tree_edge()))));
+  std::vector<int> order;  // the vertices reached, nearest first
+  for (int v = 0; v < num_vertices(); ++v)
+    if (distance[static_cast<std::size_t>(v)] >= 0) order.push_back(v);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return distance[static_cast<std::size_t>(a)] < distance[static_cast<std::size_t>(b)];
+  });
+  // Each vertex's widest shortest route: its best next hop's link and onward width, whichever is lower.
+  std::vector<double>& width = result->width;
+  width.assign(static_cast<std::size_t>(num_vertices()), 0);
+  width[static_cast<std::size_t>(to)] = std::numeric_limits<double>::infinity();
+  for (const int at : order)
+    for (const auto& [neighbour, link] : adjacent_[static_cast<std::size_t>(at)])
+      if (nearer(*result, at, neighbour, to))
+        width[static_cast<std::size_t>(at)] =
+            std::max(width[static_cast<std::size_t>(at)], onward(*result, neighbour, link));
+  cached = std::move(result);
   return *cached;
+}
+
+bool Network::nearer(const Toward& toward, int at, int neighbour, int to) const {
+  const int d = toward.distance[static_cast<std::size_t>(neighbour)];
+  return (neighbour >= gpus_ || neighbour == to) && d >= 0 &&
+         d == toward.distance[static_cast<std::size_t>(at)] - 1;
+}
+
+double Network::onward(const Toward& toward, int neighbour, int link) const {
+  return std::min(links_[static_cast<std::size_t>(link)].bytes_per_second,
+                  toward.width[static_cast<std::size_t>(neighbour)]);
 }
 
 std::vector<RouteHop> Network::route(int from, int to) const {
   PARADYSE_CHECK(from >= 0 && from < gpus_ && to >= 0 && to < gpus_, "a route between GPUs of the network");
   std::vector<RouteHop> hops;
   if (from == to) return hops;
-  const std::vector<int>& distance = distances_to(to);
+  const Toward& toward = this->toward(to);
   const uint64_t hash = pair_hash(from, to);
-  std::vector<std::pair<int, int>> next;  // (vertex, link) one hop nearer
+  std::vector<std::pair<int, int>> next;  // (vertex, link) one hop nearer, as wide onward
   for (int at = from; at != to;) {
     next.clear();
     for (const auto& [neighbour, link] : adjacent_[static_cast<std::size_t>(at)])
-      if ((neighbour >= gpus_ || neighbour == to) && distance[static_cast<std::size_t>(neighbour)] >= 0 &&
-          distance[static_cast<std::size_t>(neighbour)] == distance[static_cast<std::size_t>(at)] - 1)
+      if (nearer(toward, at, neighbour, to) &&
+          onward(toward, neighbour, link) == toward.width[static_cast<std::size_t>(at)])
         next.emplace_back(neighbour, link);
     PARADYSE_CHECK(!next.empty(), "no route from " + vertex_name(from) + " to " + vertex_name(to));
     const auto [vertex, link] = next[hash % next.size()];

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "common/errors.hpp"
+#include "hw_models/rail_fat_tree.hpp"
 
 namespace paradyse::sim {
 namespace sg4 = simgrid::s4u;
@@ -69,55 +71,23 @@ class PerPairZone : public routing::NetZoneImpl {
   virtual void route(int a, int b, const std::function<void(const Hop&)>& add) const = 0;
 };
 
-// The rail-optimized cluster's built-in two-level fat tree.
-class RailOptimizedZone final : public PerPairZone {
+// A cluster's network (hw::Topology): each pair's route is the topology's.
+class TopologyZone final : public PerPairZone {
  public:
-  RailOptimizedZone(const std::string& name, int gpus_per_node, int nics_per_node)
-      : PerPairZone(name), gpus_per_node_(gpus_per_node), nics_per_node_(nics_per_node) {}
+  TopologyZone(const std::string& name, std::shared_ptr<const hw::Topology> topology)
+      : PerPairZone(name), topology_(std::move(topology)) {}
 
-  std::vector<Duplex> nvlink;  // per GPU
-  std::vector<Duplex> nic;     // per node and rail: node · nics_per_node + rail
-  std::vector<Duplex> spine;   // per rail
+  std::vector<Duplex> links;  // per link of the topology: up from its a to its b, down back
 
  private:
   void route(int a, int b, const std::function<void(const Hop&)>& add) const override {
-    if (a / gpus_per_node_ == b / gpus_per_node_) {
-      add(nvlink[static_cast<std::size_t>(a)].up);
-      add(nvlink[static_cast<std::size_t>(b)].down);
-    } else if (rail(a) == rail(b)) {
-      add(nic_of(a).up);
-      add(nic_of(b).down);
-    } else {
-      add(nic_of(a).up);
-      add(spine[static_cast<std::size_t>(rail(a))].up);
-      add(spine[static_cast<std::size_t>(rail(b))].down);
-      add(nic_of(b).down);
-    }
-  }
-  int rail(int rank) const { return rank % gpus_per_node_ % nics_per_node_; }
-  const Duplex& nic_of(int rank) const {
-    return nic[static_cast<std::size_t>(rank / gpus_per_node_ * nics_per_node_ + rail(rank))];
-  }
-
-  int gpus_per_node_, nics_per_node_;
-};
-
-// A network described as a graph (hw::Network): each pair's route is the graph's.
-class GraphZone final : public PerPairZone {
- public:
-  GraphZone(const std::string& name, const hw::Network& network) : PerPairZone(name), network_(network) {}
-
-  std::vector<Duplex> links;  // per link of the network: up from its a to its b, down back
-
- private:
-  void route(int a, int b, const std::function<void(const Hop&)>& add) const override {
-    for (const hw::RouteHop& hop : network_.route(a, b)) {
+    for (const hw::RouteHop& hop : topology_->route(a, b)) {
       const Duplex& link = links[static_cast<std::size_t>(hop.link)];
       add(hop.forward ? link.up : link.down);
     }
   }
 
-  const hw::Network& network_;
+  std::shared_ptr<const hw::Topology> topology_;
 };
 
 Duplex duplex_link(sg4::NetZone* zone, const std::string& name, double bytes_per_second, double latency_s) {
@@ -140,54 +110,24 @@ Platform::Platform(const hw::ClusterSpec& cluster, int num_gpus) {
   engine_ = std::make_unique<sg4::Engine>("paradyse");
   configure_once();
 
-  if (cluster.network) {
-    build_graph(cluster);
-    return;
-  }
-  const int g = cluster.gpus_per_node;
-  const int nodes = (num_gpus + g - 1) / g;  // built; cluster.num_nodes for the spine
-  const int nics = std::max(1, std::min(cluster.nics_per_node, g));
-  auto* rails = new RailOptimizedZone(cluster.name, g, nics);  // owned by the engine, as its root zone
-  sg4::NetZone* zone = rails->get_iface();
-
-  gpus_.reserve(static_cast<std::size_t>(nodes * g));
-  for (int r = 0; r < nodes * g; ++r) {
-    const std::string id = std::to_string(r);
-    gpus_.push_back(zone->create_host("gpu" + id, 1.0)->seal());
-    PARADYSE_CHECK(gpus_.back()->get_netpoint()->id() == static_cast<unsigned long>(r),
-                   "the cluster zone's hosts are its GPUs in rank order");
-    rails->nvlink.push_back(duplex_link(zone, "nvlink" + id, cluster.intra_node.peak_bus_bandwidth(),
-                                        cluster.intra_node.hop_latency_s() / 2));
-  }
-  if (nodes > 1) {
-    for (int n = 0; n < nodes * nics; ++n)
-      rails->nic.push_back(duplex_link(zone, "nic" + std::to_string(n), cluster.inter_node.bytes_per_second,
-                                       cluster.inter_node.hop_latency_s() / 2));
-    for (int rail = 0; rail < nics; ++rail)
-      rails->spine.push_back(
-          duplex_link(zone, "spine" + std::to_string(rail),
-                      cluster.num_nodes * cluster.inter_node.bytes_per_second / oversubscription, 0));
-  }
-  if (const sg4::Link* loopback = sg4::Link::by_name_or_null("__loopback__")) rails->loopback = hop(loopback);
-  zone->seal();
-}
-
-void Platform::build_graph(const hw::ClusterSpec& cluster) {
-  const hw::Network& network = *cluster.network;
-  auto* graph = new GraphZone(cluster.name, network);  // owned by the engine, as its root zone
-  sg4::NetZone* zone = graph->get_iface();
-  gpus_.reserve(static_cast<std::size_t>(network.num_gpus()));
-  for (int r = 0; r < network.num_gpus(); ++r) {
+  // Only the nodes the job uses, of the built-in fat tree; all of a graph's.
+  const int nodes = (num_gpus + cluster.gpus_per_node - 1) / cluster.gpus_per_node;
+  const std::shared_ptr<const hw::Topology> topology = hw::cluster_topology(cluster, nodes);
+  auto* zone_impl = new TopologyZone(cluster.name, topology);  // owned by the engine, as its root zone
+  sg4::NetZone* zone = zone_impl->get_iface();
+  gpus_.reserve(static_cast<std::size_t>(topology->num_gpus()));
+  for (int r = 0; r < topology->num_gpus(); ++r) {
     gpus_.push_back(zone->create_host("gpu" + std::to_string(r), 1.0)->seal());
     PARADYSE_CHECK(gpus_.back()->get_netpoint()->id() == static_cast<unsigned long>(r),
                    "the cluster zone's hosts are its GPUs in rank order");
   }
-  const std::vector<hw::NetworkLink>& links = network.links();
-  graph->links.reserve(links.size());
+  const std::vector<hw::NetworkLink>& links = topology->links();
+  zone_impl->links.reserve(links.size());
   for (std::size_t i = 0; i < links.size(); ++i)
-    graph->links.push_back(
+    zone_impl->links.push_back(
         duplex_link(zone, "link" + std::to_string(i), links[i].bytes_per_second, links[i].latency_s));
-  if (const sg4::Link* loopback = sg4::Link::by_name_or_null("__loopback__")) graph->loopback = hop(loopback);
+  if (const sg4::Link* loopback = sg4::Link::by_name_or_null("__loopback__"))
+    zone_impl->loopback = hop(loopback);
   zone->seal();
 }
 

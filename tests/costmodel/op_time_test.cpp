@@ -149,7 +149,10 @@ TEST_CASE("OpTimer: a collective takes bus bytes over NCCL's bus bandwidth at it
     const costmodel::OpTimer inter(two, 16);
     op.bus_bytes = 2.0 * 15 / 16 * op.size_bytes;
     REQUIRE(inter.seconds(op) > intra.seconds(op));
-    REQUIRE(inter.seconds(op) == Approx(30 * two.inter_node.hop_latency_s() +
+    // Eight rings, one per NIC, each carrying an eighth of the bytes at its NIC's 23.5 GB/s: the
+    // curve's peak. Their longest route is an NVLink hop inside a node, their 29 other steps the NICs'.
+    REQUIRE(two.inter_node.peak_bus_bandwidth() == Approx(8 * 23.5e9));
+    REQUIRE(inter.seconds(op) == Approx(two.intra_node.hop_latency_s() + 29 * two.inter_node.hop_latency_s() +
                                         op.bus_bytes / two.inter_node.streaming_bandwidth(op.size_bytes))
                                      .epsilon(1e-12));
   }
@@ -168,8 +171,11 @@ TEST_CASE("OpTimer: a collective takes bus bytes over NCCL's bus bandwidth at it
       const double streaming =
           four.inter_node.streaming_bandwidth(op.size_bytes, hw::FabricSpec::Collective::all_gather);
       const double nics = std::min(1.0, k * 23.5e9 / four.inter_node.peak_bus_bandwidth());
+      // The longest route: an NVLink hop where the ring walks inside a node.
+      const double longest_hop_s = k > 1 ? four.intra_node.hop_latency_s() : four.inter_node.hop_latency_s();
       CHECK(timer.seconds(op) ==
-            Approx((op.group_size - 1) * four.inter_node.hop_latency_s() + op.bus_bytes / (streaming * nics))
+            Approx(longest_hop_s + (op.group_size - 2) * four.inter_node.hop_latency_s() +
+                   op.bus_bytes / (streaming * nics))
                 .epsilon(1e-12));
     }
   }

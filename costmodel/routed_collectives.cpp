@@ -1,4 +1,4 @@
-#include "costmodel/graph_collectives.hpp"
+#include "costmodel/routed_collectives.hpp"
 
 #include <algorithm>
 #include <vector>
@@ -6,13 +6,13 @@
 #include "common/errors.hpp"
 #include "costmodel/collective_flows.hpp"
 #include "costmodel/op_time.hpp"
+#include "hw_models/rail_fat_tree.hpp"
 #include "strategies/backend.hpp"
 
 namespace paradyse::costmodel {
 
-GraphCollectiveTimer::GraphCollectiveTimer(hw::ClusterSpec cluster) : cluster_(std::move(cluster)) {
-  PARADYSE_CHECK(cluster_.network != nullptr, "a graph collective timer for a cluster without a graph");
-}
+RoutedCollectiveTimer::RoutedCollectiveTimer(hw::ClusterSpec cluster)
+    : cluster_(std::move(cluster)), topology_(hw::cluster_topology(cluster_, cluster_.num_nodes)) {}
 
 namespace {
 
@@ -38,7 +38,7 @@ std::vector<int> sibling_firsts(const RankSet& group, int degree) {
 
 }  // namespace
 
-std::optional<double> GraphCollectiveTimer::seconds(const Op& op, int group_size, int degree) const {
+std::optional<double> RoutedCollectiveTimer::seconds(const Op& op, int group_size, int degree) const {
   const RankSet group{op.group_first, group_size, op.group_stride};
   const std::optional<Load> load = this->load(op, group, degree);
   if (!load) return std::nullopt;
@@ -49,8 +49,8 @@ std::optional<double> GraphCollectiveTimer::seconds(const Op& op, int group_size
          streaming_s;
 }
 
-std::optional<GraphCollectiveTimer::Load> GraphCollectiveTimer::load(const Op& op, const RankSet& group,
-                                                                     int degree) const {
+std::optional<RoutedCollectiveTimer::Load> RoutedCollectiveTimer::load(const Op& op, const RankSet& group,
+                                                                       int degree) const {
   const int root = op.kind == OpKind::broadcast || op.kind == OpKind::reduce ? op.root : -1;
   const auto key = std::make_tuple(op.kind, group.first, group.size, group.stride, root, degree);
   {
@@ -77,15 +77,14 @@ std::optional<GraphCollectiveTimer::Load> GraphCollectiveTimer::load(const Op& o
   for (const Op& member : members) ops.push_back(&member);
   const std::vector<Flow> flows = collective_flows(ops, cluster_).flows;
 
-  const hw::Network& network = *cluster_.network;
-  const std::vector<hw::NetworkLink>& links = network.links();
+  const std::vector<hw::NetworkLink>& links = topology_->links();
   std::vector<double> bytes(2 * links.size(), 0);  // per link and direction
   Load load;
   for (const int first : firsts) {
     const RankSet sibling{first, group.size, group.stride};
     for (const Flow& flow : flows) {
       double latency_s = 0;
-      for (const hw::RouteHop& hop : network.route(sibling.rank(flow.from), sibling.rank(flow.to))) {
+      for (const hw::RouteHop& hop : topology_->route(sibling.rank(flow.from), sibling.rank(flow.to))) {
         bytes[2 * static_cast<std::size_t>(hop.link) + (hop.forward ? 0 : 1)] += flow.bytes;
         latency_s += links[static_cast<std::size_t>(hop.link)].latency_s;
       }

@@ -1,9 +1,11 @@
-// Collectives on a cluster whose network is a graph (hw::Network), priced from the graph as the
-// simulator moves them: the collective's flows (collective_flows.hpp) on the graph's routes, every
-// link carrying the bytes of each flow that crosses it at its bandwidth per direction. The collective
-// streams for as long as its most loaded link needs, and pays its longest route's latency plus its
-// algorithm's other latency-bound steps. A ring whose rings share a NIC, an all-to-all up an
-// oversubscribed spine, a slow link on a route: each is seen where the bytes cross it.
+// Collectives priced on the cluster's network (hw::Topology: its file's graph, or the built-in rail
+// fat tree) as the simulator moves them: the collective's flows (collective_flows.hpp) on the
+// network's routes, every link carrying the bytes of each flow that crosses it at its bandwidth per
+// direction. The collective streams for as long as its most loaded link needs, and pays its longest
+// route's latency plus its algorithm's other latency-bound steps. Rings whose members share a NIC, an
+// all-to-all up an oversubscribed spine, a slow link on a route: each is seen where the bytes cross
+// it. Inside a node this is the bus-bandwidth formula exactly: every GPU's NVLink link carries its
+// bus bytes at the measured rate.
 //
 // Every rank runs the same program, so a collective of part of the job (a TP group, a ring across
 // the TP groups) runs at once in each of its sibling groups: the translates of its group that
@@ -19,6 +21,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <tuple>
@@ -30,10 +33,9 @@
 
 namespace paradyse::costmodel {
 
-class GraphCollectiveTimer {
+class RoutedCollectiveTimer {
  public:
-  // `cluster` describes its network as a graph (cluster.network).
-  explicit GraphCollectiveTimer(hw::ClusterSpec cluster);
+  explicit RoutedCollectiveTimer(hw::ClusterSpec cluster);
 
   // Seconds of collective `op` over its group of `group_size` ranks in a job of `degree` ranks; none
   // when it and its siblings have more flows than are worth routing one by one (max_flows), where
@@ -53,6 +55,7 @@ class GraphCollectiveTimer {
   std::optional<Load> load(const Op& op, const RankSet& group, int degree) const;
 
   hw::ClusterSpec cluster_;
+  std::shared_ptr<const hw::Topology> topology_;  // all of the cluster's nodes
   mutable std::mutex mutex_;
   // (kind, first rank, ranks, stride, root, degree) → its load
   mutable std::map<std::tuple<OpKind, int, int, int, int, int>, std::optional<Load>> loads_;

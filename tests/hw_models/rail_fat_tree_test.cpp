@@ -1,0 +1,77 @@
+// hw_models/rail_fat_tree.cpp: the built-in network is, link for link and route for route, the
+// two-level rail fat tree a cluster file would write as a graph (network_files.hpp names its
+// switches in the same order, so both number their vertices alike).
+#include "hw_models/rail_fat_tree.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "hw_models/network.hpp"
+#include "tests/hw_models/network_files.hpp"
+#include "tests/temp_dir.hpp"
+
+using namespace paradyse;
+
+namespace {
+
+// A route as the vertices it passes and the bandwidth and latency of each link it crosses.
+struct Passage {
+  std::vector<int> vertices;
+  std::vector<std::pair<double, double>> links;
+  bool operator==(const Passage&) const = default;
+};
+
+Passage passage(const hw::Topology& topology, int from, int to) {
+  Passage p{{from}, {}};
+  for (const hw::RouteHop& hop : topology.route(from, to)) {
+    const hw::NetworkLink& link = topology.links()[static_cast<std::size_t>(hop.link)];
+    REQUIRE((hop.forward ? link.a : link.b) == p.vertices.back());
+    p.vertices.push_back(hop.forward ? link.b : link.a);
+    p.links.emplace_back(link.bytes_per_second, link.latency_s);
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("rail fat tree: the built-in network routes as the same tree written as a graph", "[hw_models]") {
+  const double oversubscription = GENERATE(1.0, 2.0);
+  const int nodes = GENERATE(2, 3);
+  CAPTURE(oversubscription, nodes);
+  hw::ClusterSpec built_in = hw::load_cluster("dgx-a100", nodes);
+  built_in.spine_oversubscription = oversubscription;
+  testing::TempDir dir;
+  const hw::ClusterSpec from_file = hw::load_cluster(dir.write(
+      "tree.json", testing::a100_with_network(testing::rail_fat_tree(built_in, nodes, oversubscription))));
+  const hw::RailFatTree tree(built_in, nodes);
+  REQUIRE(tree.num_gpus() == from_file.network->num_gpus());
+  REQUIRE(tree.links().size() == from_file.network->links().size());
+  for (int from = 0; from < tree.num_gpus(); ++from)
+    for (int to = 0; to < tree.num_gpus(); ++to) {
+      CAPTURE(from, to);
+      CHECK(passage(tree, from, to) == passage(*from_file.network, from, to));
+    }
+}
+
+TEST_CASE("rail fat tree: GPUs share their node's NICs in turn where it has fewer", "[hw_models]") {
+  hw::ClusterSpec cluster = hw::load_cluster("dgx-a100", 2);
+  cluster.nics_per_node = 4;
+  const hw::RailFatTree tree(cluster, 2);
+  // 16 NVLink links, 2 × 4 NICs, 4 spine uplinks.
+  CHECK(tree.links().size() == 16 + 8 + 4);
+  // GPUs 1 and 5 of node 0 are both on rail 1: the same NIC, and to node 1's rail-1 GPUs no spine.
+  CHECK(tree.route(1, 9).front() == tree.route(5, 13).front());
+  CHECK(tree.route(1, 13).size() == 2);
+  CHECK(tree.route(1, 10).size() == 4);  // rail 1 to rail 2: up the spine
+  // The uplinks carry the cluster's nodes' NICs of their rail, whatever the nodes built.
+  cluster.num_nodes = 8;
+  CHECK(hw::RailFatTree(cluster, 2).links().back().bytes_per_second ==
+        Approx(8 * cluster.inter_node.bytes_per_second));
+}
+
+TEST_CASE("rail fat tree: a cluster's topology is its file's graph where it has one", "[hw_models]") {
+  const hw::ClusterSpec superpod = hw::load_cluster("dgx-h100-superpod");
+  CHECK(hw::cluster_topology(superpod, 1).get() == superpod.network.get());
+  const hw::ClusterSpec a100 = hw::load_cluster("dgx-a100", 4);
+  CHECK(hw::cluster_topology(a100, 2)->num_gpus() == 16);
+  CHECK(hw::cluster_topology(a100, 1)->links().size() == 8);  // one node: NVLink only
+}
