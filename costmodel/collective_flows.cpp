@@ -14,10 +14,11 @@ double flow_basis_bytes(const Op& op) {
   return ring ? op.bus_bytes : op.size_bytes;
 }
 
-double flow_efficiency(const Op& op, const hw::FabricSpec& fabric, const hw::ClusterSpec& cluster) {
+double flow_efficiency(const Op& op, int group_size, const hw::FabricSpec& fabric,
+                       const hw::ClusterSpec& cluster) {
   double efficiency =
       fabric.streaming_bandwidth(op.size_bytes, measured_as(op.kind)) / fabric.peak_bus_bandwidth();
-  if (op.kind == OpKind::all_to_all && op.group_size <= cluster.gpus_per_node)
+  if (op.kind == OpKind::all_to_all && group_size <= cluster.gpus_per_node)
     efficiency *= fabric.all_to_all_efficiency;
   return efficiency;
 }

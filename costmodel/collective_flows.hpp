@@ -40,9 +40,10 @@ struct CollectiveFlows {
 // The bytes every flow of `op` is a fraction of: a ring's bus bytes, the buffer of the others.
 double flow_basis_bytes(const Op& op);
 // The share of its links' bandwidth a collective's flows stream at: NCCL's bus bandwidth at the op's
-// size over the fabric's peak, and inside a node an all-to-all's efficiency on top (between nodes
-// the network's links and their sharing are the all-to-all's cost).
-double flow_efficiency(const Op& op, const hw::FabricSpec& fabric, const hw::ClusterSpec& cluster);
+// size over the fabric's peak, and for an all-to-all of a group inside a node its efficiency on top (between
+// nodes the network's links and their sharing are the all-to-all's cost).
+double flow_efficiency(const Op& op, int group_size, const hw::FabricSpec& fabric,
+                       const hw::ClusterSpec& cluster);
 
 // Rings used by a group of ranks 0..p−1 placed on consecutive GPUs of `cluster`, or `stride` GPUs
 // apart: one per NIC that the group's members in a node have between them (the k = g/stride GPUs of a

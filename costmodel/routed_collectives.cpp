@@ -44,7 +44,7 @@ std::optional<double> RoutedCollectiveTimer::seconds(const Op& op, int group_siz
   if (!load) return std::nullopt;
   const hw::FabricSpec& fabric = cluster_.fabric_of(group.first, group.size, group.stride);
   const double streaming_s =
-      load->seconds_per_byte * flow_basis_bytes(op) / flow_efficiency(op, fabric, cluster_);
+      load->seconds_per_byte * flow_basis_bytes(op) / flow_efficiency(op, group.size, fabric, cluster_);
   return load->route_latency_s + std::max(0, latency_hops(op.kind, group.size) - 1) * fabric.hop_latency_s() +
          streaming_s;
 }

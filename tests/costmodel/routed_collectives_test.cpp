@@ -54,7 +54,7 @@ TEST_CASE("routed collectives: 2:1 oversubscription halves a cross-spine all-to-
   // collective's size allows; the uplink carries eight NICs' worth at eight NICs' bandwidth.
   const hw::ClusterSpec cluster = top_of_rack(dir, 1);
   const double rate =
-      cluster.inter_node.bytes_per_second * costmodel::flow_efficiency(op, cluster.inter_node, cluster);
+      cluster.inter_node.bytes_per_second * costmodel::flow_efficiency(op, 16, cluster.inter_node, cluster);
   CHECK(streaming_s(1) == Approx(S / 2 / rate).epsilon(1e-9));
   CHECK(streaming_s(2) == Approx(2 * streaming_s(1)).epsilon(1e-9));
 }
@@ -70,7 +70,7 @@ TEST_CASE("routed collectives: sibling groups share the links their flows cross"
   const Op shift = collective(OpKind::send_recv, 0, 2, 8, 64 * kMiB);
   const double alone_s = *timer.seconds(shift, 2, 2) - latency_s;  // the job is this group alone
   const double rate =
-      cluster.inter_node.bytes_per_second * costmodel::flow_efficiency(shift, cluster.inter_node, cluster);
+      cluster.inter_node.bytes_per_second * costmodel::flow_efficiency(shift, 2, cluster.inter_node, cluster);
   CHECK(alone_s == Approx(64 * kMiB / rate).epsilon(1e-9));
   CHECK(*timer.seconds(shift, 2, 16) - latency_s == Approx(2 * alone_s).epsilon(1e-9));
   // Consecutive groups of eight stay inside their nodes: their siblings load other links.
