@@ -83,6 +83,25 @@ TEST_CASE("network: equal routes are spread over the pairs, the same route for a
   CHECK(spines == std::set<std::string>{"spine0", "spine1"});
 }
 
+TEST_CASE("network: of equally short routes the widest is taken, NVLink before a leaf's NICs",
+          "[hw_models]") {
+  // Every GPU of a node on its NVSwitch and, through its NIC, on the node's leaf: two GPUs of a node
+  // are two links apart either way, and talk over NVLink.
+  testing::TempDir dir;
+  const hw::ClusterSpec a100 = hw::load_cluster("dgx-a100");
+  const hw::ClusterSpec cluster =
+      hw::load_cluster(dir.write("tor.json", a100_with_network(testing::top_of_rack_tree(a100, 2, 2))));
+  for (int node = 0; node < 2; ++node)
+    for (int from = 8 * node; from < 8 * node + 8; ++from)
+      for (int to = 8 * node; to < 8 * node + 8; ++to)
+        if (from != to)
+          CHECK(path(*cluster.network, from, to) ==
+                std::vector<std::string>{"gpu" + std::to_string(from), "nvswitch" + std::to_string(node),
+                                         "gpu" + std::to_string(to)});
+  // Between the nodes only the leaves lead on.
+  CHECK(path(*cluster.network, 0, 9) == std::vector<std::string>{"gpu0", "leaf0", "spine", "leaf1", "gpu9"});
+}
+
 TEST_CASE("network: bad graphs are refused naming the file and the element", "[hw_models]") {
   testing::TempDir dir;
   const hw::ClusterSpec a100 = hw::load_cluster("dgx-a100");
