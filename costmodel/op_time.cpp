@@ -118,17 +118,17 @@ double OpTimer::compute_contention(const Op& op) const {
 }
 
 double OpTimer::communication_s(const Op& op) const {
-  // nccl-tests' bus bandwidth at the collective's size turns bus bytes into time (REFERENCE.md §1, §3);
-  // the hops' latency is the floor of small messages.
   const int group_size = this->group_size(op);
   if (const std::optional<double> seconds = routed_->seconds(op, group_size, degree_)) return *seconds;
+  // Too many flows to route: nccl-tests' bus bandwidth at the collective's size turns bus bytes into
+  // time (REFERENCE.md §1, §3); the hops' latency is the floor of small messages.
   const hw::FabricSpec& fabric = this->fabric(op);
   double bandwidth = fabric.streaming_bandwidth(op.size_bytes, measured_as(op.kind));
   if (op.kind == OpKind::all_to_all) bandwidth *= fabric.all_to_all_efficiency;
-  // Too many flows to route. A point-to-point transfer crosses one link: between nodes one NIC, not the NICs
-  // of every ring. A group with k GPUs in a node crosses nodes on their k NICs (k = 1: the replicas of every
-  // shard), while the node's other GPUs send on theirs at once; each GPU has its share of the node's NICs.
-  // The curve was measured on rings that fill their nodes, one per NIC.
+  // A point-to-point transfer crosses one link: between nodes one NIC, not the NICs of every ring. A group
+  // with k GPUs in a node crosses nodes on their k NICs (k = 1: the replicas of every shard), while the
+  // node's other GPUs send on theirs at once; each GPU has its share of the node's NICs. The curve was
+  // measured on rings that fill their nodes, one per NIC.
   else if (&fabric == &cluster_.inter_node) {
     const int nics =
         op.kind == OpKind::send_recv ? 1 : cluster_.group_gpus_per_node(group_size, op.group_stride);
