@@ -41,7 +41,9 @@ std::string collective_algorithm_description(const SimulationOptions& options) {
   return "NCCL ring (pipelined; one ring per NIC across nodes, rail-aligned) for all-gather, "
          "reduce-scatter and all-reduce; pipelined chain on the ring for broadcast and reduce; pairwise "
          "flows for all-to-all and send/recv; collectives needing more than " +
-         std::to_string(options.max_flows_per_collective) + " flows take the bus-bandwidth formula";
+         std::to_string(options.max_flows_per_collective) +
+         " flows take the analytic model's time (their flows' most loaded link, or past 2^18 flows "
+         "the bus-bandwidth formula)";
 }
 
 Simulator::Simulator(ModelSpec model, hw::ClusterSpec cluster, SimulationOptions options)

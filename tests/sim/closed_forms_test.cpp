@@ -141,7 +141,7 @@ TEST_CASE("simulator: compute beside a collective runs at 1 − the fabric's con
         Approx(result.iteration_time_s).epsilon(0.01));
 }
 
-TEST_CASE("simulator: a collective beyond the flow limit takes the bus-bandwidth formula", "[sim]") {
+TEST_CASE("simulator: a collective beyond the flow limit takes the analytic model's time", "[sim]") {
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
   sim::SimulationOptions options;
   options.max_flows_per_collective = 7;  // an 8-rank ring needs 8 flows
