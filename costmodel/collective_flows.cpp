@@ -25,17 +25,16 @@ double flow_efficiency(const Op& op, int group_size, const hw::FabricSpec& fabri
 
 namespace {
 
-// Members of a group `stride` ranks apart that share a node: every stride-th GPU of it, where the
-// stride divides the node; one otherwise (a GPU per node, or groups that do not tile the nodes).
-int members_per_node(const hw::ClusterSpec& cluster, int stride) {
-  const int g = cluster.gpus_per_node;
-  return stride < g && g % stride == 0 ? g / stride : 1;
+// Members of a p-rank group `stride` GPUs apart that share a node, where every node holds as many
+// (the stride divides the node); 1 otherwise, as for a GPU per node.
+int members_per_node(const hw::ClusterSpec& cluster, int p, int stride) {
+  return cluster.gpus_per_node % stride == 0 ? cluster.group_gpus_per_node(p, stride) : 1;
 }
 
 }  // namespace
 
 int ring_channels(int p, const hw::ClusterSpec& cluster, int stride) {
-  const int k = members_per_node(cluster, stride);
+  const int k = members_per_node(cluster, p, stride);
   if (p <= k || k == 1) return 1;
   // One ring per NIC the node's members have between them: member j is on rail j·stride mod NICs.
   const int nics = std::max(1, cluster.nics_per_node);
@@ -43,7 +42,7 @@ int ring_channels(int p, const hw::ClusterSpec& cluster, int stride) {
 }
 
 std::vector<int> ring_order(int p, const hw::ClusterSpec& cluster, int channel, int stride) {
-  const int k = members_per_node(cluster, stride);
+  const int k = members_per_node(cluster, p, stride);
   std::vector<int> order;
   order.reserve(static_cast<std::size_t>(p));
   if (p <= k || k == 1) {

@@ -11,8 +11,7 @@
 
 namespace paradyse::costmodel {
 
-RoutedCollectiveTimer::RoutedCollectiveTimer(hw::ClusterSpec cluster)
-    : cluster_(std::move(cluster)), topology_(hw::cluster_topology(cluster_, cluster_.num_nodes)) {}
+RoutedCollectiveTimer::RoutedCollectiveTimer(hw::ClusterSpec cluster) : cluster_(std::move(cluster)) {}
 
 namespace {
 
@@ -77,14 +76,21 @@ std::optional<RoutedCollectiveTimer::Load> RoutedCollectiveTimer::load(const Op&
   for (const Op& member : members) ops.push_back(&member);
   const std::vector<Flow> flows = collective_flows(ops, cluster_).flows;
 
-  const std::vector<hw::NetworkLink>& links = topology_->links();
+  std::shared_ptr<const hw::Topology> topology;
+  {
+    // Built on the first collective routed: the simulator routes here only those past its flow limit.
+    const std::lock_guard lock(mutex_);
+    if (!topology_) topology_ = hw::cluster_topology(cluster_, cluster_.num_nodes);
+    topology = topology_;
+  }
+  const std::vector<hw::NetworkLink>& links = topology->links();
   std::vector<double> bytes(2 * links.size(), 0);  // per link and direction
   Load load;
   for (const int first : firsts) {
     const RankSet sibling{first, group.size, group.stride};
     for (const Flow& flow : flows) {
       double latency_s = 0;
-      for (const hw::RouteHop& hop : topology_->route(sibling.rank(flow.from), sibling.rank(flow.to))) {
+      for (const hw::RouteHop& hop : topology->route(sibling.rank(flow.from), sibling.rank(flow.to))) {
         bytes[2 * static_cast<std::size_t>(hop.link) + (hop.forward ? 0 : 1)] += flow.bytes;
         latency_s += links[static_cast<std::size_t>(hop.link)].latency_s;
       }

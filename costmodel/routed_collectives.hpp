@@ -55,7 +55,7 @@ class RoutedCollectiveTimer {
   std::optional<Load> load(const Op& op, const RankSet& group, int degree) const;
 
   hw::ClusterSpec cluster_;
-  std::shared_ptr<const hw::Topology> topology_;  // all of the cluster's nodes
+  mutable std::shared_ptr<const hw::Topology> topology_;  // all of the cluster's nodes, made on first use
   mutable std::mutex mutex_;
   // (kind, first rank, ranks, stride, root, degree) → its load
   mutable std::map<std::tuple<OpKind, int, int, int, int, int>, std::optional<Load>> loads_;

@@ -61,10 +61,9 @@ void summarise(PolicyResult& result, const hw::ClusterSpec& cluster, int degree)
     const std::vector<std::string> layers = layer_strategy_names(s.plan);
     for (const std::string& name : layers) strategy_s[name] += s.seconds / static_cast<double>(layers.size());
   }
-  if (result.total_s > 0)
+  if (result.total_s > 0) {
     for (const auto& [name, seconds] : strategy_s)
       result.strategy_time_shares[name] = seconds / result.total_s;
-  if (result.total_s > 0) {
     result.tokens_per_second = result.trained_tokens / result.total_s;
     result.mfu = result.model_flops / (result.total_s * degree * cluster.gpu.bf16_flops_per_second);
   }
