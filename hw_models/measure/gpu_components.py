@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""Component measurements of one NVIDIA GPU and its host, for a cluster preset's figures.
+
+Each figure a preset needs is timed on its own, never a whole training step:
+  - bf16 GEMMs by shape (M, N, K) as cuBLAS runs them through PyTorch: square sizes and the shapes a
+    Transformer layer launches (its linears, their tensor-parallel shards, their weight gradients);
+  - FlashAttention-2 (PyTorch's flash SDPA backend) forward and forward+backward, head dim 128, with
+    and without the causal mask, and causal with dropout 0.1 on the probabilities (the kernel draws
+    its random numbers inside), 16K tokens per batch as Dao-AILab's benchmark runs it;
+  - HBM copy bandwidth;
+  - memory-bound kernels (layer norm, GELU, dropout, add) over sizes, and the optimizer's (fused Adam
+    on an fp32 master with the copy to its bf16 weight, the gradient norm's sum of squares, the
+    clipping scale, the bf16 gradient added into the fp32 main gradient, its zeroing);
+  - the host's cost to issue one op: eager PyTorch in place, out of place, a small linear, an op
+    recorded by autograd, an op of autograd's backward, and a one-rank NCCL collective.
+
+Device times are taken with CUDA events while the GPU runs a queue of calls the host issued during a
+sleep kernel, so that the host's issue rate does not bound them. Host times are wall-clock times of a
+loop of calls, divided by the calls. Output: one JSON document (--out, or standard output).
+
+Usage: python3 gpu_components.py --out components.json
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def sleep_cycles(seconds):
+    # The SM clock is about 2 GHz under load on Hopper; a longer sleep only costs time.
+    return int(seconds * 2.0e9)
+
+
+def device_seconds(fn, target_s=2e-3, trials=5):
+    """Median device time of one call of fn, over `trials` batches that each last about target_s."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    once_s = max(start.elapsed_time(end) / 1e3, 1e-6)
+    reps = max(1, min(500, int(target_s / once_s)))
+    samples, sleep_s = [], 2e-3
+    while len(samples) < trials:
+        torch.cuda.synchronize()
+        # The GPU sleeps while the host issues the batch, so the batch runs back to back; a batch
+        # whose issue outlasted the sleep is timed again behind a longer one.
+        torch.cuda._sleep(sleep_cycles(sleep_s))
+        start.record()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        issue_s = time.perf_counter() - t0
+        end.record()
+        end.synchronize()
+        if issue_s > 0.8 * sleep_s:
+            sleep_s = 2 * issue_s + 1e-3
+            continue
+        samples.append(start.elapsed_time(end) / 1e3 / reps)
+    return statistics.median(samples)
+
+
+def host_seconds(fn, calls=2000, trials=5):
+    """Median host time to issue one call of fn (wall clock of a loop, the GPU not waited for)."""
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(trials):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - t0) / calls)
+        torch.cuda.synchronize()
+    return statistics.median(samples)
+
+
+def gemm_shapes():
+    shapes = set()
+    for n in (256, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384):
+        shapes.add(("nt", n, n, n))
+    for h in (2048, 4096, 12288):
+        for t in (512, 1024, 2048, 4096, 8192, 16384):
+            for out, inp in ((3 * h, h), (h, h), (4 * h, h), (h, 4 * h)):
+                shapes.add(("nt", t, out, inp))  # forward: tokens x weight^T
+            for out, inp in ((3 * h, h), (4 * h, h)):
+                shapes.add(("tn", out, inp, t))  # weight gradient: d_y^T x, K = tokens
+    for t in (512, 2048, 8192, 16384):  # tensor-parallel shards of h = 12288 over 8 GPUs
+        h = 12288
+        for out, inp in ((3 * h // 8, h), (h, h // 8), (4 * h // 8, h), (h, 4 * h // 8)):
+            shapes.add(("nt", t, out, inp))
+    return sorted(shapes, key=lambda s: (s[1] * s[2] * s[3], s))
+
+
+def measure_gemms(dev):
+    rows = []
+    for layout, m, n, k in gemm_shapes():
+        if layout == "nt":  # F.linear: x [M, K] times W [N, K] transposed
+            a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+            b = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+            fn = lambda: F.linear(a, b)
+        else:  # d_y [K, M] transposed times x [K, N]
+            a = torch.randn(k, m, device=dev, dtype=torch.bfloat16)
+            b = torch.randn(k, n, device=dev, dtype=torch.bfloat16)
+            fn = lambda: torch.matmul(a.t(), b)
+        seconds = device_seconds(fn)
+        rows.append({"layout": layout, "m": m, "n": n, "k": k, "seconds": seconds,
+                     "tflops": 2.0 * m * n * k / seconds / 1e12})
+        del a, b
+    return rows
+
+
+def measure_attention(dev):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    rows = []
+    heads, head_dim, tokens = 16, 128, 16384
+    for seq in (512, 1024, 2048, 4096, 8192, 16384):
+        batch = tokens // seq
+        for causal, dropout in ((False, 0.0), (True, 0.0), (True, 0.1)):
+            q, k, v = (torch.randn(batch, heads, seq, head_dim, device=dev, dtype=torch.bfloat16,
+                                   requires_grad=True) for _ in range(3))
+            d_out = torch.randn(batch, heads, seq, head_dim, device=dev, dtype=torch.bfloat16)
+
+            def forward():
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout)
+
+            def forward_backward():
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout)
+                torch.autograd.grad(out, (q, k, v), d_out)
+
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                with torch.no_grad():
+                    fwd_s = device_seconds(forward)
+                fwd_bwd_s = device_seconds(forward_backward)
+            # FLOPs as the FlashAttention benchmark counts them: forward 4 s^2 a d per sequence,
+            # backward 2.5x the forward, half of both under a causal mask.
+            fwd_flops = 4.0 * seq * seq * heads * head_dim * batch / (2 if causal else 1)
+            rows.append({"seq": seq, "batch": batch, "heads": heads, "head_dim": head_dim,
+                         "causal": causal, "dropout": dropout, "forward_seconds": fwd_s,
+                         "forward_backward_seconds": fwd_bwd_s,
+                         "forward_tflops": fwd_flops / fwd_s / 1e12,
+                         "forward_backward_tflops": 3.5 * fwd_flops / fwd_bwd_s / 1e12})
+            del q, k, v, d_out
+    return rows
+
+
+def measure_copy(dev):
+    rows = []
+    for size in (1 << 20, 1 << 24, 1 << 28, 1 << 30, 1 << 32):
+        x = torch.empty(size, device=dev, dtype=torch.uint8)
+        y = torch.empty_like(x)
+        seconds = device_seconds(lambda: y.copy_(x))
+        rows.append({"bytes": size, "seconds": seconds, "bytes_per_second": 2.0 * size / seconds})
+        del x, y
+    return rows
+
+
+def measure_memory_bound(dev):
+    rows = []
+    for tokens, hidden in ((128, 1024), (512, 2048), (2048, 2048), (2048, 4096), (8192, 4096),
+                           (8192, 12288), (16384, 12288)):
+        x = torch.randn(tokens, hidden, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        y = torch.randn(tokens, hidden, device=dev, dtype=torch.bfloat16)
+        w = torch.ones(hidden, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        b = torch.zeros(hidden, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        d = torch.randn(tokens, hidden, device=dev, dtype=torch.bfloat16)
+        ln = F.layer_norm(x, (hidden,), w, b)
+        ge = F.gelu(x, approximate="tanh")
+        dr = F.dropout(x, 0.1, training=True)
+        cases = {
+            "norm_forward": lambda: F.layer_norm(x.detach(), (hidden,), w.detach(), b.detach()),
+            "norm_backward": lambda: torch.autograd.grad(ln, (x, w, b), d, retain_graph=True),
+            "gelu": lambda: F.gelu(x.detach(), approximate="tanh"),
+            "gelu_backward": lambda: torch.autograd.grad(ge, x, d, retain_graph=True),
+            "dropout": lambda: F.dropout(x.detach(), 0.1, training=True),
+            "dropout_backward": lambda: torch.autograd.grad(dr, x, d, retain_graph=True),
+            "add": lambda: torch.add(x.detach(), y),
+        }
+        for name, fn in cases.items():
+            rows.append({"kernel": name, "tokens": tokens, "hidden": hidden,
+                         "element_bytes": 2, "seconds": device_seconds(fn)})
+        del x, y, w, b, d, ln, ge, dr
+    return rows
+
+
+def measure_optimizer(dev):
+    """The optimizer's calls on one tensor of n parameters, as mixed-precision Megatron makes them."""
+    rows = []
+    for n in (1 << 12, 1 << 16, 1 << 20, 1 << 24, 1 << 26, 1 << 28):
+        master = torch.zeros(n, device=dev, dtype=torch.float32, requires_grad=True)
+        master.grad = torch.randn(n, device=dev, dtype=torch.float32)
+        weight = torch.zeros(n, device=dev, dtype=torch.bfloat16)
+        grad = torch.randn(n, device=dev, dtype=torch.bfloat16)
+        adam = torch.optim.Adam([master], lr=1e-4, fused=True)
+
+        def adam_step():  # Adam on the fp32 master, then the copy to the bf16 weight
+            adam.step()
+            weight.copy_(master.detach())
+
+        with torch.no_grad():
+            cases = {
+                "adam_step": adam_step,
+                "sum_of_squares": lambda: torch._foreach_norm([master.grad]),
+                "scale_": lambda: torch._foreach_mul_([master.grad], 0.999),
+                "add_": lambda: master.grad.add_(grad),  # a bf16 gradient into the fp32 main gradient
+                "zeros": lambda: master.grad.zero_(),
+            }
+            for name, fn in cases.items():
+                rows.append({"kernel": name, "parameters": n, "seconds": device_seconds(fn)})
+        del master, weight, grad, adam
+    return rows
+
+
+def measure_host(dev):
+    rows = {}
+    one = torch.zeros(1, device=dev, dtype=torch.bfloat16)
+    other = torch.zeros(1, device=dev, dtype=torch.bfloat16)
+    rows["in_place_add"] = host_seconds(lambda: one.add_(1.0))
+    rows["out_of_place_add"] = host_seconds(lambda: torch.add(one, other))
+    a = torch.randn(16, 64, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(64, 64, device=dev, dtype=torch.bfloat16)
+    rows["small_linear"] = host_seconds(lambda: F.linear(a, w))
+
+    # An op autograd records, and an op of autograd's backward: a chain of n multiplications.
+    n = 2000
+    forward, backward = [], []
+    for _ in range(7):
+        x = torch.ones(1, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        y = x
+        for _ in range(n):
+            y = y * 1.0001
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        y.backward()
+        t3 = time.perf_counter()
+        torch.cuda.synchronize()
+        forward.append((t1 - t0) / n)
+        backward.append((t3 - t2) / n)
+    rows["autograd_forward_op"] = statistics.median(forward[2:])
+    rows["autograd_backward_op"] = statistics.median(backward[2:])
+
+    # A collective's issue cost: NCCL on one rank, through c10d, as a training step calls it.
+    try:
+        import torch.distributed as dist
+
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29533")
+        dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda", 0))
+        t = torch.zeros(1024, device=dev, dtype=torch.bfloat16)
+        out = torch.zeros(1024, device=dev, dtype=torch.bfloat16)
+        rows["nccl_all_reduce"] = host_seconds(lambda: dist.all_reduce(t), calls=500)
+        rows["nccl_all_gather"] = host_seconds(lambda: dist.all_gather_into_tensor(out, t), calls=500)
+        rows["nccl_reduce_scatter"] = host_seconds(lambda: dist.reduce_scatter_tensor(out, t), calls=500)
+        rows["nccl_all_reduce_device_seconds"] = device_seconds(lambda: dist.all_reduce(t))
+        dist.destroy_process_group()
+    except Exception as error:  # one GPU may lack what c10d needs; the rest still stands
+        rows["nccl_error"] = repr(error)
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", help="JSON file to write (default: standard output)")
+    parser.add_argument("--only", help="comma-separated parts: host,gemm,attention,copy,memory_bound,optimizer")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("gpu_components.py: no CUDA device is visible; these are GPU measurements")
+    dev = "cuda"
+    props = torch.cuda.get_device_properties(0)
+    result = {"device": props.name, "streaming_multiprocessors": props.multi_processor_count,
+              "memory_bytes": props.total_memory, "torch": torch.__version__,
+              "cuda": torch.version.cuda, "date": time.strftime("%Y-%m-%d")}
+    parts = {"host": measure_host, "gemm": measure_gemms, "attention": measure_attention,
+             "copy": measure_copy, "memory_bound": measure_memory_bound, "optimizer": measure_optimizer}
+    wanted = args.only.split(",") if args.only else list(parts)
+    for name in wanted:
+        t0 = time.time()
+        try:
+            result[name] = parts[name](dev)
+        except Exception as error:
+            result[name + "_error"] = repr(error)
+        print(f"{name}: {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
+        torch.cuda.empty_cache()
+        text = json.dumps(result, indent=1)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(text + "\n")
+    if not args.out:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Measured training steps of a GPT on one GPU, to validate paradyse's prediction for the same step.
+
+The model is read from the same Hugging Face config.json that paradyse reads (GPT-2 keys: n_embd,
+n_head, n_layer, vocab_size, resid_pdrop, attn_pdrop, tie_word_embeddings) and runs as a Megatron-LM
+GPT step runs it in eager PyTorch, in bf16:
+  - pre-LN blocks: LayerNorm, the QKV linear, FlashAttention-2 (PyTorch's flash SDPA backend, causal,
+    attention dropout inside the kernel), the output linear, hidden dropout, the residual add; then
+    LayerNorm, the MLP (tanh GELU), hidden dropout, the residual add; linears with biases;
+  - the final LayerNorm, the output head on the (tied) embedding table, cross entropy in fp32;
+  - mixed precision as Megatron runs it: gradients in bf16 accumulated into fp32 main gradients, the
+    gradient norm and clipping at 1.0, Adam on fp32 master weights (PyTorch's fused Adam), the copy of
+    the masters back to bf16 parameters, the loss read on the host (a synchronising point).
+One micro-batch of one sequence per step. Step time: the median of --steps steps after --warmup,
+wall clock from the first op to the loss read. Peak: torch.cuda.max_memory_allocated over the steps.
+
+Usage: python3 gpu_training_step.py --model gpt.json --seq 512,2048 --out steps.json
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+class Block(nn.Module):
+    def __init__(self, hidden, heads, ffn, attn_pdrop, resid_pdrop):
+        super().__init__()
+        self.heads, self.attn_pdrop, self.resid_pdrop = heads, attn_pdrop, resid_pdrop
+        self.ln1, self.ln2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.qkv, self.proj = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
+        self.fc1, self.fc2 = nn.Linear(hidden, ffn), nn.Linear(ffn, hidden)
+
+    def forward(self, x):
+        b, s, h = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
+        o = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_pdrop, is_causal=True)
+        x = x + F.dropout(self.proj(o.transpose(1, 2).reshape(b, s, h)), self.resid_pdrop)
+        y = self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+        return x + F.dropout(y, self.resid_pdrop)
+
+
+class Gpt(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        hidden = config["n_embd"]
+        ffn = config.get("n_inner") or 4 * hidden
+        self.embd_pdrop = config.get("embd_pdrop", 0.1)
+        self.wte = nn.Embedding(config["vocab_size"], hidden)
+        self.blocks = nn.ModuleList(
+            Block(hidden, config["n_head"], ffn, config.get("attn_pdrop", 0.1), config.get("resid_pdrop", 0.1))
+            for _ in range(config["n_layer"]))
+        self.ln_f = nn.LayerNorm(hidden)
+        self.head = None if config.get("tie_word_embeddings", True) else nn.Linear(
+            hidden, config["vocab_size"], bias=False)
+
+    def forward(self, tokens, targets):
+        x = F.dropout(self.wte(tokens), self.embd_pdrop)
+        for block in self.blocks:
+            x = block(x)
+        x = self.ln_f(x)
+        logits = F.linear(x, self.wte.weight if self.head is None else self.head.weight)
+        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def profile_step(step):
+    """One more step under the profiler: every kernel's device time, by name, and the launches."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            step()
+            torch.cuda.synchronize()
+    by_name, launches = {}, 0
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            entry = by_name.setdefault(event.name, [0, 0.0])
+            entry[0] += 1
+            entry[1] += event.time_range.elapsed_us() * 1e-6
+        elif "LaunchKernel" in event.name or event.name.startswith("cudaMemsetAsync"):
+            launches += 1
+    rows = sorted(({"name": n, "count": c, "seconds": t} for n, (c, t) in by_name.items()),
+                  key=lambda r: -r["seconds"])
+    return {"launches": launches, "kernels": sum(r["count"] for r in rows),
+            "device_seconds": sum(r["seconds"] for r in rows), "by_name": rows}
+
+
+def measure(config, seq, warmup, steps, profile=False):
+    torch.manual_seed(0)
+    model = Gpt(config).cuda().to(torch.bfloat16)
+    params = [p for p in model.parameters()]
+    masters = [p.detach().float().clone().requires_grad_(True) for p in params]
+    for m in masters:
+        m.grad = torch.zeros_like(m)  # fp32 main gradients
+    optimizer = torch.optim.Adam(masters, lr=1e-4, fused=True)
+    tokens = torch.randint(0, config["vocab_size"], (1, seq), device="cuda")
+    targets = torch.randint(0, config["vocab_size"], (1, seq), device="cuda")
+
+    def step():
+        loss = model(tokens, targets)
+        loss.backward()
+        with torch.no_grad():
+            for p, m in zip(params, masters):
+                m.grad.add_(p.grad)
+                p.grad = None
+            torch.nn.utils.clip_grad_norm_(masters, 1.0, foreach=True)
+            optimizer.step()
+            torch._foreach_copy_(params, masters)
+            for m in masters:
+                m.grad.zero_()
+        return loss.item()
+
+    times = []
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        for i in range(warmup + steps):
+            if i == warmup:
+                torch.cuda.reset_peak_memory_stats()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - t0)
+    peak = torch.cuda.max_memory_allocated()
+    kernels = profile_step(step) if profile else None
+    del model, params, masters, optimizer
+    torch.cuda.empty_cache()
+    return {"seq": seq, "step_seconds": statistics.median(times[warmup:]),
+            "step_seconds_all": times[warmup:], "peak_allocated_bytes": peak, "profile": kernels}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="a GPT-2 style config.json")
+    parser.add_argument("--seq", required=True, help="comma-separated sequence lengths in tokens")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--profile", action="store_true",
+                        help="profile one more step: each kernel's device time, by name")
+    parser.add_argument("--out", help="JSON file to write (default: standard output)")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("gpu_training_step.py: no CUDA device is visible")
+    with open(args.model) as f:
+        config = json.load(f)
+    result = {"model": args.model, "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+              "warmup": args.warmup, "steps": args.steps, "runs": []}
+    for seq in (int(s) for s in args.seq.split(",")):
+        t0 = time.time()
+        try:
+            result["runs"].append(measure(config, seq, args.warmup, args.steps, args.profile))
+        except torch.cuda.OutOfMemoryError:
+            result["runs"].append({"seq": seq, "error": "out of memory"})
+            torch.cuda.empty_cache()
+        print(f"{args.model} {seq}: {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
+    text = json.dumps(result, indent=1)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()

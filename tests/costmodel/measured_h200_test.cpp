@@ -1,0 +1,139 @@
+// The dgx-h200 preset against the component measurements its figures came from
+// (hw_models/measure/h200/, taken by hw_models/measure/gpu_components.py on one H200): each measured
+// call, traced by the tracer and priced by the cost model, gives back the measured device time.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "costmodel/op_time.hpp"
+#include "hw_models/cluster.hpp"
+#include "strategies/tracing_backend.hpp"
+
+using namespace paradyse;
+
+namespace {
+
+nlohmann::json measured(const std::string& file) {
+  std::ifstream in("hw_models/measure/h200/" + file);
+  REQUIRE(in.good());
+  return nlohmann::json::parse(in);
+}
+
+// The device time of the program's ops, priced one by one on dgx-h200.
+double priced_s(const TracingBackend& be) {
+  static const hw::ClusterSpec cluster = hw::load_cluster("dgx-h200");
+  const costmodel::OpTimer timer(cluster, 1);
+  double seconds = 0;
+  for (const Op& op : be.program().ops) seconds += timer.seconds(op);
+  return seconds;
+}
+
+// The device time of the program's last op.
+double last_op_s(const TracingBackend& be) {
+  static const hw::ClusterSpec cluster = hw::load_cluster("dgx-h200");
+  return costmodel::OpTimer(cluster, 1).seconds(be.program().ops.back());
+}
+
+double relative_error(double predicted, double measured) {
+  return predicted / measured - 1;
+}
+
+}  // namespace
+
+TEST_CASE("dgx-h200: GEMMs by shape within 5% of the 133 measured on average, 3% at the median",
+          "[costmodel][measured]") {
+  const nlohmann::json rows = measured("components-gemm-attention.json");
+  std::vector<double> errors;
+  for (const auto& row : rows.at("gemm")) {
+    const int64_t m = row.at("m"), n = row.at("n"), k = row.at("k");
+    TracingBackend be(0, 1);
+    be.begin_phase(Phase::layer_forward, 0);
+    be.linear(be.parameter("x", {m, k}, 0), be.parameter("w", {n, k}, 0));
+    errors.push_back(std::abs(relative_error(priced_s(be), row.at("seconds"))));
+  }
+  REQUIRE(errors.size() == 133);
+  double sum = 0;
+  for (double e : errors) sum += e;
+  std::nth_element(errors.begin(), errors.begin() + errors.size() / 2, errors.end());
+  CHECK(sum / static_cast<double>(errors.size()) < 0.05);
+  CHECK(errors[errors.size() / 2] < 0.03);
+}
+
+TEST_CASE("dgx-h200: FlashAttention forward+backward as measured, with and without the causal mask",
+          "[costmodel][measured]") {
+  const nlohmann::json rows = measured("components-gemm-attention.json");
+  for (const auto& row : rows.at("attention")) {
+    const int64_t seq = row.at("seq"), batch = row.at("batch"), heads = row.at("heads"),
+                  dim = row.at("head_dim");
+    const bool causal = row.at("causal");
+    CAPTURE(seq, causal);
+    TracingBackend be(0, 1);
+    be.begin_phase(Phase::layer_forward, 0);
+    const AttentionMask mask{causal, {{0, seq}}, {{0, seq}}, nullptr};
+    const Tensor q = be.parameter("q", {batch, seq, heads, dim}, 0);
+    const AttentionOutput out = be.attention_forward(q, q, q, mask);
+    be.attention_backward(out.out, q, q, q, out.out, out.lse, mask);
+    // The causal count here is s(s+1)/2 pairs, the benchmark's s²/2: 1/s more.
+    CHECK(relative_error(priced_s(be), row.at("forward_backward_seconds")) == Approx(0).margin(0.01));
+  }
+}
+
+TEST_CASE("dgx-h200: memory-bound kernels as measured, their bytes counted as the tracer counts them",
+          "[costmodel][measured]") {
+  const nlohmann::json rows = measured("components-kernels-host.json");
+  int checked = 0;
+  for (const auto& row : rows.at("memory_bound")) {
+    const int64_t tokens = row.at("tokens"), hidden = row.at("hidden");
+    const std::string kernel = row.at("kernel");
+    CAPTURE(kernel, tokens, hidden);
+    TracingBackend be(0, 1);
+    be.begin_phase(Phase::layer_forward, 0);
+    const Tensor x = be.parameter("x", {tokens, hidden}, 0);
+    const Tensor gamma = be.parameter("gamma", {hidden}, 0);
+    const NormOutput norm = be.norm_forward(x, gamma, gamma, NormKind::layer_norm);
+    const DropoutOutput dropped = be.dropout(x, 0.1, MaskStream::per_rank);
+    const std::size_t before = be.program().ops.size();
+    if (kernel == "norm_forward") be.norm_forward(x, gamma, gamma, NormKind::layer_norm);
+    if (kernel == "norm_backward") be.norm_backward(x, x, gamma, norm, NormKind::layer_norm);
+    if (kernel == "gelu") be.gelu(x);
+    if (kernel == "gelu_backward") be.gelu_backward(x, x);
+    if (kernel == "dropout") be.dropout(x, 0.1, MaskStream::per_rank);
+    if (kernel == "dropout_backward") be.dropout_backward(x, dropped.mask, 0.1);
+    if (kernel == "add") be.add(x, x);
+    REQUIRE(be.program().ops.size() == before + 1);
+    CHECK(relative_error(last_op_s(be), row.at("seconds")) == Approx(0).margin(0.01));
+    ++checked;
+  }
+  for (const auto& row : rows.at("optimizer")) {
+    const int64_t parameters = row.at("parameters");
+    const std::string kernel = row.at("kernel");
+    CAPTURE(kernel, parameters);
+    TracingBackend call(0, 1);
+    call.begin_phase(Phase::optimizer, 0);
+    Tensor weight = call.parameter("w", {parameters}, 0);
+    Tensor main_grad = call.gradient_buffer({parameters});
+    const Tensor grad = call.parameter("g", {parameters}, 0);  // bf16, as autograd leaves it
+    if (kernel == "adam_step") call.adam_step(weight, main_grad);
+    if (kernel == "sum_of_squares") call.sum_of_squares({main_grad}, 1.0);
+    if (kernel == "scale_") call.scale_({main_grad}, 0.999);
+    if (kernel == "add_") call.add_(main_grad, grad);
+    if (kernel == "zeros") call.zeros({parameters}, DType::fp32);
+    REQUIRE(call.program().ops.size() == 1);
+    CHECK(relative_error(last_op_s(call), row.at("seconds")) == Approx(0).margin(0.01));
+    ++checked;
+  }
+  CHECK(checked == 7 * 7 + 5 * 6);
+}
+
+TEST_CASE("dgx-h200: the host issues an op and a collective at the measured eager PyTorch costs",
+          "[costmodel][measured]") {
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-h200");
+  const nlohmann::json host = measured("components-kernels-host.json").at("host");
+  // The preset's figures are the medians of three machines; this file is one of them.
+  const double op_s =
+      (host.at("autograd_forward_op").get<double>() + host.at("autograd_backward_op").get<double>()) / 2;
+  CHECK(cluster.host.kernel_dispatch_s == Approx(op_s).epsilon(0.05));
+  CHECK(cluster.host.communication_dispatch_s > host.at("nccl_all_reduce").get<double>());
+  CHECK(cluster.host.communication_dispatch_s < host.at("nccl_reduce_scatter").get<double>());
+}
