@@ -63,6 +63,14 @@ OpTimer::OpTimer(const hw::ClusterSpec& cluster, int degree,
                        "expected the name of a compute call of the backend (softmax, norm_forward, ...)");
     measured_[static_cast<std::size_t>(*kernel)] = &rate;
   }
+  dispatch_s_.fill(cluster.host.kernel_dispatch_s);
+  for (const auto& [name, seconds] : cluster.host.kernel_dispatch_s_by_call) {
+    const std::optional<Kernel> kernel = kernel_named(name);
+    if (!kernel || *kernel == Kernel::communication || *kernel == Kernel::wait)
+      throw InputError(cluster.source, 0, "host.kernel_dispatch_seconds_by_call." + name,
+                       "expected the name of a compute call of the backend (linear, norm_forward, ...)");
+    dispatch_s_[static_cast<std::size_t>(*kernel)] = seconds;
+  }
 }
 
 double OpTimer::seconds(const Op& op) const {
@@ -72,7 +80,8 @@ double OpTimer::seconds(const Op& op) const {
 
 double OpTimer::dispatch_s(const Op& op) const {
   if (op.kind == OpKind::wait) return 0;
-  return is_communication(op.kind) ? cluster_.host.communication_dispatch_s : cluster_.host.kernel_dispatch_s;
+  return is_communication(op.kind) ? cluster_.host.communication_dispatch_s
+                                   : dispatch_s_[static_cast<std::size_t>(op.kernel)];
 }
 
 double OpTimer::compute_s(const Op& op) const {
@@ -96,6 +105,9 @@ double OpTimer::compute_s(const Op& op) const {
       const hw::Curve& efficiency =
           op.partially_masked ? gpu.causal_attention_efficiency_by_seq : gpu.attention_efficiency_by_seq;
       arithmetic = op.flops / (gpu.bf16_flops_per_second * efficiency.at(static_cast<double>(op.dims[2])));
+      // Dropout inside the kernel draws a random number per computed score (measured where known).
+      if (op.drops_out && !gpu.attention_dropout_time_factor_by_seq.points().empty())
+        arithmetic *= gpu.attention_dropout_time_factor_by_seq.at(static_cast<double>(op.dims[2]));
       break;
     }
     default:

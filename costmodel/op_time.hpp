@@ -63,6 +63,7 @@ class OpTimer {
   int degree_;
   std::shared_ptr<const RoutedCollectiveTimer> routed_;
   std::array<const hw::KernelRate*, kKernelCount> measured_{};  // by Kernel; null: the roofline
+  std::array<double, kKernelCount> dispatch_s_{};               // by Kernel: the host's cost to issue it
 };
 
 }  // namespace paradyse::costmodel

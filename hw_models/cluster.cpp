@@ -178,10 +178,11 @@ GemmTiles read_gemm_tiles(const Object& tiles) {
 }
 
 GpuSpec read_gpu(const Object& gpu) {
-  gpu.require_keys({"name", "bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second",
-                    "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq",
-                    "kernel_launch_seconds", "reserved_bytes", "allocator_fragmentation", "source"},
-                   {"gemm_tiles", "gemm_efficiency_by_flops", "kernels"});
+  gpu.require_keys(
+      {"name", "bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second", "attention_efficiency_by_seq",
+       "causal_attention_efficiency_by_seq", "kernel_launch_seconds", "reserved_bytes",
+       "allocator_fragmentation", "source"},
+      {"gemm_tiles", "gemm_efficiency_by_flops", "kernels", "attention_dropout_time_factor_by_seq"});
   const bool tiles = gpu.has("gemm_tiles");
   if (tiles == gpu.has("gemm_efficiency_by_flops"))
     gpu.fail("gemm_tiles", "expected exactly one of gemm_tiles (a GPU's SMs) and gemm_efficiency_by_flops");
@@ -190,7 +191,7 @@ GpuSpec read_gpu(const Object& gpu) {
                   {"bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second",
                    "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq",
                    "kernel_launch_seconds", "reserved_bytes", "allocator_fragmentation"},
-                  {"gemm_efficiency_by_flops"});
+                  {"gemm_efficiency_by_flops", "attention_dropout_time_factor_by_seq"});
   GpuSpec spec;
   spec.name = non_empty_string(gpu, "name");
   spec.bf16_flops_per_second = gpu.positive_number("bf16_flops_per_second");
@@ -202,6 +203,8 @@ GpuSpec read_gpu(const Object& gpu) {
     spec.gemm_efficiency_by_flops = efficiency_curve(gpu, "gemm_efficiency_by_flops");
   spec.attention_efficiency_by_seq = efficiency_curve(gpu, "attention_efficiency_by_seq");
   spec.causal_attention_efficiency_by_seq = efficiency_curve(gpu, "causal_attention_efficiency_by_seq");
+  if (gpu.has("attention_dropout_time_factor_by_seq"))
+    spec.attention_dropout_time_factor_by_seq = positive_curve(gpu, "attention_dropout_time_factor_by_seq");
   spec.kernel_launch_s = non_negative_number(gpu, "kernel_launch_seconds");
   spec.reserved_bytes = non_negative_number(gpu, "reserved_bytes");
   if (spec.reserved_bytes >= spec.hbm_bytes)
@@ -215,10 +218,20 @@ GpuSpec read_gpu(const Object& gpu) {
 }
 
 HostSpec read_host(const Object& host) {
-  host.require_keys({"kernel_dispatch_seconds", "communication_dispatch_seconds", "synchronous", "source"});
-  require_sources(host, {"kernel_dispatch_seconds", "communication_dispatch_seconds", "synchronous"});
-  return {non_negative_number(host, "kernel_dispatch_seconds"),
-          non_negative_number(host, "communication_dispatch_seconds"), host.boolean("synchronous")};
+  host.require_keys({"kernel_dispatch_seconds", "communication_dispatch_seconds", "synchronous", "source"},
+                    {"kernel_dispatch_seconds_by_call"});
+  require_sources(host, {"kernel_dispatch_seconds", "communication_dispatch_seconds", "synchronous"},
+                  {"kernel_dispatch_seconds_by_call"});
+  HostSpec spec{non_negative_number(host, "kernel_dispatch_seconds"),
+                non_negative_number(host, "communication_dispatch_seconds"),
+                host.boolean("synchronous"),
+                {}};
+  if (host.has("kernel_dispatch_seconds_by_call")) {
+    const Object calls = host.object("kernel_dispatch_seconds_by_call");
+    for (const auto& [name, value] : calls.json().items())
+      spec.kernel_dispatch_s_by_call[name] = non_negative_number(calls, name);
+  }
+  return spec;
 }
 
 CalibrationReference read_calibration(const Object& calibration) {

@@ -58,9 +58,12 @@ struct GpuSpec {
   Curve gemm_efficiency_by_flops;            // fraction of peak reached by one GEMM of that many FLOPs
   Curve attention_efficiency_by_seq;         // FlashAttention fwd+bwd, fraction of peak, by key length
   Curve causal_attention_efficiency_by_seq;  // same, causal mask
-  double kernel_launch_s = 0;                // fixed cost of every kernel
-  double reserved_bytes = 0;                 // CUDA context and NCCL buffers: never available to tensors
-  double allocator_fragmentation = 0;        // fraction the caching allocator holds beyond live tensors
+  // FlashAttention with dropout on the probabilities over without, time ratio by key length; empty: 1
+  // (no measurement).
+  Curve attention_dropout_time_factor_by_seq;
+  double kernel_launch_s = 0;          // fixed cost of every kernel
+  double reserved_bytes = 0;           // CUDA context and NCCL buffers: never available to tensors
+  double allocator_fragmentation = 0;  // fraction the caching allocator holds beyond live tensors
   // Optional ("kernels"): measured rates of backend calls by their name (Backend's method), which
   // replace the roofline for those calls; paradyse calibrate measures them on a CPU.
   std::map<std::string, KernelRate> kernel_rates;
@@ -104,6 +107,9 @@ struct HostSpec {
   double kernel_dispatch_s = 0;         // per compute op: framework dispatch and kernel launch
   double communication_dispatch_s = 0;  // per collective or transfer call
   bool synchronous = false;
+  // Optional ("kernel_dispatch_seconds_by_call"): a backend call's own cost by its name (Backend's
+  // method), measured as the framework issues it; the other calls take kernel_dispatch_s.
+  std::map<std::string, double> kernel_dispatch_s_by_call;
 };
 
 // A calibrated machine's speed when it was measured (`paradyse calibrate`): the seconds of one fixed

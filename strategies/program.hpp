@@ -96,6 +96,7 @@ struct Op {
   int16_t layer = -1;
   uint16_t label = 0;             // index into Program::labels
   bool partially_masked = false;  // attention: the causal mask or document boundaries cut this block
+  bool drops_out = false;         // attention: the kernel drops probabilities (dropout inside)
   bool host_waits = false;        // the host issues nothing more until this op ends (read_scalar)
   std::vector<OpId> deps;         // ops that must finish before this one starts
   double flops = 0;

@@ -59,7 +59,8 @@ void PendingBlock::wait(KvBlock& block) {
 }
 
 AttentionMask block_mask(const LayerContext& ctx, int rank, int owner) {
-  return {ctx.model.causal, ctx.layout.local(rank), ctx.layout.local(owner), ctx.layout.document_ends()};
+  return {ctx.model.causal, ctx.layout.local(rank), ctx.layout.local(owner), ctx.layout.document_ends(),
+          ctx.model.attention_dropout};
 }
 
 AttentionOutput attention_forward(Backend& be, const LayerContext& ctx, const Tensor& q, const KvBlock& kv,

@@ -82,6 +82,10 @@ struct AttentionMask {
   Positions queries;                                  // positions of the query tensor's sequence dim
   Positions keys;                                     // positions of the key tensor's sequence dim
   std::shared_ptr<const DocumentEnds> document_ends;  // null: one document
+  // Probability that a computed pair's probability is dropped. A FlashAttention kernel draws these
+  // inside (and again in backward, from the same seed), so only its time depends on it; the real
+  // backend's reference kernels compute without it, as strategies are checked against each other.
+  double dropout = 0;
   // Number of (query, key) pairs that are computed, per batch element and head.
   double computed_pairs() const;
   int64_t query_count() const;

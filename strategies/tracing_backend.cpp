@@ -265,6 +265,7 @@ void describe_attention(Op& op, const Tensor& q, const AttentionMask& mask, doub
   op.flops = passes * 4.0 * static_cast<double>(q.size(0) * q.size(2) * q.size(3)) * pairs;
   op.dims = {q.size(0) * q.size(2), q.size(1), mask.longest_document_keys(), q.size(3)};
   op.partially_masked = pairs < static_cast<double>(mask.query_count() * mask.key_count());
+  op.drops_out = mask.dropout > 0;
 }
 
 }  // namespace

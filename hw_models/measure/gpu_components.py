@@ -12,7 +12,9 @@ Each figure a preset needs is timed on its own, never a whole training step:
     on an fp32 master with the copy to its bf16 weight, the gradient norm's sum of squares, the
     clipping scale, the bf16 gradient added into the fp32 main gradient, its zeroing);
   - the host's cost to issue one op: eager PyTorch in place, out of place, a small linear, an op
-    recorded by autograd, an op of autograd's backward, and a one-rank NCCL collective.
+    recorded by autograd, an op of autograd's backward, and a one-rank NCCL collective; and by call:
+    each layer call (linear, layer norm, GELU, dropout, add, attention) in a chain of tiny calls,
+    forward and its backward node, and the optimizer's calls.
 
 Device times are taken with CUDA events while the GPU runs a queue of calls the host issued during a
 sleep kernel, so that the host's issue rate does not bound them. Host times are wall-clock times of a
@@ -221,6 +223,84 @@ def measure_optimizer(dev):
     return rows
 
 
+def chain_host_seconds(dev, make_op, n=200, trials=7):
+    """Host time per call of a chain of n calls autograd records, and per node of its backward.
+
+    The tensors are tiny, so the GPU runs each kernel faster than the host issues it: what is timed is
+    eager PyTorch's issue path, forward (Python, dispatch, autograd recording, launch) and backward
+    (the autograd engine's node, its kernels' launches, the accumulation into each leaf's grad)."""
+    forward, backward = [], []
+    for _ in range(trials):
+        x, ops = make_op(n)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        y = x
+        for op in ops:
+            y = op(y)
+        t1 = time.perf_counter()
+        loss = y.float().sum()
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        loss.backward()
+        t3 = time.perf_counter()
+        torch.cuda.synchronize()
+        forward.append((t1 - t0) / n)
+        backward.append((t3 - t2) / n)
+    return statistics.median(forward[2:]), statistics.median(backward[2:])
+
+
+def measure_host_by_call(dev):
+    """The host's cost of each backend call as eager PyTorch issues it in a training step."""
+    hidden, tokens = 64, 8
+
+    def leaf(*shape):
+        return torch.randn(*shape, device=dev, dtype=torch.bfloat16, requires_grad=True)
+
+    def linear(n):
+        weights = [(leaf(hidden, hidden), leaf(hidden)) for _ in range(n)]
+        return leaf(tokens, hidden), [lambda y, w=w, b=b: F.linear(y, w, b) for w, b in weights]
+
+    def layer_norm(n):
+        weights = [(leaf(hidden), leaf(hidden)) for _ in range(n)]
+        return leaf(tokens, hidden), [lambda y, w=w, b=b: F.layer_norm(y, (hidden,), w, b) for w, b in weights]
+
+    def elementwise(fn):
+        return lambda n: (leaf(tokens, hidden), [fn] * n)
+
+    def attention(n):  # the layout a layer hands it: [b, heads, s, d]
+        op = lambda y: F.scaled_dot_product_attention(y, y, y, dropout_p=0.1, is_causal=True)
+        return leaf(1, 4, tokens, hidden), [op] * n
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    chains = {"linear": linear, "norm": layer_norm, "gelu": elementwise(lambda y: F.gelu(y, approximate="tanh")),
+              "dropout": elementwise(lambda y: F.dropout(y, 0.1)), "add": elementwise(lambda y: y + y),
+              "attention": attention}
+    rows = {}
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        for name, make in chains.items():
+            forward_s, backward_s = chain_host_seconds(dev, make)
+            rows[name] = {"forward_seconds": forward_s, "backward_node_seconds": backward_s}
+
+    # The optimizer's calls, outside autograd: per call, over lists as a step passes them.
+    with torch.no_grad():
+        grads = [torch.randn(hidden * hidden, device=dev) for _ in range(12)]
+        rows["sum_of_squares"] = {"call_seconds": host_seconds(lambda: torch._foreach_norm(grads), calls=500)}
+        rows["scale_"] = {"call_seconds": host_seconds(lambda: torch._foreach_mul_(grads, 0.999), calls=500)}
+        rows["add_"] = {"call_seconds": host_seconds(lambda: grads[0].add_(grads[1]), calls=500)}
+        rows["zeros"] = {"call_seconds": host_seconds(
+            lambda: torch.zeros(hidden, device=dev, dtype=torch.float32), calls=500)}
+        small = torch.randn(tokens, hidden, device=dev, dtype=torch.bfloat16)
+        rows["cast"] = {"call_seconds": host_seconds(lambda: small.float(), calls=500)}
+    masters = [torch.zeros(hidden, device=dev, requires_grad=True) for _ in range(100)]
+    for m in masters:
+        m.grad = torch.randn_like(m)
+    adam = torch.optim.Adam(masters, lr=1e-4, fused=True)
+    rows["adam_step"] = {"call_seconds": host_seconds(adam.step, calls=200) / len(masters),
+                         "tensors_per_step": len(masters)}
+    return rows
+
+
 def measure_host(dev):
     rows = {}
     one = torch.zeros(1, device=dev, dtype=torch.bfloat16)
@@ -274,7 +354,7 @@ def measure_host(dev):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", help="JSON file to write (default: standard output)")
-    parser.add_argument("--only", help="comma-separated parts: host,gemm,attention,copy,memory_bound,optimizer")
+    parser.add_argument("--only", help="comma-separated parts: host,gemm,attention,copy,memory_bound,optimizer,host_by_call")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("gpu_components.py: no CUDA device is visible; these are GPU measurements")
@@ -284,7 +364,8 @@ def main():
               "memory_bytes": props.total_memory, "torch": torch.__version__,
               "cuda": torch.version.cuda, "date": time.strftime("%Y-%m-%d")}
     parts = {"host": measure_host, "gemm": measure_gemms, "attention": measure_attention,
-             "copy": measure_copy, "memory_bound": measure_memory_bound, "optimizer": measure_optimizer}
+             "copy": measure_copy, "memory_bound": measure_memory_bound, "optimizer": measure_optimizer,
+             "host_by_call": measure_host_by_call}
     wanted = args.only.split(",") if args.only else list(parts)
     for name in wanted:
         t0 = time.time()

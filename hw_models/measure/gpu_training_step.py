@@ -86,8 +86,34 @@ def profile_step(step):
             launches += 1
     rows = sorted(({"name": n, "count": c, "seconds": t} for n, (c, t) in by_name.items()),
                   key=lambda r: -r["seconds"])
+    host = sorted(({"name": e.key, "count": e.count, "self_seconds": e.self_cpu_time_total * 1e-6}
+                   for e in prof.key_averages()), key=lambda r: -r["self_seconds"])[:40]
     return {"launches": launches, "kernels": sum(r["count"] for r in rows),
-            "device_seconds": sum(r["seconds"] for r in rows), "by_name": rows}
+            "device_seconds": sum(r["seconds"] for r in rows), "by_name": rows, "host_by_name": host}
+
+
+def phase_seconds(forward, optimize, steps):
+    """Each phase of a step on its own, the GPU drained between them: the host's time to issue the
+    phase's ops, and its wall time to the end of its last kernel (medians over the steps)."""
+    samples = {}
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        for _ in range(steps):
+            loss = None
+            for name in ("forward", "backward", "optimizer"):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                if name == "forward":
+                    loss = forward()
+                elif name == "backward":
+                    loss.backward()
+                else:
+                    optimize()
+                t1 = time.perf_counter()
+                torch.cuda.synchronize()
+                t2 = time.perf_counter()
+                samples.setdefault(name + "_issue_seconds", []).append(t1 - t0)
+                samples.setdefault(name + "_wall_seconds", []).append(t2 - t0)
+    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def measure(config, seq, warmup, steps, profile=False):
@@ -101,9 +127,10 @@ def measure(config, seq, warmup, steps, profile=False):
     tokens = torch.randint(0, config["vocab_size"], (1, seq), device="cuda")
     targets = torch.randint(0, config["vocab_size"], (1, seq), device="cuda")
 
-    def step():
-        loss = model(tokens, targets)
-        loss.backward()
+    def forward():
+        return model(tokens, targets)
+
+    def optimize():
         with torch.no_grad():
             for p, m in zip(params, masters):
                 m.grad.add_(p.grad)
@@ -113,6 +140,11 @@ def measure(config, seq, warmup, steps, profile=False):
             torch._foreach_copy_(params, masters)
             for m in masters:
                 m.grad.zero_()
+
+    def step():
+        loss = forward()
+        loss.backward()
+        optimize()
         return loss.item()
 
     times = []
@@ -126,10 +158,12 @@ def measure(config, seq, warmup, steps, profile=False):
             times.append(time.perf_counter() - t0)
     peak = torch.cuda.max_memory_allocated()
     kernels = profile_step(step) if profile else None
+    phases = phase_seconds(forward, optimize, steps) if profile else None
     del model, params, masters, optimizer
     torch.cuda.empty_cache()
     return {"seq": seq, "step_seconds": statistics.median(times[warmup:]),
-            "step_seconds_all": times[warmup:], "peak_allocated_bytes": peak, "profile": kernels}
+            "step_seconds_all": times[warmup:], "peak_allocated_bytes": peak, "profile": kernels,
+            "phases": phases}
 
 
 def main():
@@ -139,7 +173,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--profile", action="store_true",
-                        help="profile one more step: each kernel's device time, by name")
+                        help="profile one more step (each kernel's device time and each op's host time, "
+                             "by name), and time the phases of --steps more apart")
     parser.add_argument("--out", help="JSON file to write (default: standard output)")
     args = parser.parse_args()
     if not torch.cuda.is_available():

@@ -224,3 +224,36 @@ TEST_CASE("OpTimer: a measured kernel that is no backend call is an InputError",
     }
   }
 }
+
+TEST_CASE("OpTimer: a call with its own host cost is issued at it, the others at the default",
+          "[costmodel]") {
+  hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  cluster.host.kernel_dispatch_s = 1e-5;
+  cluster.host.communication_dispatch_s = 3e-5;
+  cluster.host.kernel_dispatch_s_by_call["attention_backward"] = 7e-5;
+  Op attention;
+  attention.kind = OpKind::attention_backward;
+  attention.kernel = Kernel::attention_backward;
+  Op gelu;
+  gelu.kind = OpKind::memory_bound;
+  gelu.kernel = Kernel::gelu;
+  Op all_gather;
+  all_gather.kind = OpKind::all_gather;
+  all_gather.kernel = Kernel::communication;
+  const costmodel::OpTimer timer(cluster, 8);
+  CHECK(timer.dispatch_s(attention) == 7e-5);
+  CHECK(timer.dispatch_s(gelu) == 1e-5);
+  CHECK(timer.dispatch_s(all_gather) == 3e-5);
+
+  for (const char* name : {"gelux", "communication"}) {
+    INFO(name);
+    hw::ClusterSpec bad = cluster;
+    bad.host.kernel_dispatch_s_by_call[name] = 1e-5;
+    try {
+      costmodel::OpTimer refused(bad, 8);
+      FAIL("no error");
+    } catch (const InputError& e) {
+      CHECK(e.field() == std::string("host.kernel_dispatch_seconds_by_call.") + name);
+    }
+  }
+}

@@ -387,6 +387,21 @@ TEST_CASE("load_cluster: measured kernel rates are read, each with one curve and
   }
 }
 
+TEST_CASE("load_cluster: the optional attention dropout factor, by key length, with its source",
+          "[hw_models]") {
+  TempDir dir;
+  const std::string path = write_edited_a100(dir, "dropout.json", [](auto& json) {
+    json["gpu"]["attention_dropout_time_factor_by_seq"] = {{512, 1.1}, {4096, 1.2}};
+    json["gpu"]["source"]["attention_dropout_time_factor_by_seq"] = "measured";
+  });
+  CHECK(load_cluster(path).gpu.attention_dropout_time_factor_by_seq.at(4096) == 1.2);
+  CHECK(load_cluster("dgx-a100").gpu.attention_dropout_time_factor_by_seq.points().empty());
+  const std::string unsourced = write_edited_a100(dir, "unsourced-dropout.json", [](auto& json) {
+    json["gpu"]["attention_dropout_time_factor_by_seq"] = {{512, 1.1}};
+  });
+  CHECK_THAT(load_error(unsourced).what(), Contains("gpu.source.attention_dropout_time_factor_by_seq"));
+}
+
 TEST_CASE("load_cluster: the optional host block gives dispatch costs, each with its source", "[hw_models]") {
   TempDir dir;
   const paradyse::json_input::Json host = {
@@ -410,6 +425,18 @@ TEST_CASE("load_cluster: the optional host block gives dispatch costs, each with
     }
     CHECK_FALSE(preset.host.synchronous);
   }
+
+  auto by_call = host;
+  by_call["kernel_dispatch_seconds_by_call"] = {{"linear", 2e-5}, {"adam_step", 3e-6}};
+  const std::string with_calls =
+      write_edited_a100(dir, "host-by-call.json", [&](auto& json) { json["host"] = by_call; });
+  CHECK_THAT(load_error(with_calls).what(), Contains("host.source.kernel_dispatch_seconds_by_call"));
+  by_call["source"]["kernel_dispatch_seconds_by_call"] = "d";
+  const std::string sourced_calls =
+      write_edited_a100(dir, "host-by-call-sourced.json", [&](auto& json) { json["host"] = by_call; });
+  CHECK(load_cluster(sourced_calls).host.kernel_dispatch_s_by_call ==
+        std::map<std::string, double>{{"adam_step", 3e-6}, {"linear", 2e-5}});
+  CHECK(load_cluster("dgx-a100").host.kernel_dispatch_s_by_call.empty());
 
   auto without_source = host;
   without_source["source"].erase("synchronous");

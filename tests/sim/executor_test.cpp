@@ -89,7 +89,7 @@ TEST_CASE("simulator: the host issues ops as the analytic list schedule says", "
        std::vector<std::pair<double, bool>>{{0, false}, {20e-6, false}, {20e-6, true}}) {
     INFO("dispatch " << dispatch_s << " s, synchronous " << synchronous);
     hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
-    cluster.host = {dispatch_s, 2 * dispatch_s, synchronous};
+    cluster.host = {dispatch_s, 2 * dispatch_s, synchronous, {}};
     const Program rank0 = program(0);
     const costmodel::OpTimer timer(cluster, 2);
     const double listed_s = costmodel::cost_phases(rank0, timer).at(0).cost.seconds;
