@@ -312,25 +312,10 @@ def measure_host(dev):
     rows["small_linear"] = host_seconds(lambda: F.linear(a, w))
 
     # An op autograd records, and an op of autograd's backward: a chain of n multiplications.
-    n = 2000
-    forward, backward = [], []
-    for _ in range(7):
-        x = torch.ones(1, device=dev, dtype=torch.bfloat16, requires_grad=True)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        y = x
-        for _ in range(n):
-            y = y * 1.0001
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        t2 = time.perf_counter()
-        y.backward()
-        t3 = time.perf_counter()
-        torch.cuda.synchronize()
-        forward.append((t1 - t0) / n)
-        backward.append((t3 - t2) / n)
-    rows["autograd_forward_op"] = statistics.median(forward[2:])
-    rows["autograd_backward_op"] = statistics.median(backward[2:])
+    def multiplications(n):
+        return torch.ones(1, device=dev, dtype=torch.bfloat16, requires_grad=True), [lambda y: y * 1.0001] * n
+
+    rows["autograd_forward_op"], rows["autograd_backward_op"] = chain_host_seconds(dev, multiplications, n=2000)
 
     # A collective's issue cost: NCCL on one rank, through c10d, as a training step calls it.
     try:

@@ -20,10 +20,14 @@ nlohmann::json measured(const std::string& file) {
   return nlohmann::json::parse(in);
 }
 
+const hw::ClusterSpec& dgx_h200() {
+  static const hw::ClusterSpec cluster = hw::load_cluster("dgx-h200");
+  return cluster;
+}
+
 // The device time of the program's ops, priced one by one on dgx-h200.
 double priced_s(const TracingBackend& be) {
-  static const hw::ClusterSpec cluster = hw::load_cluster("dgx-h200");
-  const costmodel::OpTimer timer(cluster, 1);
+  const costmodel::OpTimer timer(dgx_h200(), 1);
   double seconds = 0;
   for (const Op& op : be.program().ops) seconds += timer.seconds(op);
   return seconds;
@@ -31,8 +35,7 @@ double priced_s(const TracingBackend& be) {
 
 // The device time of the program's last op.
 double last_op_s(const TracingBackend& be) {
-  static const hw::ClusterSpec cluster = hw::load_cluster("dgx-h200");
-  return costmodel::OpTimer(cluster, 1).seconds(be.program().ops.back());
+  return costmodel::OpTimer(dgx_h200(), 1).seconds(be.program().ops.back());
 }
 
 double relative_error(double predicted, double measured) {
@@ -133,7 +136,7 @@ TEST_CASE("dgx-h200: memory-bound kernels as measured, their bytes counted as th
 }
 
 TEST_CASE("dgx-h200: the host issues each call at its measured eager PyTorch cost", "[costmodel][measured]") {
-  const hw::ClusterSpec cluster = hw::load_cluster("dgx-h200");
+  const hw::ClusterSpec& cluster = dgx_h200();
   const costmodel::OpTimer timer(cluster, 1);
   const nlohmann::json calls = measured("host-by-call.json").at("host_by_call");
   const auto issued_s = [&](OpKind kind, Kernel kernel) {
