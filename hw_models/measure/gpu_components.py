@@ -14,7 +14,8 @@ Each figure a preset needs is timed on its own, never a whole training step:
   - the host's cost to issue one op: eager PyTorch in place, out of place, a small linear, an op
     recorded by autograd, an op of autograd's backward, and a one-rank NCCL collective; and by call:
     each layer call (linear, layer norm, GELU, dropout, add, attention) in a chain of tiny calls,
-    forward and its backward node, and the optimizer's calls.
+    forward and its backward node, also as a framework issues them (through nn.Module calls,
+    attention between its layout's views), and the optimizer's calls.
 
 Device times are taken with CUDA events while the GPU runs a queue of calls the host issued during a
 sleep kernel, so that the host's issue rate does not bound them. Host times are wall-clock times of a
@@ -271,11 +272,33 @@ def measure_host_by_call(dev):
         op = lambda y: F.scaled_dot_product_attention(y, y, y, dropout_p=0.1, is_causal=True)
         return leaf(1, 4, tokens, hidden), [op] * n
 
+    # As a framework issues them: through nn.Module calls, attention between the views that take a
+    # layer's [b, s, h] activations to [b, heads, s, d] and back (a copy, as .reshape makes one).
+    def modules(make_module):
+        def make(n):
+            chain = [make_module().to(device=dev, dtype=torch.bfloat16) for _ in range(n)]
+            return leaf(tokens, hidden), chain
+        return make
+
+    def attention_with_layout(n):
+        heads = 4
+
+        def op(y):
+            b, s, h = y.shape
+            q = y.view(b, s, heads, h // heads).transpose(1, 2)
+            o = F.scaled_dot_product_attention(q, q, q, dropout_p=0.1, is_causal=True)
+            return o.transpose(1, 2).reshape(b, s, h)
+        return leaf(1, tokens, heads * hidden), [op] * n
+
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     chains = {"linear": linear, "norm": layer_norm, "gelu": elementwise(lambda y: F.gelu(y, approximate="tanh")),
               "dropout": elementwise(lambda y: F.dropout(y, 0.1)), "add": elementwise(lambda y: y + y),
-              "attention": attention}
+              "attention": attention,
+              "linear_module": modules(lambda: torch.nn.Linear(hidden, hidden)),
+              "norm_module": modules(lambda: torch.nn.LayerNorm(hidden)),
+              "module_call": modules(torch.nn.Identity),
+              "attention_with_layout": attention_with_layout}
     rows = {}
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
         for name, make in chains.items():
