@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""A table for `paradyse published --table` from gpu_training_step.py's measured steps.
+
+Each measured length of each step file becomes one run: the step's model file, the cluster preset the
+GPU's figures are in, megatron_tp at degree 1, one sequence, measure "iteration", the median step time.
+
+Usage: python3 published_table.py --cluster dgx-h200 --source "measured on ..." [--model-dir DIR] steps.json...
+"""
+import argparse
+import json
+import sys
+
+SETUP = ("one GPU, eager PyTorch in bf16: GPT-2 style pre-LN blocks with biases, FlashAttention-2 (PyTorch's "
+         "flash SDPA backend) with attention dropout 0.1, hidden dropout 0.1, tanh GELU, the output head on the "
+         "tied embedding table (vocabulary 50304: GPT-2's padded to a multiple of 128 as Megatron-LM pads it), "
+         "fp32 cross entropy; bf16 gradients added into fp32 main gradients, gradient norm and clipping at 1.0, "
+         "fused Adam on fp32 masters, the copy back to bf16, the loss read on the host; one sequence per step, "
+         "the median of 10 steps after 3 warm-up")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cluster", required=True, help="the cluster preset (or file) the GPU's figures are in")
+    parser.add_argument("--source", required=True, help="where and when the steps were measured")
+    parser.add_argument("--model-dir", help="the folder of the model files, where the steps were measured "
+                                            "elsewhere (default: the path each step file records)")
+    parser.add_argument("steps", nargs="+", help="gpu_training_step.py output files")
+    args = parser.parse_args()
+    runs = []
+    for path in args.steps:
+        with open(path) as f:
+            measured = json.load(f)
+        name = measured["model"].rsplit("/", 1)[-1].removesuffix(".json")
+        model = f"{args.model_dir.rstrip('/')}/{name}.json" if args.model_dir else measured["model"]
+        for run in measured["runs"]:
+            if "error" in run:
+                continue  # out of memory: nothing to time
+            seq = run["seq"]
+            runs.append({"name": f"{name} iteration, {seq} tokens", "table": f"{path}, seq {seq}",
+                         "cluster": args.cluster, "model": model, "strategy": "megatron_tp", "degree": 1,
+                         "seq": seq, "batch": 1, "measure": "iteration",
+                         "measured_s": round(run["step_seconds"], 6)})
+    if not runs:
+        sys.exit("published_table.py: no measured step in " + ", ".join(args.steps))
+    print(json.dumps({"source": args.source, "setup": SETUP, "runs": runs}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
