@@ -12,7 +12,7 @@ import sys
 
 SETUP = ("one GPU, eager PyTorch in bf16: GPT-2 style pre-LN blocks with biases, FlashAttention-2 (PyTorch's "
          "flash SDPA backend) with attention dropout 0.1, hidden dropout 0.1, tanh GELU, the output head on the "
-         "tied embedding table (vocabulary 50304: GPT-2's padded to a multiple of 128 as Megatron-LM pads it), "
+         "tied embedding table (the model file's vocabulary: pad it as Megatron-LM does, to a multiple of 128), "
          "fp32 cross entropy; bf16 gradients added into fp32 main gradients, gradient norm and clipping at 1.0, "
          "fused Adam on fp32 masters, the copy back to bf16, the loss read on the host; one sequence per step, "
          "the median of 10 steps after 3 warm-up")
