@@ -11,11 +11,11 @@ import json
 import sys
 
 SETUP = ("one GPU, eager PyTorch in bf16: GPT-2 style pre-LN blocks with biases, FlashAttention-2 (PyTorch's "
-         "flash SDPA backend) with attention dropout 0.1, hidden dropout 0.1, tanh GELU, the output head on the "
+         "flash SDPA backend) with the model file's attention dropout, its hidden dropout, tanh GELU, the output head on the "
          "tied embedding table (the model file's vocabulary: pad it as Megatron-LM does, to a multiple of 128), "
          "fp32 cross entropy; bf16 gradients added into fp32 main gradients, gradient norm and clipping at 1.0, "
          "fused Adam on fp32 masters, the copy back to bf16, the loss read on the host; one sequence per step, "
-         "the median of 10 steps after 3 warm-up")
+         "the median of {steps} steps after {warmup} warm-up")
 
 
 def main():
@@ -26,10 +26,11 @@ def main():
                                             "elsewhere (default: the path each step file records)")
     parser.add_argument("steps", nargs="+", help="gpu_training_step.py output files")
     args = parser.parse_args()
-    runs = []
+    runs, counts = [], set()
     for path in args.steps:
         with open(path) as f:
             measured = json.load(f)
+        counts.add((measured["steps"], measured["warmup"]))
         name = measured["model"].rsplit("/", 1)[-1].removesuffix(".json")
         model = f"{args.model_dir.rstrip('/')}/{name}.json" if args.model_dir else measured["model"]
         for run in measured["runs"]:
@@ -42,7 +43,11 @@ def main():
                          "measured_s": round(run["step_seconds"], 6)})
     if not runs:
         sys.exit("published_table.py: no measured step in " + ", ".join(args.steps))
-    print(json.dumps({"source": args.source, "setup": SETUP, "runs": runs}, indent=2))
+    if len(counts) > 1:
+        sys.exit("published_table.py: the step files were timed over different numbers of steps")
+    steps, warmup = counts.pop()
+    setup = SETUP.format(steps=steps, warmup=warmup)
+    print(json.dumps({"source": args.source, "setup": setup, "runs": runs}, indent=2))
 
 
 if __name__ == "__main__":
