@@ -45,3 +45,20 @@ TEST_CASE("published --table: a user's table with a mistake is refused, naming t
   CHECK(r.out.empty());
   CHECK_THAT(r.err, Catch::Contains(path) && Catch::Contains("runs[0].measured_s"));
 }
+
+TEST_CASE("published --table: the steps measured on one H200 load, each priced on its model file",
+          "[experiments]") {
+  // Like the bundled tables, printed for a reader, not asserted as timing.
+  const std::string path = "hw_models/measure/h200/measured-steps.json";
+  const RunResult r = run_paradyse("published --json --table " + path);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const auto runs = paradyse::evaluation::load_published_runs(path);
+  REQUIRE(j.at("runs").size() == runs.size());
+  REQUIRE(runs.size() == 12);
+  for (const auto& row : j.at("runs")) {
+    CHECK(row.at("predicted_s").get<double>() > 0);
+    CHECK(row.at("fits") == true);  // one GPU of 141 GB holds these models at every length measured
+  }
+}
