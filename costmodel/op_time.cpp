@@ -52,25 +52,27 @@ double gemm_arithmetic_s(const hw::GpuSpec& gpu, int64_t batch, int64_t m, int64
   return best_s;
 }
 
+namespace {
+// The Kernel a cluster file's figure names under `field`: a compute call of the backend.
+std::size_t compute_call(const hw::ClusterSpec& cluster, const std::string& field, const std::string& name) {
+  const std::optional<Kernel> kernel = kernel_named(name);
+  if (!kernel || *kernel == Kernel::communication || *kernel == Kernel::wait)
+    throw InputError(
+        cluster.source, 0, field + "." + name,
+        "expected the name of a compute call of the backend (linear, softmax, norm_forward, ...)");
+  return static_cast<std::size_t>(*kernel);
+}
+}  // namespace
+
 OpTimer::OpTimer(const hw::ClusterSpec& cluster, int degree,
                  std::shared_ptr<const RoutedCollectiveTimer> routed)
     : cluster_(cluster), degree_(degree), routed_(std::move(routed)) {
   if (!routed_) routed_ = std::make_shared<const RoutedCollectiveTimer>(cluster);
-  for (const auto& [name, rate] : cluster.gpu.kernel_rates) {
-    const std::optional<Kernel> kernel = kernel_named(name);
-    if (!kernel || *kernel == Kernel::communication || *kernel == Kernel::wait)
-      throw InputError(cluster.source, 0, "gpu.kernels." + name,
-                       "expected the name of a compute call of the backend (softmax, norm_forward, ...)");
-    measured_[static_cast<std::size_t>(*kernel)] = &rate;
-  }
+  for (const auto& [name, rate] : cluster.gpu.kernel_rates)
+    measured_[compute_call(cluster, "gpu.kernels", name)] = &rate;
   dispatch_s_.fill(cluster.host.kernel_dispatch_s);
-  for (const auto& [name, seconds] : cluster.host.kernel_dispatch_s_by_call) {
-    const std::optional<Kernel> kernel = kernel_named(name);
-    if (!kernel || *kernel == Kernel::communication || *kernel == Kernel::wait)
-      throw InputError(cluster.source, 0, "host.kernel_dispatch_seconds_by_call." + name,
-                       "expected the name of a compute call of the backend (linear, norm_forward, ...)");
-    dispatch_s_[static_cast<std::size_t>(*kernel)] = seconds;
-  }
+  for (const auto& [name, seconds] : cluster.host.kernel_dispatch_s_by_call)
+    dispatch_s_[compute_call(cluster, "host.kernel_dispatch_seconds_by_call", name)] = seconds;
 }
 
 double OpTimer::seconds(const Op& op) const {

@@ -110,6 +110,13 @@ struct HostSpec {
   // Optional ("kernel_dispatch_seconds_by_call"): a backend call's own cost by its name (Backend's
   // method), measured as the framework issues it; the other calls take kernel_dispatch_s.
   std::map<std::string, double> kernel_dispatch_s_by_call;
+
+  // Whether issuing ops costs the host anything (else only a synchronous host or a read waits).
+  bool dispatches_at_a_cost() const {
+    return kernel_dispatch_s > 0 || communication_dispatch_s > 0 ||
+           std::any_of(kernel_dispatch_s_by_call.begin(), kernel_dispatch_s_by_call.end(),
+                       [](const auto& call) { return call.second > 0; });
+  }
 };
 
 // A calibrated machine's speed when it was measured (`paradyse calibrate`): the seconds of one fixed

@@ -105,8 +105,7 @@ class Run {
         options_(options),
         p_(static_cast<int>(programs.size())),
         timer_(cluster, p_),
-        host_(cluster.host.synchronous || cluster.host.kernel_dispatch_s > 0 ||
-              cluster.host.communication_dispatch_s > 0 || reads_scalars(programs)) {
+        host_(cluster.host.synchronous || cluster.host.dispatches_at_a_cost() || reads_scalars(programs)) {
     ranks_.resize(programs.size());
     for (std::size_t r = 0; r < programs.size(); ++r) {
       RankState& rank = ranks_[r];

@@ -102,3 +102,18 @@ TEST_CASE("simulator: the host issues ops as the analytic list schedule says", "
     if (dispatch_s > 0) CHECK(listed_s > 21 * dispatch_s);  // the chain is launch-bound
   }
 }
+
+TEST_CASE("simulator: a host that only some calls cost issues them as the list schedule says", "[sim]") {
+  // No read of a value and no default dispatch cost: only the adds' own cost makes the host count.
+  TracingBackend be(0, 1);
+  be.begin_phase(Phase::layer_forward, 0);
+  Tensor x = be.zeros({1024}, DType::bf16);
+  for (int i = 0; i < 20; ++i) x = be.add(x, x);
+  const Program program = be.take_program();
+  hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  cluster.host = {0, 0, false, {{"add", 20e-6}}};
+  const double listed_s = costmodel::cost_phases(program, costmodel::OpTimer(cluster, 1)).at(0).cost.seconds;
+  CHECK(listed_s > 20 * 20e-6);  // the adds are launch-bound
+  sim::Simulator simulator(load_model("tiny-gpt"), cluster);
+  CHECK(simulator.run({program}).iteration_time_s == Approx(listed_s).epsilon(1e-9).margin(1e-12));
+}
