@@ -32,8 +32,9 @@ std::optional<std::string> Estimator::unsupported(const Strategy& strategy, int 
 
 const Estimator::StrategyCosts& Estimator::strategy_costs(const Strategy& strategy, int degree,
                                                           const std::vector<int64_t>& padded_documents,
-                                                          int64_t batch, Recompute recompute) {
-  auto key = std::make_tuple(&strategy, degree, padded_documents, batch, recompute);
+                                                          int64_t batch, Recompute recompute,
+                                                          bool gradients_clipped) {
+  auto key = std::make_tuple(&strategy, degree, padded_documents, batch, recompute, gradients_clipped);
   auto found = traced_.find(key);
   if (found != traced_.end()) return *found->second;
 
@@ -44,6 +45,7 @@ const Estimator::StrategyCosts& Estimator::strategy_costs(const Strategy& strate
   if (padded_documents.size() > 1) spec.documents = padded_documents;
   spec.batch = batch;
   spec.plan = {{&strategy, recompute}};
+  spec.gradients_clipped = gradients_clipped;
   const Program program = trace_training_step(spec, 0, degree);
   const OpTimer timer(cluster_, degree, routed_);
 
@@ -198,7 +200,8 @@ CostTable Estimator::cost_table(const std::vector<std::pair<const Strategy*, Rec
     if (strategy->unsupported(model_, request.degree)) continue;
     const StrategyCosts* found = nullptr;
     try {
-      found = &strategy_costs(*strategy, request.degree, cost_key, request.batch, recompute);
+      found = &strategy_costs(*strategy, request.degree, cost_key, request.batch, recompute,
+                              request.gradients_clipped);
     } catch (const TensorTooLarge&) {
       continue;  // no GPU holds it: not a candidate at this length
     }
@@ -239,8 +242,8 @@ Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in
   const int p = request.degree;
   // The cache is looked up first and keyed on the request as given: a compare asks for every trained
   // micro-batch of every policy, most of them priced before.
-  auto key =
-      std::make_tuple(plan, p, request.tokens, request.documents, request.batch, request.micro_batches);
+  auto key = std::make_tuple(plan, p, request.tokens, request.documents, request.batch, request.micro_batches,
+                             request.gradients_clipped);
   if (auto found = estimates_.find(key); found != estimates_.end()) return found->second;
   const MicroBatch trained = micro_batch_of(request);
   const std::vector<int64_t> cost_key = trained.cost_key(p, model_.causal);
@@ -248,7 +251,8 @@ Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in
 
   std::vector<const StrategyCosts*> costs;
   for (const LayerChoice& layer : plan)
-    costs.push_back(&strategy_costs(*layer.strategy, p, cost_key, request.batch, layer.recompute));
+    costs.push_back(&strategy_costs(*layer.strategy, p, cost_key, request.batch, layer.recompute,
+                                    request.gradients_clipped));
   const StrategyCosts& ends = *costs.front();
 
   // The iteration in execution order; memory folds along it.

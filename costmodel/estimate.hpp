@@ -37,6 +37,9 @@ struct EstimateRequest {
   // A packed sequence: its documents' tokens before padding, summing to `tokens` (which may be left 0);
   // attention stays within each. Empty: one document.
   std::vector<int64_t> documents = {};
+  // Whether the step's gradient norm exceeds the clipping limit, so that it scales every gradient
+  // (StepSpec::gradients_clipped; default: the steady state, within the limit).
+  bool gradients_clipped = false;
 };
 
 struct TimeBreakdown {
@@ -103,17 +106,18 @@ class Estimator {
   // `padded_documents`: the cost key of the micro-batch (MicroBatch::cost_key).
   const StrategyCosts& strategy_costs(const Strategy& strategy, int degree,
                                       const std::vector<int64_t>& padded_documents, int64_t batch,
-                                      Recompute recompute);
+                                      Recompute recompute, bool gradients_clipped);
 
   ModelSpec model_;
   hw::ClusterSpec cluster_;
   std::shared_ptr<const RoutedCollectiveTimer>
       routed_;  // shared by the traced layers: each group routed once
-  std::map<std::tuple<const Strategy*, int, std::vector<int64_t>, int64_t, Recompute>,
+  std::map<std::tuple<const Strategy*, int, std::vector<int64_t>, int64_t, Recompute, bool>,
            std::unique_ptr<StrategyCosts>>
       traced_;
-  // By plan, degree, requested tokens and documents (none for one sequence), batch and micro-batches.
-  std::map<std::tuple<Plan, int, int64_t, std::vector<int64_t>, int64_t, int64_t>, Estimate> estimates_;
+  // By plan, degree, requested tokens and documents (none for one sequence), batch, micro-batches and
+  // whether the gradients are clipped.
+  std::map<std::tuple<Plan, int, int64_t, std::vector<int64_t>, int64_t, int64_t, bool>, Estimate> estimates_;
 };
 
 // The request's micro-batch: its documents, or one sequence of its tokens.

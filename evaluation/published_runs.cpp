@@ -32,7 +32,7 @@ std::string measure_names() {
 PublishedRun read_run(const Object& run, const std::string& source) {
   run.require_keys(
       {"name", "table", "cluster", "model", "strategy", "degree", "seq", "measure", "measured_s"},
-      {"attention_kernel", "recompute", "batch", "micro_batches"});
+      {"attention_kernel", "recompute", "batch", "micro_batches", "gradients_clipped"});
   PublishedRun r;
   r.name = run.string("name");
   r.source = source;
@@ -59,6 +59,7 @@ PublishedRun read_run(const Object& run, const std::string& source) {
   r.seq = run.positive_integer("seq");
   if (run.has("batch")) r.batch = run.positive_integer("batch");
   if (run.has("micro_batches")) r.micro_batches = run.positive_integer("micro_batches");
+  if (run.has("gradients_clipped")) r.gradients_clipped = run.boolean("gradients_clipped");
   const std::string measure = run.string("measure");
   bool known = false;
   for (PublishedMeasure m : kMeasures)
@@ -125,8 +126,11 @@ std::vector<PublishedPrediction> predict_published_runs(const std::vector<Publis
           load_model(run.model, {.causal = std::nullopt, .attention_kernel = run.attention_kernel}),
           hw::load_cluster(run.cluster));
     costmodel::Estimator& estimator = *found;
-    const costmodel::EstimateRequest request{
-        .tokens = run.seq, .degree = run.degree, .batch = run.batch, .micro_batches = run.micro_batches};
+    const costmodel::EstimateRequest request{.tokens = run.seq,
+                                             .degree = run.degree,
+                                             .batch = run.batch,
+                                             .micro_batches = run.micro_batches,
+                                             .gradients_clipped = run.gradients_clipped};
     const costmodel::Estimate estimate = estimator.estimate(*run.strategy, request, run.recompute);
     PublishedPrediction p{run, estimate.time.total_s, 0, estimate.fits};
     if (run.measure != PublishedMeasure::iteration) {

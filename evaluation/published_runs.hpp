@@ -2,10 +2,11 @@
 //
 // A table is a JSON file: its "source" (the paper, or the repository), the "setup" the runs share,
 // and "runs", each naming the configuration in paradyse's terms (cluster, model, attention kernel,
-// strategy, recompute, degree, seq, batch, micro-batches) and what was measured: one layer's forward
-// or backward, or a whole iteration, in seconds. The bundled tables (evaluation/published/) hold
-// only configurations paradyse can express. These rows validate the model; no constant is fitted to
-// them (hardware constants come from component measurements, hw_models/presets).
+// strategy, recompute, degree, seq, batch, micro-batches, whether the gradients were clipped) and what
+// was measured: one layer's forward or backward, or a whole iteration, in seconds. The bundled tables
+// (evaluation/published/) hold only configurations paradyse can express. These rows validate the
+// model; no constant is fitted to them (hardware constants come from component measurements,
+// hw_models/presets).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,7 @@ struct PublishedRun {
   int64_t seq = 0;
   int64_t batch = 1;
   int64_t micro_batches = 1;
+  bool gradients_clipped = false;  // the measured steps scaled their gradients (their norm above the limit)
   PublishedMeasure measure = PublishedMeasure::iteration;
   double measured_s = 0;
 };

@@ -205,34 +205,36 @@ void optimizer_step(Backend& be, double clip_grad_norm, ModelShards& shards,
                                               {&shards.final_norm_beta, &shards.final_norm_beta_grad}};
   for (const WeightAndGrad& pair : final_norm)
     if (pair.second->defined()) *pair.second = be.job_all_reduce(*pair.second);
+  double coefficient = 1;
   if (clips) {
     add_norm(tables, final_norm);
     be.label("clip");
     const double norm = std::sqrt(be.read_scalar(be.job_all_reduce(norm_squared)));
     norm_squared = Tensor();
-    const double coefficient = clip_grad_norm / (norm + 1e-6);
+    coefficient = clip_grad_norm / (norm + 1e-6);
+  }
+  // Each layer's gradients are scaled just before its update: one multi-tensor kernel's work, issued
+  // per layer so that a layer's share of it is in the layer's own phase.
+  const auto scale_then_update = [&](const std::vector<WeightAndGrad>& first,
+                                     const std::vector<WeightAndGrad>& second) {
     if (coefficient < 1) {
       std::vector<Tensor> grads;
-      for (const OptimizerLayer& l : layers)
-        for (const auto* pairs : {&l.sharded, &l.replicated})
-          for (const WeightAndGrad& pair : *pairs)
-            if (pair.second->defined()) grads.push_back(*pair.second);
-      for (const auto* pairs : {&tables, &final_norm})
+      for (const auto* pairs : {&first, &second})
         for (const WeightAndGrad& pair : *pairs)
           if (pair.second->defined()) grads.push_back(*pair.second);
+      be.label("clip");
       be.scale_(grads, coefficient);
     }
-  }
+    be.label("optimizer");
+    for (const auto* pairs : {&first, &second})
+      for (const WeightAndGrad& pair : *pairs) update(pair);
+  };
   for (std::size_t layer = 0; layer < layers.size(); ++layer) {
     be.begin_phase(Phase::optimizer, static_cast<int>(layer));
-    be.label("optimizer");
-    for (const auto* pairs : {&layers[layer].sharded, &layers[layer].replicated})
-      for (const WeightAndGrad& pair : *pairs) update(pair);
+    scale_then_update(layers[layer].sharded, layers[layer].replicated);
   }
   be.begin_phase(Phase::optimizer, -1);
-  be.label("optimizer");
-  for (const auto* pairs : {&tables, &final_norm})
-    for (const WeightAndGrad& pair : *pairs) update(pair);
+  scale_then_update(tables, final_norm);
   // A training loop reads the loss to log it: the host waits for the step to end.
   be.label("loss");
   be.read_scalar(totals.loss);

@@ -92,6 +92,10 @@ class TracingBackend final : public Backend {
   void set_parallel_ranks(const RankSet& ranks) override;
 
  public:
+  // A trace has no values: read_scalar returns this (default 0). +infinity makes a read gradient norm
+  // exceed any clipping limit, so that the traced step takes the branch that scales the gradients.
+  void read_scalars_as(double value) { scalar_reads_ = value; }
+
   struct Recorder;  // the program being written, shared with the buffers that free into it
 
  private:
@@ -106,6 +110,7 @@ class TracingBackend final : public Backend {
   int shard_degree_;
   RankSet group_;  // the parallel group
   std::shared_ptr<Recorder> recorder_;
+  double scalar_reads_ = 0;
 };
 
 }  // namespace paradyse

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "strategies/grouped_step.hpp"
 #include "strategies/micro_batch_pass.hpp"
@@ -152,6 +153,7 @@ int64_t micro_batch_input_bytes(const StepSpec& spec, int degree) {
 
 Program trace_training_step(const StepSpec& spec, int rank, int degree) {
   TracingBackend be(rank, degree);
+  if (spec.gradients_clipped) be.read_scalars_as(std::numeric_limits<double>::infinity());
   {
     ModelShards shards(be, *spec.model, static_cast<int>(spec.plan.size()));
     const int64_t sequences = spec.micro_batches * spec.batch;

@@ -25,9 +25,12 @@ struct StepSpec {
   int64_t batch = 1;          // sequences per micro-batch
   int64_t micro_batches = 1;  // of a global batch: run one after another, gradients accumulating
   // The global gradient norm the optimizer clips to (Megatron-LM's --clip-grad, default 1.0); 0: no
-  // clipping and no norm. The host reads the norm, so a traced step, which reads 0, never clips: the
-  // steady state where clipping is rare.
+  // clipping and no norm. The host reads the norm, and a trace has no values: gradients_clipped says
+  // which branch a traced step takes. false: the norm is within the limit, the steady state where
+  // clipping is rare; true: it exceeds it (as in the first steps of training) and every gradient is
+  // scaled (clip_grad_norm_fp32's multi_tensor_scale). A step on real tensors clips by its own norm.
   double clip_grad_norm = 1.0;
+  bool gradients_clipped = false;
   Plan plan;  // one strategy (and recomputation) per layer; plan.size() layers are run
   // The fused head + loss runs over chunks of this many local tokens, and over at most
   // max_loss_chunks chunks: a longer sequence gets longer chunks (chunked cross-entropies bound the

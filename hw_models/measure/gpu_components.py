@@ -15,7 +15,8 @@ Each figure a preset needs is timed on its own, never a whole training step:
     recorded by autograd, an op of autograd's backward, and a one-rank NCCL collective; and by call:
     each layer call (linear, layer norm, GELU, dropout, add, attention) in a chain of tiny calls,
     forward and its backward node, also as a framework issues them (through nn.Module calls,
-    attention between its layout's views), and the optimizer's calls.
+    attention between its layout's views), a whole layer as gpu_training_step.py issues it, and the
+    optimizer's calls.
 
 Device times are taken with CUDA events while the GPU runs a queue of calls the host issued during a
 sleep kernel, so that the host's issue rate does not bound them. Host times are wall-clock times of a
@@ -290,6 +291,13 @@ def measure_host_by_call(dev):
             return o.transpose(1, 2).reshape(b, s, h)
         return leaf(1, tokens, heads * hidden), [op] * n
 
+    # A whole layer as the validation step issues it (gpu_training_step.py's Block, tiny): what one
+    # layer's calls cost the host together, beside the sum of their chains' costs.
+    def layer(n):
+        from gpu_training_step import Block
+        chain = [Block(hidden, 4, 4 * hidden, 0.1, 0.1).to(device=dev, dtype=torch.bfloat16) for _ in range(n)]
+        return leaf(1, tokens, hidden), chain
+
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     chains = {"linear": linear, "norm": layer_norm, "gelu": elementwise(lambda y: F.gelu(y, approximate="tanh")),
@@ -298,7 +306,7 @@ def measure_host_by_call(dev):
               "linear_module": modules(lambda: torch.nn.Linear(hidden, hidden)),
               "norm_module": modules(lambda: torch.nn.LayerNorm(hidden)),
               "module_call": modules(torch.nn.Identity),
-              "attention_with_layout": attention_with_layout}
+              "attention_with_layout": attention_with_layout, "layer": layer}
     rows = {}
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
         for name, make in chains.items():

@@ -8,9 +8,12 @@ GPT step runs it in eager PyTorch, in bf16:
     attention dropout inside the kernel), the output linear, hidden dropout, the residual add; then
     LayerNorm, the MLP (tanh GELU), hidden dropout, the residual add; linears with biases;
   - the final LayerNorm, the output head on the (tied) embedding table, cross entropy in fp32;
-  - mixed precision as Megatron runs it: gradients in bf16 accumulated into fp32 main gradients, the
-    gradient norm and clipping at 1.0, Adam on fp32 master weights (PyTorch's fused Adam), the copy of
-    the masters back to bf16 parameters, the loss read on the host (a synchronising point).
+  - mixed precision as Megatron runs it (megatron/core/distributed and optimizer, without gradient-
+    accumulation fusion): gradients in bf16 added into fp32 main gradients held in one contiguous
+    buffer, which one fill zeroes each step; the gradient norm read on the host (clip_grad_norm_fp32's
+    .item(), a synchronising point) and the gradients scaled only when it exceeds 1.0 (the step
+    records how many steps did); Adam on fp32 master weights (PyTorch's fused Adam), the copy of the
+    masters back to bf16 parameters, the loss read on the host (a synchronising point).
 One micro-batch of one sequence per step. Step time: the median of --steps steps after --warmup,
 wall clock from the first op to the loss read. Peak: torch.cuda.max_memory_allocated over the steps.
 
@@ -121,9 +124,14 @@ def measure(config, seq, warmup, steps, profile=False):
     model = Gpt(config).cuda().to(torch.bfloat16)
     params = [p for p in model.parameters()]
     masters = [p.detach().float().clone().requires_grad_(True) for p in params]
+    main_grads = torch.zeros(sum(m.numel() for m in masters), device="cuda")  # Megatron's grad buffer
+    offset = 0
     for m in masters:
-        m.grad = torch.zeros_like(m)  # fp32 main gradients
+        m.grad = main_grads[offset:offset + m.numel()].view_as(m)
+        offset += m.numel()
+    grads = [m.grad for m in masters]
     optimizer = torch.optim.Adam(masters, lr=1e-4, fused=True)
+    clipped = []
     tokens = torch.randint(0, config["vocab_size"], (1, seq), device="cuda")
     targets = torch.randint(0, config["vocab_size"], (1, seq), device="cuda")
 
@@ -135,11 +143,14 @@ def measure(config, seq, warmup, steps, profile=False):
             for p, m in zip(params, masters):
                 m.grad.add_(p.grad)
                 p.grad = None
-            torch.nn.utils.clip_grad_norm_(masters, 1.0, foreach=True)
+            norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))).item()
+            coefficient = 1.0 / (norm + 1e-6)
+            clipped.append(coefficient < 1.0)
+            if coefficient < 1.0:
+                torch._foreach_mul_(grads, coefficient)
             optimizer.step()
             torch._foreach_copy_(params, masters)
-            for m in masters:
-                m.grad.zero_()
+            main_grads.zero_()
 
     def step():
         loss = forward()
@@ -159,9 +170,10 @@ def measure(config, seq, warmup, steps, profile=False):
     peak = torch.cuda.max_memory_allocated()
     kernels = profile_step(step) if profile else None
     phases = phase_seconds(forward, optimize, steps) if profile else None
-    del model, params, masters, optimizer
+    del model, params, masters, optimizer, grads, main_grads
     torch.cuda.empty_cache()
-    return {"seq": seq, "step_seconds": statistics.median(times[warmup:]),
+    return {"seq": seq, "step_seconds": statistics.median(times[warmup:]), "clipped_steps": sum(clipped),
+            "all_steps": len(clipped),
             "step_seconds_all": times[warmup:], "peak_allocated_bytes": peak, "profile": kernels,
             "phases": phases}
 

@@ -2,7 +2,8 @@
 """A table for `paradyse published --table` from gpu_training_step.py's measured steps.
 
 Each measured length of each step file becomes one run: the step's model file, the cluster preset the
-GPU's figures are in, megatron_tp at degree 1, one sequence, measure "iteration", the median step time.
+GPU's figures are in, megatron_tp at degree 1, one sequence, whether its steps clipped their
+gradients, measure "iteration", the median step time.
 
 Usage: python3 published_table.py --cluster dgx-h200 --source "measured on ..." [--model-dir DIR] steps.json...
 """
@@ -13,7 +14,8 @@ import sys
 SETUP = ("one GPU, eager PyTorch in bf16: GPT-2 style pre-LN blocks with biases, FlashAttention-2 (PyTorch's "
          "flash SDPA backend) with the model file's attention dropout, its hidden dropout, tanh GELU, the output head on the "
          "tied embedding table (the model file's vocabulary: pad it as Megatron-LM does, to a multiple of 128), "
-         "fp32 cross entropy; bf16 gradients added into fp32 main gradients, gradient norm and clipping at 1.0, "
+         "fp32 cross entropy; bf16 gradients added into fp32 main gradients (one buffer, one fill zeroes it), the "
+         "gradient norm read on the host and the gradients scaled when it exceeds 1.0 (in {clipped} of {all} steps), "
          "fused Adam on fp32 masters, the copy back to bf16, the loss read on the host; one sequence per step, "
          "the median of {steps} steps after {warmup} warm-up")
 
@@ -26,7 +28,7 @@ def main():
                                             "elsewhere (default: the path each step file records)")
     parser.add_argument("steps", nargs="+", help="gpu_training_step.py output files")
     args = parser.parse_args()
-    runs, counts = [], set()
+    runs, counts, clipped, all_steps = [], set(), 0, 0
     for path in args.steps:
         with open(path) as f:
             measured = json.load(f)
@@ -37,16 +39,22 @@ def main():
             if "error" in run:
                 continue  # out of memory: nothing to time
             seq = run["seq"]
+            clipped += run["clipped_steps"]
+            all_steps += run["all_steps"]
+            if 0 < run["clipped_steps"] < run["all_steps"]:
+                sys.exit(f"published_table.py: {path}, seq {seq}: some steps clipped their gradients and "
+                         "some did not; a traced step takes one branch")
             runs.append({"name": f"{name} iteration, {seq} tokens", "table": f"{path}, seq {seq}",
                          "cluster": args.cluster, "model": model, "strategy": "megatron_tp", "degree": 1,
-                         "seq": seq, "batch": 1, "measure": "iteration",
+                         "seq": seq, "batch": 1, "gradients_clipped": run["clipped_steps"] > 0,
+                         "measure": "iteration",
                          "measured_s": round(run["step_seconds"], 6)})
     if not runs:
         sys.exit("published_table.py: no measured step in " + ", ".join(args.steps))
     if len(counts) > 1:
         sys.exit("published_table.py: the step files were timed over different numbers of steps")
     steps, warmup = counts.pop()
-    setup = SETUP.format(steps=steps, warmup=warmup)
+    setup = SETUP.format(steps=steps, warmup=warmup, clipped=clipped, all=all_steps)
     print(json.dumps({"source": args.source, "setup": setup, "runs": runs}, indent=2))
 
 

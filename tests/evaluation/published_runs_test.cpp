@@ -91,6 +91,8 @@ TEST_CASE("published runs: a bad table names its file and field", "[evaluation]"
        "runs[0].strategy", "megatron_tp"},
       {"{" + kRun + R"(, "recompute": "some", "measure": "iteration", "measured_s": 1})", "runs[0].recompute",
        "selective"},
+      {"{" + kRun + R"(, "gradients_clipped": "yes", "measure": "iteration", "measured_s": 1})",
+       "runs[0].gradients_clipped", "true or false"},
       {"", "runs", "non-empty"}};
   for (const Case& c : cases) {
     INFO(c.runs);
@@ -113,4 +115,18 @@ TEST_CASE("published runs: a configuration paradyse cannot express is refused wi
   run.replace(run.find("\"degree\": 8"), 11, "\"degree\": 5");
   const std::string path = write_table(dir, "{" + run + R"(, "measure": "iteration", "measured_s": 1})");
   CHECK_THROWS_WITH(predict_published_runs(load_published_runs(path)), Catch::Contains("degree 5"));
+}
+
+TEST_CASE("published runs: a run whose steps clipped their gradients is priced with the scale",
+          "[evaluation]") {
+  const testing::TempDir dir;
+  const std::string measured = R"(, "measure": "iteration", "measured_s": 1})";
+  const std::string path =
+      write_table(dir, "{" + kRun + measured + ", {" + kRun + R"(, "gradients_clipped": true)" + measured);
+  const std::vector<PublishedPrediction> predictions = predict_published_runs(load_published_runs(path));
+  REQUIRE(predictions.size() == 2);
+  CHECK_FALSE(predictions[0].run.gradients_clipped);
+  CHECK(predictions[1].run.gradients_clipped);
+  // One more read and write of every fp32 gradient: more time, never less.
+  CHECK(predictions[1].predicted_s > predictions[0].predicted_s);
 }

@@ -2,8 +2,9 @@
 // the degree, not on the length.
 #include "strategies/training_step.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
-
+#include <map>
 #include <set>
 
 #include "strategies/library.hpp"
@@ -101,6 +102,30 @@ TEST_CASE("training step: the host reads the gradient norm, over every gradient 
       const double parameters = layers * (layer_matrix_elements(model) / p + 4 * h) +
                                 as_double(padded_vocab(model, p)) * h * (tied ? 1 : 2) / p + 2 * h;
       CHECK(norm_read_bytes == Approx(4 * parameters).epsilon(1e-12));
+      // The norm within the limit (a trace reads 0): nothing is scaled. Above it: every gradient is
+      // read and written once more (8 bytes a parameter), after the read and each layer's before its
+      // first Adam step.
+      CHECK(std::none_of(program.ops.begin(), program.ops.end(),
+                         [](const Op& op) { return op.kernel == Kernel::scale_; }));
+      spec.gradients_clipped = true;
+      const Program clipped = trace_training_step(spec, 0, p);
+      double scaled_bytes = 0;
+      std::size_t read = 0;
+      std::map<int, std::size_t> first_scale, first_adam;
+      for (std::size_t i = 0; i < clipped.ops.size(); ++i) {
+        const Op& op = clipped.ops[i];
+        if (op.kernel == Kernel::read_scalar && read == 0) read = i;
+        if (op.kernel == Kernel::scale_) {
+          scaled_bytes += op.memory_bytes;
+          CHECK(read > 0);
+          first_scale.try_emplace(op.layer, i);
+        }
+        if (op.kernel == Kernel::adam_step) first_adam.try_emplace(op.layer, i);
+      }
+      CHECK(scaled_bytes == Approx(8 * parameters).epsilon(1e-12));
+      REQUIRE(first_scale.size() == static_cast<std::size_t>(layers) + 1);  // each layer, then the rest
+      for (const auto& [layer, scale] : first_scale) CHECK(scale < first_adam.at(layer));
+      spec.gradients_clipped = false;
       // Without a clip there is no norm: the loss is the only read.
       spec.clip_grad_norm = 0;
       const Program unclipped = trace_training_step(spec, 0, p);
