@@ -10,7 +10,8 @@
 
 namespace paradyse::evaluation {
 
-ModelOverrides model_overrides(const std::string& attention, const std::string& attention_kernel) {
+ModelOverrides model_overrides(const std::string& attention, const std::string& attention_kernel,
+                               const std::string& loss_kernel) {
   ModelOverrides overrides;
   if (!attention.empty()) overrides.causal = attention == "causal";
   if (!attention_kernel.empty()) {
@@ -18,11 +19,15 @@ ModelOverrides model_overrides(const std::string& attention, const std::string& 
     PARADYSE_CHECK(overrides.attention_kernel.has_value(),
                    "unchecked --attention-kernel " + attention_kernel);
   }
+  if (!loss_kernel.empty()) {
+    overrides.loss_kernel = loss_kernel_named(loss_kernel);
+    PARADYSE_CHECK(overrides.loss_kernel.has_value(), "unchecked --loss-kernel " + loss_kernel);
+  }
   return overrides;
 }
 
 ModelSpec MachineOptions::load_model() const {
-  return paradyse::load_model(model, model_overrides(attention, attention_kernel));
+  return paradyse::load_model(model, model_overrides(attention, attention_kernel, loss_kernel));
 }
 
 hw::ClusterSpec MachineOptions::load_cluster() const {

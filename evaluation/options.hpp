@@ -16,13 +16,16 @@
 namespace paradyse::evaluation {
 
 // The command line's overrides of a model's file: `attention` "", "causal" or "bidirectional",
-// `attention_kernel` "", "flash" or "unfused" (checked by the parser).
-ModelOverrides model_overrides(const std::string& attention, const std::string& attention_kernel);
+// `attention_kernel` "", "flash" or "unfused"; `loss_kernel` "", "fused" or "unfused" (checked by the
+// parser).
+ModelOverrides model_overrides(const std::string& attention, const std::string& attention_kernel,
+                               const std::string& loss_kernel);
 
 struct MachineOptions {
   std::string model = "gpt-8l";
   std::string attention;         // "", "causal" or "bidirectional"
   std::string attention_kernel;  // "", "flash" or "unfused"
+  std::string loss_kernel;       // "", "fused" or "unfused"
   std::string cluster = "dgx-a100";
   int nodes = 1;
 

@@ -32,7 +32,7 @@ std::string measure_names() {
 PublishedRun read_run(const Object& run, const std::string& source) {
   run.require_keys(
       {"name", "table", "cluster", "model", "strategy", "degree", "seq", "measure", "measured_s"},
-      {"attention_kernel", "recompute", "batch", "micro_batches", "gradients_clipped"});
+      {"attention_kernel", "loss_kernel", "recompute", "batch", "micro_batches", "gradients_clipped"});
   PublishedRun r;
   r.name = run.string("name");
   r.source = source;
@@ -43,6 +43,11 @@ PublishedRun read_run(const Object& run, const std::string& source) {
     r.attention_kernel = attention_kernel_named(run.string("attention_kernel"));
     if (!r.attention_kernel)
       run.fail("attention_kernel", "expected flash or unfused, got '" + run.string("attention_kernel") + "'");
+  }
+  if (run.has("loss_kernel")) {
+    r.loss_kernel = loss_kernel_named(run.string("loss_kernel"));
+    if (!r.loss_kernel)
+      run.fail("loss_kernel", "expected fused or unfused, got '" + run.string("loss_kernel") + "'");
   }
   r.strategy = find_strategy(run.string("strategy"));
   if (r.strategy == nullptr)
@@ -116,14 +121,17 @@ std::vector<PublishedRun> load_published_runs(const std::string& path) {
 std::vector<PublishedPrediction> predict_published_runs(const std::vector<PublishedRun>& runs) {
   std::vector<PublishedPrediction> out;
   // Runs of one model, kernel and cluster share an estimator, and so its traced layers.
-  std::map<std::tuple<std::string, std::optional<AttentionKernel>, std::string>,
+  std::map<std::tuple<std::string, std::optional<AttentionKernel>, std::optional<LossKernel>, std::string>,
            std::unique_ptr<costmodel::Estimator>>
       estimators;
   for (const PublishedRun& run : runs) {
-    std::unique_ptr<costmodel::Estimator>& found = estimators[{run.model, run.attention_kernel, run.cluster}];
+    std::unique_ptr<costmodel::Estimator>& found =
+        estimators[{run.model, run.attention_kernel, run.loss_kernel, run.cluster}];
     if (!found)
       found = std::make_unique<costmodel::Estimator>(
-          load_model(run.model, {.causal = std::nullopt, .attention_kernel = run.attention_kernel}),
+          load_model(run.model, {.causal = std::nullopt,
+                                 .attention_kernel = run.attention_kernel,
+                                 .loss_kernel = run.loss_kernel}),
           hw::load_cluster(run.cluster));
     costmodel::Estimator& estimator = *found;
     const costmodel::EstimateRequest request{.tokens = run.seq,

@@ -30,6 +30,7 @@ struct PublishedRun {
   std::string cluster;
   std::string model;
   std::optional<AttentionKernel> attention_kernel;  // the model's own when absent
+  std::optional<LossKernel> loss_kernel;            // likewise
   const Strategy* strategy = nullptr;
   Recompute recompute = Recompute::none;
   int degree = 0;

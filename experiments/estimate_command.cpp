@@ -48,7 +48,7 @@ void print_details(const costmodel::Estimate& e) {
   const auto ms = [](double s) { return fmt::format("{:10.2f} ms", s * 1e3); };
   const auto gib = [](double b) { return fmt::format("{:10.2f} GiB", b / kGiB); };
   fmt::print("time of one iteration\n");
-  fmt::print("  forward (with the fused loss gradient) {}\n", ms(e.time.forward_s));
+  fmt::print("  forward (with the loss gradient)       {}\n", ms(e.time.forward_s));
   fmt::print("  backward                               {}\n", ms(e.time.backward_s));
   fmt::print("  optimizer step                         {}\n", ms(e.time.optimizer_s));
   fmt::print("  total                                  {}\n", ms(e.time.total_s));
@@ -136,11 +136,13 @@ void run(const EstimateOptions& options) {
   const ModelSpec& model = estimator.model();
   const hw::ClusterSpec& cluster = estimator.cluster();
   fmt::print(
-      "{} (h {}, {} heads, {} KV heads, {} layers, {}, {} attention) on {} ({} GPUs of {}), degree {}, batch "
+      "{} (h {}, {} heads, {} KV heads, {} layers, {}, {} attention, {} loss) on {} ({} GPUs of {}), degree "
+      "{}, "
+      "batch "
       "{}{}, recompute {}\n",
       model.name, model.hidden, model.heads, model.kv_heads, model.num_layers,
-      model.causal ? "causal" : "bidirectional", to_string(model.attention_kernel), cluster.name,
-      cluster.num_gpus(), cluster.gpu.name, degree, options.batch,
+      model.causal ? "causal" : "bidirectional", to_string(model.attention_kernel),
+      to_string(model.loss_kernel), cluster.name, cluster.num_gpus(), cluster.gpu.name, degree, options.batch,
       options.micro_batches > 1 ? fmt::format(" × {} micro-batches", options.micro_batches) : "",
       options.recompute);
   if (single && rows[0].estimate) {

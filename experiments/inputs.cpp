@@ -17,7 +17,8 @@ CLI::Validator positive_whole_number() {
       "POSITIVE");
 }
 
-void add_model_overrides(CLI::App& command, std::string& attention, std::string& attention_kernel) {
+void add_model_overrides(CLI::App& command, std::string& attention, std::string& attention_kernel,
+                         std::string& loss_kernel) {
   command
       .add_option("--attention", attention, "override the model's attention mask: causal or bidirectional")
       ->check(CLI::IsMember({"causal", "bidirectional"}));
@@ -29,6 +30,12 @@ void add_model_overrides(CLI::App& command, std::string& attention, std::string&
           "s×s scores in memory; the file's attn_implementation 'eager'). Ring strategies always "
           "run flash, colossal_z always unfused")
       ->check(CLI::IsMember({"flash", "unfused"}));
+  command
+      .add_option("--loss-kernel", loss_kernel,
+                  "the cross-entropy over the head's logits: fused (default: one kernel over chunks of the "
+                  "tokens, bf16 logits) or unfused (Megatron-LM's default: the whole sequence's logits in "
+                  "fp32, their softmax kept for backward)")
+      ->check(CLI::IsMember({"fused", "unfused"}));
 }
 
 void add_machine_options(CLI::App& command, evaluation::MachineOptions& options) {
@@ -37,7 +44,7 @@ void add_machine_options(CLI::App& command, evaluation::MachineOptions& options)
                   fmt::format("model preset ({}) or a Hugging Face config.json",
                               fmt::join(model_preset_names(), ", ")))
       ->capture_default_str();
-  add_model_overrides(command, options.attention, options.attention_kernel);
+  add_model_overrides(command, options.attention, options.attention_kernel, options.loss_kernel);
   command
       .add_option("--cluster", options.cluster,
                   fmt::format("cluster preset ({}) or a cluster JSON file",

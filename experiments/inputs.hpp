@@ -11,7 +11,8 @@ namespace paradyse::cli {
 
 // --model, --attention, --cluster, --nodes.
 // --attention and --attention-kernel (evaluation::model_overrides reads them).
-void add_model_overrides(CLI::App& command, std::string& attention, std::string& attention_kernel);
+void add_model_overrides(CLI::App& command, std::string& attention, std::string& attention_kernel,
+                         std::string& loss_kernel);
 void add_machine_options(CLI::App& command, evaluation::MachineOptions& options);
 // A count flag's check: CLI11's PositiveNumber names the whole double range in its message; this one
 // says what was expected.

@@ -23,12 +23,14 @@ std::string plan_text(const evaluation::PublishedRun& run) {
   return plan;
 }
 
-// What else the run is: model, batch × seq (× micro-batches), cluster × degree, attention kernel.
+// What else the run is: model, batch × seq (× micro-batches), cluster × degree, attention and loss
+// kernels.
 std::string configuration(const evaluation::PublishedRun& run) {
   std::string text = fmt::format("{} {}×{}", run.model, run.batch, run.seq);
   if (run.micro_batches > 1) text += fmt::format("×{}", run.micro_batches);
   text += fmt::format(", {} ×{}", run.cluster, run.degree);
-  if (run.attention_kernel) text += fmt::format(", {}", to_string(*run.attention_kernel));
+  if (run.attention_kernel) text += fmt::format(", {} attention", to_string(*run.attention_kernel));
+  if (run.loss_kernel) text += fmt::format(", {} loss", to_string(*run.loss_kernel));
   return text;
 }
 

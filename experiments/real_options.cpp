@@ -19,7 +19,7 @@ void RealRunOptions::add_to(CLI::App& command) {
       .add_option("--model", model,
                   "model preset (tiny-gpt and tiny-llama fit a CPU) or a Hugging Face config.json")
       ->capture_default_str();
-  add_model_overrides(command, attention, attention_kernel);
+  add_model_overrides(command, attention, attention_kernel, loss_kernel);
   command.add_option("--plan", plan, "one strategy for every layer, or one per layer, comma-separated")
       ->capture_default_str();
   command.add_option("--layers", layers, "layers to run (default: the model's)");
@@ -50,7 +50,8 @@ void RealRunOptions::add_to(CLI::App& command) {
 }
 
 ModelSpec RealRunOptions::load_model() const {
-  ModelSpec spec = paradyse::load_model(model, evaluation::model_overrides(attention, attention_kernel));
+  ModelSpec spec =
+      paradyse::load_model(model, evaluation::model_overrides(attention, attention_kernel, loss_kernel));
   if (layers < 0)
     throw InputError("--layers", 0, "",
                      "expected a positive number of layers, got " + std::to_string(layers));

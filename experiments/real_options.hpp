@@ -16,6 +16,7 @@ struct RealRunOptions {
   std::string model = "tiny-gpt";
   std::string attention;         // "", "causal" or "bidirectional"
   std::string attention_kernel;  // "", "flash" or "unfused"
+  std::string loss_kernel;       // "", "fused" or "unfused"
   std::string plan = "megatron_ts";
   int layers = 0;  // 0: the model's
   std::string recompute = "none";

@@ -47,9 +47,10 @@ void print(const sim::SimulationResult& r, const sim::Simulator& simulator,
            const sim::SimulationOptions& options) {
   const ModelSpec& model = simulator.model();
   const hw::ClusterSpec& cluster = simulator.cluster();
-  fmt::print("{} ({} layers, {}, {} attention) on {} ({} GPUs of {}), degree {}, batch {}{}\n", model.name,
-             model.num_layers, model.causal ? "causal" : "bidirectional", to_string(model.attention_kernel),
-             cluster.name, cluster.num_gpus(), cluster.gpu.name, r.degree, r.batch,
+  fmt::print("{} ({} layers, {}, {} attention, {} loss) on {} ({} GPUs of {}), degree {}, batch {}{}\n",
+             model.name, model.num_layers, model.causal ? "causal" : "bidirectional",
+             to_string(model.attention_kernel), to_string(model.loss_kernel), cluster.name,
+             cluster.num_gpus(), cluster.gpu.name, r.degree, r.batch,
              r.micro_batches > 1 ? fmt::format(" × {} micro-batches", r.micro_batches) : "");
   fmt::print("plan {}, seq {}{}{}\n", r.plan, r.tokens,
              r.documents > 1 ? fmt::format(" in {} packed documents", r.documents) : "",

@@ -12,8 +12,19 @@ namespace {
 // whether a rank computes them for its tokens and the whole vocabulary or for every token and its
 // rows.
 int64_t loss_chunk_tokens(const StepSpec& spec, int64_t tokens, int vocabulary_shards) {
+  if (spec.model->loss_kernel == LossKernel::unfused) return tokens;  // Megatron's: every token at once
   return std::max(spec.loss_chunk_tokens * vocabulary_shards,
                   (tokens + spec.max_loss_chunks - 1) / spec.max_loss_chunks);
+}
+
+// The logits the loss reads: the fused kernel the head's bf16 ones, the unfused loss an fp32 copy.
+Tensor loss_logits(Backend& be, const StepSpec& spec, const Tensor& logits) {
+  return spec.model->loss_kernel == LossKernel::unfused ? be.cast(logits, DType::fp32) : logits;
+}
+
+// The gradient the head's GEMMs take, in bf16: the unfused loss's fp32 gradient cast back.
+Tensor head_gradient(Backend& be, Tensor d_logits) {
+  return d_logits.dtype() == DType::bf16 ? d_logits : be.cast(d_logits, DType::bf16);
 }
 
 // The head and loss on this rank's tokens [b, s/p, h] against the whole table, gathered; its gradient
@@ -28,10 +39,12 @@ Tensor gathered_head(Backend& be, const StepSpec& spec, WeightSource& weights, c
   for (int64_t start = 0; start < local; start += chunk_tokens) {
     const int64_t length = std::min(chunk_tokens, local - start);
     Tensor chunk = be.slice(normed, 1, start, length);  // [b, c, h]
-    LossOutput chunk_loss = be.cross_entropy(be.linear(chunk, table), be.slice(targets, 1, start, length));
+    LossOutput chunk_loss =
+        be.cross_entropy(loss_logits(be, spec, be.linear(chunk, table)), be.slice(targets, 1, start, length));
     be.add_(loss, chunk_loss.loss);
-    d_chunks.push_back(be.matmul(chunk_loss.d_logits, table));          // [b, c, h]
-    Tensor d_table_chunk = be.weight_grad(chunk_loss.d_logits, chunk);  // [V, h]
+    const Tensor d_logits = head_gradient(be, std::move(chunk_loss.d_logits));
+    d_chunks.push_back(be.matmul(d_logits, table));          // [b, c, h]
+    Tensor d_table_chunk = be.weight_grad(d_logits, chunk);  // [V, h]
     if (d_table.defined())
       be.add_(d_table, d_table_chunk);
     else
@@ -59,15 +72,16 @@ Tensor vocabulary_parallel_head(Backend& be, const StepSpec& spec, ModelShards& 
     const int64_t length = std::min(chunk_tokens, tokens - start);
     Tensor chunk = be.slice(all, 1, start, length);  // [b, c, h]
     const Tensor chunk_targets = be.slice(all_targets, 1, start, length);
-    Tensor logits = be.linear(chunk, table);  // [b, c, V/p]
+    Tensor logits = loss_logits(be, spec, be.linear(chunk, table));  // [b, c, V/p]
     const Tensor maxima = be.all_gather(be.logits_max(logits), 2);
     const Tensor sums = be.all_reduce(be.vocabulary_shard_sums(logits, chunk_targets, first_row, maxima));
     LossOutput chunk_loss =
         be.vocabulary_shard_loss(logits, chunk_targets, first_row, maxima, sums, 1.0 / be.degree());
     logits = Tensor();
     be.add_(loss, chunk_loss.loss);
-    d_chunks.push_back(be.matmul(chunk_loss.d_logits, table));        // [b, c, h], partial
-    be.add_(table_grad, be.weight_grad(chunk_loss.d_logits, chunk));  // [V/p, h]
+    const Tensor d_logits = head_gradient(be, std::move(chunk_loss.d_logits));
+    d_chunks.push_back(be.matmul(d_logits, table));        // [b, c, h], partial
+    be.add_(table_grad, be.weight_grad(d_logits, chunk));  // [V/p, h]
   }
   Tensor d_all = d_chunks.size() == 1 ? d_chunks[0] : be.concat(d_chunks, 1);
   d_chunks.clear();

@@ -261,6 +261,16 @@ std::optional<AttentionKernel> attention_kernel_named(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view to_string(LossKernel kernel) {
+  return kernel == LossKernel::fused ? "fused" : "unfused";
+}
+
+std::optional<LossKernel> loss_kernel_named(std::string_view name) {
+  for (LossKernel kernel : {LossKernel::fused, LossKernel::unfused})
+    if (name == to_string(kernel)) return kernel;
+  return std::nullopt;
+}
+
 int64_t ModelSpec::layer_parameters() const {
   const int64_t qkv = (hidden + 2 * kv_hidden()) * hidden;
   const int64_t projection = hidden * hidden;
@@ -302,6 +312,7 @@ ModelSpec load_model(const std::string& name_or_path, const ModelOverrides& over
   }
   if (overrides.causal) spec.causal = *overrides.causal;
   if (overrides.attention_kernel) spec.attention_kernel = *overrides.attention_kernel;
+  if (overrides.loss_kernel) spec.loss_kernel = *overrides.loss_kernel;
   return spec;
 }
 

@@ -28,6 +28,16 @@ enum class AttentionKernel { flash, unfused };
 std::string_view to_string(AttentionKernel kernel);  // "flash", "unfused"
 std::optional<AttentionKernel> attention_kernel_named(std::string_view name);
 
+// The cross-entropy over the output head's logits. fused: one kernel reads the bf16 logits and writes
+// their gradient (Megatron-LM's cross_entropy_loss_fusion, Liger's, torchtune's), over chunks of the
+// tokens so that no chunk's logits grow with the sequence. unfused: Megatron-LM's default
+// (tensor_parallel/cross_entropy.py): the whole sequence's logits cast to fp32, their maximum
+// subtracted, exponentiated, summed and divided out in place, the fp32 softmax kept for backward,
+// which scales it in place and casts the gradient back to bf16.
+enum class LossKernel { fused, unfused };
+std::string_view to_string(LossKernel kernel);  // "fused", "unfused"
+std::optional<LossKernel> loss_kernel_named(std::string_view name);
+
 struct ModelSpec {
   std::string name;
   std::string source;      // preset name or file path
@@ -44,6 +54,7 @@ struct ModelSpec {
   double hidden_dropout = 0;     // probability, after attention and after the MLP
   double attention_dropout = 0;  // probability, on the attention probabilities
   AttentionKernel attention_kernel = AttentionKernel::flash;
+  LossKernel loss_kernel = LossKernel::fused;
 
   int64_t head_dim() const { return hidden / heads; }
   int64_t kv_hidden() const { return kv_heads * head_dim(); }  // h_kv
@@ -61,6 +72,7 @@ struct ModelSpec {
 struct ModelOverrides {
   std::optional<bool> causal;
   std::optional<AttentionKernel> attention_kernel;
+  std::optional<LossKernel> loss_kernel;
 };
 
 // `name_or_path`: a preset (see model_preset_names) or a path to a config.json, with `overrides`

@@ -7,7 +7,10 @@ GPT step runs it in eager PyTorch, in bf16:
   - pre-LN blocks: LayerNorm, the QKV linear, FlashAttention-2 (PyTorch's flash SDPA backend, causal,
     attention dropout inside the kernel), the output linear, hidden dropout, the residual add; then
     LayerNorm, the MLP (tanh GELU), hidden dropout, the residual add; linears with biases;
-  - the final LayerNorm, the output head on the (tied) embedding table, cross entropy in fp32;
+  - the final LayerNorm, the output head on the (tied) embedding table, and Megatron's
+    vocabulary-parallel cross entropy on one rank, unfused (cross_entropy_loss_fusion off): the
+    logits cast to fp32, their maximum, subtracted, exponentiated and summed, the softmax divided out
+    in place and kept for backward, which subtracts the target's one and scales in place;
   - mixed precision as Megatron runs it (megatron/core/distributed and optimizer, without gradient-
     accumulation fusion): gradients in bf16 added into fp32 main gradients held in one contiguous
     buffer, which one fill zeroes each step; the gradient norm read on the host (clip_grad_norm_fp32's
@@ -29,6 +32,36 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+class VocabParallelCrossEntropy(torch.autograd.Function):
+    """megatron/core/tensor_parallel/cross_entropy.py's _VocabParallelCrossEntropy on one rank: the
+    same passes over the fp32 logits, in place where Megatron's are (its all-reduces are no-ops)."""
+
+    @staticmethod
+    def forward(ctx, logits, target):  # logits [tokens, V] bf16, target [tokens]
+        ctx.input_dtype = logits.dtype
+        logits = logits.float()
+        logits_max = torch.max(logits, dim=-1)[0]
+        logits -= logits_max.unsqueeze(dim=-1)
+        rows = torch.arange(0, logits.size(0), device=logits.device)
+        predicted_logits = logits[rows, target].clone().contiguous()
+        exp_logits = logits
+        torch.exp(logits, out=exp_logits)
+        sum_exp_logits = exp_logits.sum(dim=-1)
+        loss = torch.log(sum_exp_logits) - predicted_logits
+        exp_logits.div_(sum_exp_logits.unsqueeze(dim=-1))
+        ctx.save_for_backward(exp_logits, target)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        softmax, target = ctx.saved_tensors
+        grad_input = softmax
+        rows = torch.arange(0, grad_input.size(0), device=grad_input.device)
+        grad_input[rows, target] -= 1.0
+        grad_input.mul_(grad_output.unsqueeze(dim=-1))
+        return grad_input.to(ctx.input_dtype), None
 
 
 class Block(nn.Module):
@@ -68,7 +101,8 @@ class Gpt(nn.Module):
             x = block(x)
         x = self.ln_f(x)
         logits = F.linear(x, self.wte.weight if self.head is None else self.head.weight)
-        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
+        losses = VocabParallelCrossEntropy.apply(logits.view(-1, logits.shape[-1]), targets.view(-1))
+        return losses.mean()
 
 
 def profile_step(step):

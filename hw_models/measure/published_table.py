@@ -2,8 +2,8 @@
 """A table for `paradyse published --table` from gpu_training_step.py's measured steps.
 
 Each measured length of each step file becomes one run: the step's model file, the cluster preset the
-GPU's figures are in, megatron_tp at degree 1, one sequence, whether its steps clipped their
-gradients, measure "iteration", the median step time.
+GPU's figures are in, megatron_tp at degree 1, one sequence, the unfused loss kernel (the step runs
+Megatron's), whether its steps clipped their gradients, measure "iteration", the median step time.
 
 Usage: python3 published_table.py --cluster dgx-h200 --source "measured on ..." [--model-dir DIR] steps.json...
 """
@@ -14,7 +14,7 @@ import sys
 SETUP = ("one GPU, eager PyTorch in bf16: GPT-2 style pre-LN blocks with biases, FlashAttention-2 (PyTorch's "
          "flash SDPA backend) with the model file's attention dropout, its hidden dropout, tanh GELU, the output head on the "
          "tied embedding table (the model file's vocabulary: pad it as Megatron-LM does, to a multiple of 128), "
-         "fp32 cross entropy; bf16 gradients added into fp32 main gradients (one buffer, one fill zeroes it), the "
+         "Megatron's unfused vocabulary-parallel cross entropy on fp32 logits; bf16 gradients added into fp32 main gradients (one buffer, one fill zeroes it), the "
          "gradient norm read on the host and the gradients scaled when it exceeds 1.0 (in {clipped} of {all} steps), "
          "fused Adam on fp32 masters, the copy back to bf16, the loss read on the host; one sequence per step, "
          "the median of {steps} steps after {warmup} warm-up")
@@ -46,7 +46,8 @@ def main():
                          "some did not; a traced step takes one branch")
             runs.append({"name": f"{name} iteration, {seq} tokens", "table": f"{path}, seq {seq}",
                          "cluster": args.cluster, "model": model, "strategy": "megatron_tp", "degree": 1,
-                         "seq": seq, "batch": 1, "gradients_clipped": run["clipped_steps"] > 0,
+                         "seq": seq, "batch": 1, "loss_kernel": "unfused",
+                         "gradients_clipped": run["clipped_steps"] > 0,
                          "measure": "iteration",
                          "measured_s": round(run["step_seconds"], 6)})
     if not runs:

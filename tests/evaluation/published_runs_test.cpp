@@ -32,8 +32,9 @@ TEST_CASE("published runs: a layer's predicted time is what one more layer adds 
   for (const PublishedRun& run : bundled_published_runs()) {
     if (run.measure == PublishedMeasure::iteration) continue;
     INFO(run.name);
-    ModelSpec model =
-        load_model(run.model, {.causal = std::nullopt, .attention_kernel = run.attention_kernel});
+    ModelSpec model = load_model(
+        run.model,
+        {.causal = std::nullopt, .attention_kernel = run.attention_kernel, .loss_kernel = run.loss_kernel});
     const costmodel::EstimateRequest request{.tokens = run.seq, .degree = run.degree, .batch = run.batch};
     const hw::ClusterSpec cluster = hw::load_cluster(run.cluster);
     const costmodel::Estimate whole =

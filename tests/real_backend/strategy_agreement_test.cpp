@@ -274,6 +274,20 @@ TEST_CASE("tp_cp_t2 (tensor parallel over 2 ranks × a ring of 2 groups) compute
   check_strategy("tp_cp_t2", {4});
 }
 
+TEST_CASE("the unfused loss kernel computes what the fused one does, on either head", "[real]") {
+  const ModelSpec model = tiny_model(false, true);
+  ModelSpec unfused = model;
+  unfused.loss_kernel = LossKernel::unfused;
+  at::manual_seed(11);
+  // 2 × 32 tokens gather the 45-row tables; 2 × 16 score every token on each rank's rows.
+  for (const int64_t tokens : {32, 16}) {
+    INFO(tokens << " tokens");
+    const StepInputs in = step_inputs(model, tokens);
+    check_step(run_step(unfused, 2, uniform_plan(megatron_ts(), 2), in.tokens, in.targets),
+               reference_step(model, reference_weights(model, 2, 2, kSeed), 2, in.tokens, in.targets));
+  }
+}
+
 TEST_CASE("dropout: a replicated tensor's mask is the same on every rank, a rank's own part's is not",
           "[real]") {
   // megatron_tp's layer runs its dropouts on every token alike on every rank: different masks would

@@ -31,6 +31,36 @@ TEST_CASE("training step: the fused head's chunks stop multiplying, so the progr
   }
 }
 
+TEST_CASE("training step: the unfused loss reads every logit in fp32 in ten passes, cast there and back",
+          "[strategies]") {
+  ModelSpec model = small_model(true);  // V 32,000
+  model.loss_kernel = LossKernel::unfused;
+  const int p = 4;
+  // Fewer tokens than rows: each rank scores every token on its rows (three loss calls); more: each
+  // scores its tokens on the gathered table (one). Either way one chunk, whatever the length.
+  for (const auto& [tokens, loss_calls] : std::vector<std::pair<int64_t, int>>{{4096, 3}, {65536, 1}}) {
+    INFO(tokens << " tokens");
+    const double logits = static_cast<double>(tokens) * static_cast<double>(padded_vocab(model, p)) / p;
+    double loss_bytes = 0, cast_bytes = 0;
+    int calls = 0;
+    for (const Op& op : trace_step(megatron_ts(), model, p, tokens).ops) {
+      if (op.phase != Phase::head) continue;
+      if (op.kernel == Kernel::cross_entropy) {
+        loss_bytes += op.memory_bytes;
+        ++calls;
+      }
+      if (op.kernel == Kernel::cast) cast_bytes += op.memory_bytes;
+    }
+    CHECK(calls == loss_calls);
+    // Max; subtract, exp and sum; divide; the gradient's scale: 10 passes of 4 bytes (and the targets',
+    // maxima's and sums' few bytes a token).
+    CHECK(loss_bytes == Approx(40 * logits).epsilon(1e-3));
+    CHECK(loss_bytes > 40 * logits);
+    // bf16 → fp32 and back: 2 + 4 bytes a logit each way.
+    CHECK(cast_bytes == Approx(12 * logits).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("training step: a tensor too large to count in bytes is TensorTooLarge, naming its shape",
           "[strategies]") {
   // colossal_z's scores at degree 1: [1, 16, 2^30, 2^30] bf16 elements, 2^65 bytes.
