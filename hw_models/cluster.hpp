@@ -61,6 +61,13 @@ struct GpuSpec {
   // FlashAttention with dropout on the probabilities over without, time ratio by key length; empty: 1
   // (no measurement).
   Curve attention_dropout_time_factor_by_seq;
+  // FlashAttention on few thread blocks (one per 128 rows of a head) over its time at the efficiency
+  // curves' configuration, by blocks per SM, forward and backward, with and without a causal mask;
+  // empty: 1 (no measurement). Needs gemm_tiles' SM count.
+  struct AttentionOccupancy {
+    Curve forward, backward, causal_forward, causal_backward;
+  };
+  std::optional<AttentionOccupancy> attention_occupancy;
   double kernel_launch_s = 0;          // fixed cost of every kernel
   double reserved_bytes = 0;           // CUDA context and NCCL buffers: never available to tensors
   double allocator_fragmentation = 0;  // fraction the caching allocator holds beyond live tensors

@@ -6,7 +6,8 @@ Each figure a preset needs is timed on its own, never a whole training step:
     Transformer layer launches (its linears, their tensor-parallel shards, their weight gradients);
   - FlashAttention-2 (PyTorch's flash SDPA backend) forward and forward+backward, head dim 128, with
     and without the causal mask, and causal with dropout 0.1 on the probabilities (the kernel draws
-    its random numbers inside), 16K tokens per batch as Dao-AILab's benchmark runs it;
+    its random numbers inside), 16K tokens per batch as Dao-AILab's benchmark runs it, and causal on
+    one sequence of 4 to 64 heads beside it (how the kernel's tiles fill the SMs);
   - HBM copy bandwidth;
   - memory-bound kernels (layer norm, GELU, dropout, add) over sizes, and the optimizer's (fused Adam
     on an fp32 master with the copy to its bf16 weight, the gradient norm's sum of squares, the
@@ -123,38 +124,53 @@ def measure_gemms(dev):
     return rows
 
 
-def measure_attention(dev):
+def attention_row(dev, batch, heads, seq, causal, dropout, head_dim=128):
+    """FlashAttention-2's forward and forward+backward device times on [batch, heads, seq, head_dim]."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    q, k, v = (torch.randn(batch, heads, seq, head_dim, device=dev, dtype=torch.bfloat16,
+                           requires_grad=True) for _ in range(3))
+    d_out = torch.randn(batch, heads, seq, head_dim, device=dev, dtype=torch.bfloat16)
+
+    def forward():
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout)
+
+    def forward_backward():
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout)
+        torch.autograd.grad(out, (q, k, v), d_out)
+
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        with torch.no_grad():
+            fwd_s = device_seconds(forward)
+        fwd_bwd_s = device_seconds(forward_backward)
+    # FLOPs as the FlashAttention benchmark counts them: forward 4 s^2 a d per sequence,
+    # backward 2.5x the forward, half of both under a causal mask.
+    fwd_flops = 4.0 * seq * seq * heads * head_dim * batch / (2 if causal else 1)
+    return {"seq": seq, "batch": batch, "heads": heads, "head_dim": head_dim,
+            "causal": causal, "dropout": dropout, "forward_seconds": fwd_s,
+            "forward_backward_seconds": fwd_bwd_s,
+            "forward_tflops": fwd_flops / fwd_s / 1e12,
+            "forward_backward_tflops": 3.5 * fwd_flops / fwd_bwd_s / 1e12}
+
+
+def measure_attention(dev):
     rows = []
-    heads, head_dim, tokens = 16, 128, 16384
+    heads, tokens = 16, 16384
     for seq in (512, 1024, 2048, 4096, 8192, 16384):
-        batch = tokens // seq
         for causal, dropout in ((False, 0.0), (True, 0.0), (True, 0.1)):
-            q, k, v = (torch.randn(batch, heads, seq, head_dim, device=dev, dtype=torch.bfloat16,
-                                   requires_grad=True) for _ in range(3))
-            d_out = torch.randn(batch, heads, seq, head_dim, device=dev, dtype=torch.bfloat16)
+            rows.append(attention_row(dev, tokens // seq, heads, seq, causal, dropout))
+    return rows
 
-            def forward():
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout)
 
-            def forward_backward():
-                out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout)
-                torch.autograd.grad(out, (q, k, v), d_out)
-
-            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                with torch.no_grad():
-                    fwd_s = device_seconds(forward)
-                fwd_bwd_s = device_seconds(forward_backward)
-            # FLOPs as the FlashAttention benchmark counts them: forward 4 s^2 a d per sequence,
-            # backward 2.5x the forward, half of both under a causal mask.
-            fwd_flops = 4.0 * seq * seq * heads * head_dim * batch / (2 if causal else 1)
-            rows.append({"seq": seq, "batch": batch, "heads": heads, "head_dim": head_dim,
-                         "causal": causal, "dropout": dropout, "forward_seconds": fwd_s,
-                         "forward_backward_seconds": fwd_bwd_s,
-                         "forward_tflops": fwd_flops / fwd_s / 1e12,
-                         "forward_backward_tflops": 3.5 * fwd_flops / fwd_bwd_s / 1e12})
-            del q, k, v, d_out
+def measure_attention_occupancy(dev):
+    """Attention on one sequence, by heads and length, beside the benchmark's 16K tokens a batch: a
+    kernel with few tiles (FlashAttention-2 runs one per 128 rows of a head) leaves SMs idle."""
+    rows = []
+    for seq in (512, 1024, 2048, 4096, 8192, 16384):
+        for causal in (True, False):
+            rows.append(attention_row(dev, 16384 // seq, 16, seq, causal, 0.0))
+            for heads in (4, 8, 16, 32, 64):
+                rows.append(attention_row(dev, 1, heads, seq, causal, 0.0))
     return rows
 
 
@@ -370,7 +386,8 @@ def measure_host(dev):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", help="JSON file to write (default: standard output)")
-    parser.add_argument("--only", help="comma-separated parts: host,gemm,attention,copy,memory_bound,optimizer,host_by_call")
+    parser.add_argument("--only", help="comma-separated parts: host,gemm,attention,attention_occupancy,copy,"
+                                       "memory_bound,optimizer,host_by_call")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("gpu_components.py: no CUDA device is visible; these are GPU measurements")
@@ -380,6 +397,7 @@ def main():
               "memory_bytes": props.total_memory, "torch": torch.__version__,
               "cuda": torch.version.cuda, "date": time.strftime("%Y-%m-%d")}
     parts = {"host": measure_host, "gemm": measure_gemms, "attention": measure_attention,
+             "attention_occupancy": measure_attention_occupancy,
              "copy": measure_copy, "memory_bound": measure_memory_bound, "optimizer": measure_optimizer,
              "host_by_call": measure_host_by_call}
     wanted = args.only.split(",") if args.only else list(parts)

@@ -402,6 +402,38 @@ TEST_CASE("load_cluster: the optional attention dropout factor, by key length, w
   CHECK_THAT(load_error(unsourced).what(), Contains("gpu.source.attention_dropout_time_factor_by_seq"));
 }
 
+TEST_CASE("load_cluster: the optional attention factors by blocks per SM come four together, on a GPU's SMs",
+          "[hw_models]") {
+  TempDir dir;
+  const std::vector<std::string> keys{"attention_forward_time_factor_by_blocks_per_sm",
+                                      "attention_backward_time_factor_by_blocks_per_sm",
+                                      "causal_attention_forward_time_factor_by_blocks_per_sm",
+                                      "causal_attention_backward_time_factor_by_blocks_per_sm"};
+  const auto with_factors = [&](const std::string& name, std::size_t count, bool tiles) {
+    return write_edited_a100(dir, name, [&](auto& json) {
+      for (std::size_t i = 0; i < count; ++i) {
+        json["gpu"][keys[i]] = {{0.5, 2.0 + static_cast<double>(i)}, {16, 1.0}};
+        json["gpu"]["source"][keys[i]] = "measured";
+      }
+      if (!tiles) {
+        json["gpu"].erase("gemm_tiles");
+        json["gpu"]["gemm_efficiency_by_flops"] = {{1e9, 0.5}};
+        json["gpu"]["source"]["gemm_efficiency_by_flops"] = "measured";
+      }
+    });
+  };
+  const auto occupancy = load_cluster(with_factors("four.json", 4, true)).gpu.attention_occupancy;
+  REQUIRE(occupancy.has_value());
+  CHECK(occupancy->forward.at(0.5) == 2.0);
+  CHECK(occupancy->causal_backward.at(0.5) == 5.0);
+  CHECK_FALSE(load_cluster("dgx-a100").gpu.attention_occupancy.has_value());
+  CHECK_THAT(load_error(with_factors("three.json", 3, true)).what(),
+             Contains("gpu.causal_attention_backward_time_factor_by_blocks_per_sm") &&
+                 Contains("with the other three"));
+  CHECK_THAT(load_error(with_factors("curve.json", 4, false)).what(),
+             Contains("gpu.attention_forward_time_factor_by_blocks_per_sm") && Contains("gemm_tiles"));
+}
+
 TEST_CASE("load_cluster: the optional host block gives dispatch costs, each with its source", "[hw_models]") {
   TempDir dir;
   const paradyse::json_input::Json host = {
