@@ -136,10 +136,8 @@ void run(const EstimateOptions& options) {
   const ModelSpec& model = estimator.model();
   const hw::ClusterSpec& cluster = estimator.cluster();
   fmt::print(
-      "{} (h {}, {} heads, {} KV heads, {} layers, {}, {} attention, {} loss) on {} ({} GPUs of {}), degree "
-      "{}, "
-      "batch "
-      "{}{}, recompute {}\n",
+      "{} (h {}, {} heads, {} KV heads, {} layers, {}, {} attention, {} loss) on {} ({} GPUs of {}), "
+      "degree {}, batch {}{}, recompute {}\n",
       model.name, model.hidden, model.heads, model.kv_heads, model.num_layers,
       model.causal ? "causal" : "bidirectional", to_string(model.attention_kernel),
       to_string(model.loss_kernel), cluster.name, cluster.num_gpus(), cluster.gpu.name, degree, options.batch,

@@ -10,7 +10,7 @@
 namespace paradyse::cli {
 
 // --model, --attention, --cluster, --nodes.
-// --attention and --attention-kernel (evaluation::model_overrides reads them).
+// --attention, --attention-kernel and --loss-kernel (evaluation::model_overrides reads them).
 void add_model_overrides(CLI::App& command, std::string& attention, std::string& attention_kernel,
                          std::string& loss_kernel);
 void add_machine_options(CLI::App& command, evaluation::MachineOptions& options);
