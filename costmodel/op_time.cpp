@@ -110,14 +110,16 @@ double OpTimer::compute_s(const Op& op) const {
       // Dropout inside the kernel draws a random number per computed score (measured where known).
       if (op.drops_out && !gpu.attention_dropout_time_factor_by_seq.points().empty())
         arithmetic *= gpu.attention_dropout_time_factor_by_seq.at(static_cast<double>(op.dims[2]));
-      // FlashAttention-2 runs a thread block per 128 rows of a head: few of them leave SMs idle.
+      // FlashAttention-2 runs a thread block per kFlashRowsPerBlock rows of a head: few blocks leave SMs
+      // idle.
       if (gpu.attention_occupancy) {
+        constexpr double kFlashRowsPerBlock = 128;
         const bool forward = op.kind == OpKind::attention_forward;
         const auto& o = *gpu.attention_occupancy;
         const hw::Curve& factor = op.partially_masked ? (forward ? o.causal_forward : o.causal_backward)
                                                       : (forward ? o.forward : o.backward);
         const double blocks =
-            static_cast<double>(op.dims[0]) * std::ceil(static_cast<double>(op.dims[1]) / 128);
+            static_cast<double>(op.dims[0]) * std::ceil(static_cast<double>(op.dims[1]) / kFlashRowsPerBlock);
         arithmetic *= factor.at(blocks / gpu.gemm_tiles->streaming_multiprocessors);
       }
       break;

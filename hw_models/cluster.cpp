@@ -8,7 +8,6 @@
 #include "hw_models/cluster.hpp"
 
 #include <algorithm>
-#include <array>
 #include <climits>
 #include <cmath>
 #include <filesystem>
@@ -178,45 +177,32 @@ GemmTiles read_gemm_tiles(const Object& tiles) {
   return spec;
 }
 
-// The four curves together or none; blocks per SM need the SMs of gemm_tiles.
-std::optional<GpuSpec::AttentionOccupancy> read_attention_occupancy(const Object& gpu, bool tiles) {
-  const std::array<std::string_view, 4> keys{"attention_forward_time_factor_by_blocks_per_sm",
-                                             "attention_backward_time_factor_by_blocks_per_sm",
-                                             "causal_attention_forward_time_factor_by_blocks_per_sm",
-                                             "causal_attention_backward_time_factor_by_blocks_per_sm"};
-  int present = 0;
-  for (std::string_view key : keys) present += gpu.has(key);
-  if (present == 0) return std::nullopt;
-  for (std::string_view key : keys)
-    if (!gpu.has(key)) gpu.fail(key, "expected with the other three attention time factors by blocks per SM");
-  if (!tiles)
-    gpu.fail(keys[0], "expected only with gemm_tiles, whose streaming_multiprocessors it counts by");
-  return GpuSpec::AttentionOccupancy{positive_curve(gpu, keys[0]), positive_curve(gpu, keys[1]),
-                                     positive_curve(gpu, keys[2]), positive_curve(gpu, keys[3])};
+GpuSpec::AttentionOccupancy read_attention_occupancy(const Object& factors) {
+  factors.require_keys({"forward", "backward", "causal_forward", "causal_backward", "source"});
+  require_sources(factors, {"forward", "backward", "causal_forward", "causal_backward"});
+  return {positive_curve(factors, "forward"), positive_curve(factors, "backward"),
+          positive_curve(factors, "causal_forward"), positive_curve(factors, "causal_backward")};
 }
 
 GpuSpec read_gpu(const Object& gpu) {
-  gpu.require_keys(
-      {"name", "bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second", "attention_efficiency_by_seq",
-       "causal_attention_efficiency_by_seq", "kernel_launch_seconds", "reserved_bytes",
-       "allocator_fragmentation", "source"},
-      {"gemm_tiles", "gemm_efficiency_by_flops", "kernels", "attention_dropout_time_factor_by_seq",
-       "attention_forward_time_factor_by_blocks_per_sm", "attention_backward_time_factor_by_blocks_per_sm",
-       "causal_attention_forward_time_factor_by_blocks_per_sm",
-       "causal_attention_backward_time_factor_by_blocks_per_sm"});
+  gpu.require_keys({"name", "bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second",
+                    "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq",
+                    "kernel_launch_seconds", "reserved_bytes", "allocator_fragmentation", "source"},
+                   {"gemm_tiles", "gemm_efficiency_by_flops", "kernels",
+                    "attention_dropout_time_factor_by_seq", "attention_time_factor_by_blocks_per_sm"});
   const bool tiles = gpu.has("gemm_tiles");
   if (tiles == gpu.has("gemm_efficiency_by_flops"))
     gpu.fail("gemm_tiles", "expected exactly one of gemm_tiles (a GPU's SMs) and gemm_efficiency_by_flops");
-  // The tiles carry their own sources; the curve's is the GPU's.
-  require_sources(
-      gpu,
-      {"bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second", "attention_efficiency_by_seq",
-       "causal_attention_efficiency_by_seq", "kernel_launch_seconds", "reserved_bytes",
-       "allocator_fragmentation"},
-      {"gemm_efficiency_by_flops", "attention_dropout_time_factor_by_seq",
-       "attention_forward_time_factor_by_blocks_per_sm", "attention_backward_time_factor_by_blocks_per_sm",
-       "causal_attention_forward_time_factor_by_blocks_per_sm",
-       "causal_attention_backward_time_factor_by_blocks_per_sm"});
+  // The tiles and the attention factors carry their own sources; the curves' are the GPU's.
+  require_sources(gpu,
+                  {"bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second",
+                   "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq",
+                   "kernel_launch_seconds", "reserved_bytes", "allocator_fragmentation"},
+                  {"gemm_efficiency_by_flops", "attention_dropout_time_factor_by_seq"});
+  // Blocks per SM are counted on the SMs of gemm_tiles.
+  if (gpu.has("attention_time_factor_by_blocks_per_sm") && !tiles)
+    gpu.fail("attention_time_factor_by_blocks_per_sm",
+             "expected only with gemm_tiles, whose streaming_multiprocessors it counts by");
   GpuSpec spec;
   spec.name = non_empty_string(gpu, "name");
   spec.bf16_flops_per_second = gpu.positive_number("bf16_flops_per_second");
@@ -230,7 +216,8 @@ GpuSpec read_gpu(const Object& gpu) {
   spec.causal_attention_efficiency_by_seq = efficiency_curve(gpu, "causal_attention_efficiency_by_seq");
   if (gpu.has("attention_dropout_time_factor_by_seq"))
     spec.attention_dropout_time_factor_by_seq = positive_curve(gpu, "attention_dropout_time_factor_by_seq");
-  spec.attention_occupancy = read_attention_occupancy(gpu, tiles);
+  if (gpu.has("attention_time_factor_by_blocks_per_sm"))
+    spec.attention_occupancy = read_attention_occupancy(gpu.object("attention_time_factor_by_blocks_per_sm"));
   spec.kernel_launch_s = non_negative_number(gpu, "kernel_launch_seconds");
   spec.reserved_bytes = non_negative_number(gpu, "reserved_bytes");
   if (spec.reserved_bytes >= spec.hbm_bytes)

@@ -61,9 +61,10 @@ struct GpuSpec {
   // FlashAttention with dropout on the probabilities over without, time ratio by key length; empty: 1
   // (no measurement).
   Curve attention_dropout_time_factor_by_seq;
-  // FlashAttention on few thread blocks (one per 128 rows of a head) over its time at the efficiency
-  // curves' configuration, by blocks per SM, forward and backward, with and without a causal mask;
-  // empty: 1 (no measurement). Needs gemm_tiles' SM count.
+  // Optional ("attention_time_factor_by_blocks_per_sm"): FlashAttention on few thread blocks (one per
+  // 128 rows of a head) over its time at the efficiency curves' configuration, by blocks per SM,
+  // forward and backward, with and without a causal mask; absent: 1 (no measurement). Needs
+  // gemm_tiles' SM count.
   struct AttentionOccupancy {
     Curve forward, backward, causal_forward, causal_backward;
   };

@@ -44,7 +44,7 @@ struct AttentionSaved final : SavedActivations {
 // This rank's queries against the whole sequence in gathered order (every rank's local tokens in rank
 // order), which is the column order of the score row: the mask compares positions, not indices.
 AttentionMask row_mask(const LayerContext& ctx, int rank) {
-  return {ctx.model.causal, ctx.layout.local(rank), ctx.layout.gathered(), ctx.layout.document_ends()};
+  return core_attention::mask(ctx, ctx.layout.local(rank), ctx.layout.gathered());
 }
 
 // Joins blocks indexed by origin rank along `dim`, so that their order is the gathered order; the

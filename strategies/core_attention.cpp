@@ -54,17 +54,20 @@ Tensor reduce_heads(Backend& be, const ModelSpec& model, const Tensor& x) {
   return be.view(sum, {b, n, kv_heads, d});
 }
 
-// The fused kernel drops probabilities itself; the unfused path calls dropout on them.
-AttentionMask flash_mask(const ModelSpec& model, AttentionMask mask) {
-  mask.dropout = model.attention_dropout;
-  return mask;
+AttentionMask mask(const LayerContext& ctx, Positions queries, Positions keys) {
+  return {ctx.model.causal, std::move(queries), std::move(keys), ctx.layout.document_ends(),
+          ctx.model.attention_dropout};
+}
+
+AttentionMask full_sequence_mask(const LayerContext& ctx) {
+  return mask(ctx, ctx.layout.gathered(), ctx.layout.gathered());
 }
 
 Forward forward(Backend& be, const LayerContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
                 const AttentionMask& mask) {
   Forward result;
   if (ctx.model.attention_kernel == AttentionKernel::flash) {
-    AttentionOutput attention = be.attention_forward(q, k, v, flash_mask(ctx.model, mask));
+    AttentionOutput attention = be.attention_forward(q, k, v, mask);
     result.out = std::move(attention.out);
     result.saved.lse = std::move(attention.lse);
   } else {
@@ -84,7 +87,7 @@ AttentionGrads backward(Backend& be, const LayerContext& ctx, const Tensor& d_ou
   if (ctx.recompute == Recompute::selective) {
     be.label("attention recompute");
     if (flash) {
-      AttentionOutput again = be.attention_forward(q, k, v, flash_mask(ctx.model, mask));
+      AttentionOutput again = be.attention_forward(q, k, v, mask);
       saved.lse = std::move(again.lse);
       if (!out.defined()) recomputed_out = std::move(again.out);
     } else {
@@ -93,8 +96,7 @@ AttentionGrads backward(Backend& be, const LayerContext& ctx, const Tensor& d_ou
     be.label("attention");
   }
   if (flash)
-    return be.attention_backward(d_out, q, k, v, out.defined() ? out : recomputed_out, saved.lse,
-                                 flash_mask(ctx.model, mask));
+    return be.attention_backward(d_out, q, k, v, out.defined() ? out : recomputed_out, saved.lse, mask);
 
   const ModelSpec& model = ctx.model;
   AttentionGrads grads;

@@ -18,6 +18,12 @@
 
 namespace paradyse::core_attention {
 
+// The mask of queries at `queries` against keys at `keys`: the model's causality and attention dropout
+// (which a fused kernel draws inside) and the layout's documents.
+AttentionMask mask(const LayerContext& ctx, Positions queries, Positions keys);
+// Every token against every token, in gathered order: a strategy that attends over whole rows.
+AttentionMask full_sequence_mask(const LayerContext& ctx);
+
 // What the core's backward needs beyond q, k, v and out (which its caller keeps).
 struct Saved {
   Tensor lse;            // flash: [b, a', s_q] fp32

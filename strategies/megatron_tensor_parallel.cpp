@@ -26,11 +26,6 @@ struct AttentionSaved final : SavedActivations {
   core_attention::Saved core;  // the log-sum-exp, or the unfused kernel's probabilities
 };
 
-AttentionMask full_sequence_mask(const LayerContext& ctx) {
-  Positions all = ctx.layout.gathered();
-  return {ctx.model.causal, all, all, ctx.layout.document_ends()};
-}
-
 class MegatronTensorParallel final : public Strategy {
  public:
   explicit MegatronTensorParallel(bool sequence_parallel) : ends_{sequence_parallel} {}
@@ -52,7 +47,7 @@ class MegatronTensorParallel final : public Strategy {
     HeadViews heads = tensor_parallel::split_heads(be, ctx.model, saved->qkv);
     be.label("attention");
     core_attention::Forward core =
-        core_attention::forward(be, ctx, heads.q, heads.k, heads.v, full_sequence_mask(ctx));
+        core_attention::forward(be, ctx, heads.q, heads.k, heads.v, core_attention::full_sequence_mask(ctx));
     saved->out = std::move(core.out);
     saved->core = std::move(core.saved);
     be.label("proj");
@@ -74,8 +69,9 @@ class MegatronTensorParallel final : public Strategy {
     d_y_full = Tensor();
     be.label("attention");
     HeadViews heads = tensor_parallel::split_heads(be, ctx.model, saved.qkv);
-    AttentionGrads d = core_attention::backward(be, ctx, be.view(d_out, out.shape()), heads.q, heads.k,
-                                                heads.v, out, full_sequence_mask(ctx), std::move(saved.core));
+    AttentionGrads d =
+        core_attention::backward(be, ctx, be.view(d_out, out.shape()), heads.q, heads.k, heads.v, out,
+                                 core_attention::full_sequence_mask(ctx), std::move(saved.core));
     d_out = Tensor();
     heads = {};
     saved.qkv = Tensor();

@@ -1,5 +1,7 @@
 #include "strategies/ring_attention.hpp"
 
+#include "strategies/core_attention.hpp"
+
 namespace paradyse::ring {
 
 Neighbours neighbours(const Backend& be) {
@@ -59,8 +61,7 @@ void PendingBlock::wait(KvBlock& block) {
 }
 
 AttentionMask block_mask(const LayerContext& ctx, int rank, int owner) {
-  return {ctx.model.causal, ctx.layout.local(rank), ctx.layout.local(owner), ctx.layout.document_ends(),
-          ctx.model.attention_dropout};
+  return core_attention::mask(ctx, ctx.layout.local(rank), ctx.layout.local(owner));
 }
 
 AttentionOutput attention_forward(Backend& be, const LayerContext& ctx, const Tensor& q, const KvBlock& kv,

@@ -495,12 +495,13 @@ Tensor TracingBackend::embedding_backward(const Tensor& d_y, const Tensor& token
   return d_table;
 }
 
+namespace {
 // fp32 logits are Megatron-LM's unfused cross-entropy's (LossKernel::unfused): its maximum, then the
 // logits subtracted, exponentiated, summed and divided in place forward and scaled in place backward
 // are ten passes over them (tensor_parallel/cross_entropy.py); its gradient is fp32. Megatron writes
 // that gradient over the logits' copy, which here is a tensor of its own until the copy is freed.
-namespace {
-double unfused_loss_passes(const Tensor& logits, double passes, double fused_passes) {
+// bf16 logits are the fused kernel's: a read each pass and the gradient's write.
+double loss_passes_bytes(const Tensor& logits, double passes, double fused_passes) {
   return (logits.dtype() == DType::fp32 ? passes : fused_passes) * static_cast<double>(logits.bytes());
 }
 }  // namespace
@@ -508,7 +509,7 @@ double unfused_loss_passes(const Tensor& logits, double passes, double fused_pas
 LossOutput TracingBackend::cross_entropy(const Tensor& logits, const Tensor& targets) {
   LossOutput result{allocate({1}, DType::fp32), allocate(logits.shape(), logits.dtype())};
   Op& op = record(OpKind::memory_bound, Kernel::cross_entropy, {&logits, &targets});
-  op.memory_bytes = unfused_loss_passes(logits, 10, 3) + static_cast<double>(targets.bytes());
+  op.memory_bytes = loss_passes_bytes(logits, 10, 3) + static_cast<double>(targets.bytes());
   produced_by(result.loss, recorder_->next_op() - 1);
   produced_by(result.d_logits, recorder_->next_op() - 1);
   return result;
@@ -532,8 +533,8 @@ Tensor TracingBackend::vocabulary_shard_sums(const Tensor& logits, const Tensor&
   shape.back() = 2;
   Tensor sums = allocate(shape, DType::fp32);
   Op& op = record(OpKind::memory_bound, Kernel::cross_entropy, {&logits, &targets, &maxima});
-  op.memory_bytes = unfused_loss_passes(logits, 5, 1) +
-                    static_cast<double>(targets.bytes() + maxima.bytes() + sums.bytes());
+  op.memory_bytes =
+      loss_passes_bytes(logits, 5, 1) + static_cast<double>(targets.bytes() + maxima.bytes() + sums.bytes());
   produced_by(sums, recorder_->next_op() - 1);
   return sums;
 }
@@ -543,8 +544,8 @@ LossOutput TracingBackend::vocabulary_shard_loss(const Tensor& logits, const Ten
                                                  const Tensor& sums, double /*loss_weight*/) {
   LossOutput result{allocate({1}, DType::fp32), allocate(logits.shape(), logits.dtype())};
   Op& op = record(OpKind::memory_bound, Kernel::cross_entropy, {&logits, &targets, &maxima, &sums});
-  op.memory_bytes = unfused_loss_passes(logits, 4, 2) +
-                    static_cast<double>(targets.bytes() + maxima.bytes() + sums.bytes());
+  op.memory_bytes =
+      loss_passes_bytes(logits, 4, 2) + static_cast<double>(targets.bytes() + maxima.bytes() + sums.bytes());
   produced_by(result.loss, recorder_->next_op() - 1);
   produced_by(result.d_logits, recorder_->next_op() - 1);
   return result;

@@ -31,11 +31,6 @@ struct AttentionSaved final : SavedActivations {
   Tensor o;
 };
 
-AttentionMask full_sequence_mask(const LayerContext& ctx) {
-  Positions all = ctx.layout.gathered();
-  return {ctx.model.causal, all, all, ctx.layout.document_ends()};
-}
-
 using ulysses::heads_to_sequence_async;
 using ulysses::sequence_to_heads_async;
 
@@ -77,8 +72,8 @@ class UlyssesZ final : public zero3::Zero3MlpStrategy {
     be.label("proj");
     Pending w_proj = zero3::gather_async(be, w, &LayerWeights::proj);  // prefetch: hidden behind attention
     be.label("attention");
-    core_attention::Forward core =
-        core_attention::forward(be, ctx, saved->q, saved->k, saved->v, full_sequence_mask(ctx));
+    core_attention::Forward core = core_attention::forward(be, ctx, saved->q, saved->k, saved->v,
+                                                           core_attention::full_sequence_mask(ctx));
     saved->core = std::move(core.saved);
     saved->o = heads_to_sequence_async(be, core.out).wait();  // [b, s, a/p, d] → [b, s/p, a, d]
     // Only the flash backward reads the output in head layout (the unfused one reads the probabilities),
@@ -99,8 +94,9 @@ class UlyssesZ final : public zero3::Zero3MlpStrategy {
     be.label("attention");
     Tensor d_out = sequence_to_heads_async(be, d_o).wait();  // [b, s/p, a, d] → [b, s, a/p, d]
     d_o = Tensor();
-    AttentionGrads d = core_attention::backward(be, ctx, d_out, saved.q, saved.k, saved.v, saved.out,
-                                                full_sequence_mask(ctx), std::move(saved.core));
+    AttentionGrads d =
+        core_attention::backward(be, ctx, d_out, saved.q, saved.k, saved.v, saved.out,
+                                 core_attention::full_sequence_mask(ctx), std::move(saved.core));
     d_out = Tensor();
     saved.q = saved.k = saved.v = saved.out = Tensor();
     // [b, s, a/p, d] → [b, s/p, a, d]; d_k and d_v [b, s, a_kv/p, d] → [b, s/p, a_kv, d].

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A preset's attention time factors by tiles per SM, from gpu_components.py's attention_occupancy part.
+"""A preset's attention_time_factor_by_blocks_per_sm curves, from gpu_components.py's attention_occupancy.
 
 FlashAttention-2 runs one thread block per 128 rows of a head (forward: query rows; backward: key
 rows), so a kernel on one short sequence with few heads leaves SMs idle, and under a causal mask its
@@ -9,7 +9,7 @@ Each measured sequence of one batch is timed against that configuration at its l
 a number of blocks per SM is the median over the lengths and head counts that give it, for the
 forward and the backward (forward+backward less forward), causal or not.
 
-Usage: python3 attention_occupancy.py attention-occupancy.json > factors.json
+Usage: python3 attention_occupancy.py attention-occupancy.json > factors.json  (add each curve's source)
 """
 import json
 import math
@@ -40,8 +40,7 @@ def main():
         blocks_per_sm = round(math.ceil(r["seq"] / 128) * r["heads"] / sms, 4)
         prefix = "causal_" if r["causal"] else ""
         for direction, factor in (("forward", forward), ("backward", backward)):
-            key = f"{prefix}attention_{direction}_time_factor_by_blocks_per_sm"
-            factors.setdefault(key, {}).setdefault(blocks_per_sm, []).append(factor)
+            factors.setdefault(prefix + direction, {}).setdefault(blocks_per_sm, []).append(factor)
     curves = {key: [[x, round(statistics.median(ys), 3)] for x, ys in sorted(by_x.items())]
               for key, by_x in sorted(factors.items())}
     json.dump(curves, sys.stdout, indent=2)

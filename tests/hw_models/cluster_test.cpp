@@ -405,15 +405,14 @@ TEST_CASE("load_cluster: the optional attention dropout factor, by key length, w
 TEST_CASE("load_cluster: the optional attention factors by blocks per SM come four together, on a GPU's SMs",
           "[hw_models]") {
   TempDir dir;
-  const std::vector<std::string> keys{"attention_forward_time_factor_by_blocks_per_sm",
-                                      "attention_backward_time_factor_by_blocks_per_sm",
-                                      "causal_attention_forward_time_factor_by_blocks_per_sm",
-                                      "causal_attention_backward_time_factor_by_blocks_per_sm"};
-  const auto with_factors = [&](const std::string& name, std::size_t count, bool tiles) {
+  const std::vector<std::string> curves{"forward", "backward", "causal_forward", "causal_backward"};
+  const auto with_factors = [&](const std::string& name, std::size_t count, bool tiles, bool sourced = true) {
     return write_edited_a100(dir, name, [&](auto& json) {
+      auto& factors = json["gpu"]["attention_time_factor_by_blocks_per_sm"];
+      factors["source"] = paradyse::json_input::Json::object();
       for (std::size_t i = 0; i < count; ++i) {
-        json["gpu"][keys[i]] = {{0.5, 2.0 + static_cast<double>(i)}, {16, 1.0}};
-        json["gpu"]["source"][keys[i]] = "measured";
+        factors[curves[i]] = {{0.5, 2.0 + static_cast<double>(i)}, {16, 1.0}};
+        if (sourced) factors["source"][curves[i]] = "measured";
       }
       if (!tiles) {
         json["gpu"].erase("gemm_tiles");
@@ -428,10 +427,11 @@ TEST_CASE("load_cluster: the optional attention factors by blocks per SM come fo
   CHECK(occupancy->causal_backward.at(0.5) == 5.0);
   CHECK_FALSE(load_cluster("dgx-a100").gpu.attention_occupancy.has_value());
   CHECK_THAT(load_error(with_factors("three.json", 3, true)).what(),
-             Contains("gpu.causal_attention_backward_time_factor_by_blocks_per_sm") &&
-                 Contains("with the other three"));
+             Contains("gpu.attention_time_factor_by_blocks_per_sm") && Contains("causal_backward"));
+  CHECK_THAT(load_error(with_factors("unsourced.json", 4, true, false)).what(),
+             Contains("gpu.attention_time_factor_by_blocks_per_sm.source.forward"));
   CHECK_THAT(load_error(with_factors("curve.json", 4, false)).what(),
-             Contains("gpu.attention_forward_time_factor_by_blocks_per_sm") && Contains("gemm_tiles"));
+             Contains("gpu.attention_time_factor_by_blocks_per_sm") && Contains("gemm_tiles"));
 }
 
 TEST_CASE("load_cluster: the optional host block gives dispatch costs, each with its source", "[hw_models]") {
