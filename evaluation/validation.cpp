@@ -27,6 +27,7 @@ std::vector<ValidationRow> simulate_measurements(const std::vector<real::RunRequ
       row.seq = m.seq;
       row.documents = std::max<int64_t>(1, static_cast<int64_t>(requests[i].documents.size()));
       row.measured_s = m.median_step_s;
+      row.measured_steps = static_cast<int>(m.step_s.size());
       row.simulated_s = s.iteration_time_s;
       row.time_error = (row.simulated_s - row.measured_s) / row.measured_s;
       row.measured_peak_bytes = static_cast<double>(m.peak_bytes);

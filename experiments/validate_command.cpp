@@ -50,6 +50,7 @@ void calibrate(const CalibrateOptions& options) {
 struct ValidateOptions {
   RealRunOptions real;
   std::string cluster = "local-cpu.json";
+  int rounds = 3;
   bool json = false;
   bool ops = false;
 };
@@ -130,7 +131,7 @@ void validate(const ValidateOptions& options) {
         "no strategy can run " + model.name + " on " + std::to_string(options.real.ranks) + " ranks");
 
   on_every_rank(options.real.ranks, options.real.timeout_s, [&](const real::RankEnvironment& env) {
-    const std::vector<real::RunReport> reports = real::run_training(env, requests);
+    const std::vector<real::RunReport> reports = real::run_training_in_rounds(env, requests, options.rounds);
     if (reports.empty()) return;
     const std::vector<evaluation::ValidationRow> rows =
         evaluation::simulate_measurements(requests, reports, model, cluster, options.real.ranks);
@@ -176,7 +177,15 @@ void add_calibrate_command(CLI::App& app) {
 void add_validate_command(CLI::App& app) {
   auto options = std::make_shared<ValidateOptions>();
   CLI::App* command = app.add_subcommand("validate", command_description("validate"));
+  options->real.steps = 1;  // per round: a row's steps are spread over its rounds
   options->real.add_to(*command);
+  command
+      ->add_option("--rounds", options->rounds,
+                   "times every row is run, all rows once per round: a row's measured time is the median "
+                   "of its --steps over all rounds, so that one spell of a shared machine's speed sways "
+                   "one sample of it, not all")
+      ->check(positive_whole_number())
+      ->capture_default_str();
   command->add_option("--cluster", options->cluster, "the calibrated cluster file of this machine")
       ->capture_default_str();
   command->add_flag("--json", options->json, "print JSON instead of a table");

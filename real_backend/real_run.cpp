@@ -166,6 +166,50 @@ std::vector<RunReport> run_training(const RankEnvironment& env, const std::vecto
   return reports;
 }
 
+std::vector<RunReport> run_training_in_rounds(const RankEnvironment& env,
+                                              const std::vector<RunRequest>& requests, int rounds) {
+  PARADYSE_CHECK(rounds >= 1, "at least one round");
+  std::vector<RunRequest> in_order;
+  for (int round = 1; round <= rounds; ++round)
+    for (RunRequest request : requests) {
+      request.profile_ops = request.profile_ops && round == rounds;
+      in_order.push_back(std::move(request));
+    }
+  const std::vector<RunReport> all = run_training(env, in_order);
+  if (all.empty()) return {};
+  std::vector<RunReport> merged;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    std::vector<RunReport> of_request;
+    for (int round = 0; round < rounds; ++round) of_request.push_back(all[round * requests.size() + i]);
+    merged.push_back(merge_rounds(of_request));
+  }
+  return merged;
+}
+
+RunReport merge_rounds(const std::vector<RunReport>& rounds) {
+  PARADYSE_CHECK(!rounds.empty(), "merging no rounds");
+  RunReport merged = rounds.back();
+  for (std::size_t j = 0; j < merged.lengths.size(); ++j) {
+    LengthMeasurement& m = merged.lengths[j];
+    std::vector<double> steps, before, after;
+    for (const RunReport& round : rounds) {
+      PARADYSE_CHECK(round.lengths.size() == merged.lengths.size() && round.lengths[j].seq == m.seq,
+                     "rounds of one request measure the same lengths");
+      const LengthMeasurement& r = round.lengths[j];
+      steps.insert(steps.end(), r.step_s.begin(), r.step_s.end());
+      before.push_back(r.reference_before_s);
+      after.push_back(r.reference_after_s);
+      m.peak_bytes = std::max(m.peak_bytes, r.peak_bytes);
+      m.process_peak_bytes = std::max(m.process_peak_bytes, r.process_peak_bytes);
+    }
+    m.step_s = steps;
+    m.median_step_s = median(std::move(steps));
+    m.reference_before_s = median(std::move(before));
+    m.reference_after_s = median(std::move(after));
+  }
+  return merged;
+}
+
 std::optional<std::string> calibrate_on_rank(const RankEnvironment& env, const ModelSpec& model,
                                              bool mixed_precision, int64_t max_attention_tokens,
                                              std::chrono::seconds timeout,

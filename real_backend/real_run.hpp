@@ -81,6 +81,20 @@ using CommunicatorDecorator = std::function<std::unique_ptr<Communicator>(std::u
 std::vector<RunReport> run_training(const RankEnvironment& env, const std::vector<RunRequest>& requests,
                                     const CommunicatorDecorator& decorate = {});
 
+// validate's protocol on a shared machine: every request once per round, the same order each round,
+// `rounds` rounds; rank 0 gets a report per request, merged over its rounds (merge_rounds). A row's
+// steps are then one round apart, spread over the whole run, where `steps` in one round fall within
+// seconds: on this project's development VM the machine's speed moves 0.55–1.1x from one minute to the
+// next, and a row measured inside one spell was off by up to 58 % where its neighbours agreed within
+// 27 %. Op timings (profile_ops) come from the last round only.
+std::vector<RunReport> run_training_in_rounds(const RankEnvironment& env,
+                                              const std::vector<RunRequest>& requests, int rounds);
+
+// One request's reports, one per round, as one: every round's steps and their median; the speed
+// reference's median before and after; the largest peaks; the last round's loss, layer spans and ops
+// (the rounds run the same steps from the same seed).
+RunReport merge_rounds(const std::vector<RunReport>& rounds);
+
 // `paradyse calibrate` on this rank: measures this machine (calibration.hpp) with every rank,
 // attention up to `max_attention_tokens`; rank 0 gets the cluster JSON text, the others nullopt.
 // `note` (rank 0) hears what the calibration did about an unsteady machine.

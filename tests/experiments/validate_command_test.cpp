@@ -36,9 +36,11 @@ TEST_CASE("validate: each row is what simulate and run give for its configuratio
   CHECK(spec.calibration->start_s > 1e-4);
   CHECK(spec.calibration->end_s < 10);
 
-  // The median of 7 measured steps, so that reporting their sum instead would show below.
-  const std::string configuration = "--ranks 2 --model tiny-llama --seq 64 --steps 7 --json";
-  const RunResult r = run_paradyse("validate " + configuration + " --plan all --cluster " + cluster);
+  // The median of 7 measured steps, so that reporting their sum instead would show below; validate
+  // measures them in rounds: 2 rounds of 4 steps.
+  const std::string configuration = "--ranks 2 --model tiny-llama --seq 64 --json";
+  const RunResult r =
+      run_paradyse("validate " + configuration + " --rounds 2 --steps 4 --plan all --cluster " + cluster);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const auto rows = nlohmann::json::parse(r.out);
@@ -50,6 +52,7 @@ TEST_CASE("validate: each row is what simulate and run give for its configuratio
   for (const auto& row : rows) {
     INFO(row.dump());
     CHECK(row["seq"] == 64);
+    CHECK(row["measured_steps"] == 8);
     CHECK(by_plan.emplace(row["plan"].get<std::string>(), row).second);
     // In bf16 the backend allocates exactly the tensors the tracer records, in the same element types.
     CHECK(std::abs(row["memory_error"].get<double>()) < 0.01);
@@ -79,7 +82,7 @@ TEST_CASE("validate: each row is what simulate and run give for its configuratio
   for (const char* plan : {"megatron_ts", "metp"}) {
     INFO(plan);
     const nlohmann::json& row = by_plan.at(plan);
-    const RunResult run = run_paradyse("run " + configuration + " --plan " + plan);
+    const RunResult run = run_paradyse("run " + configuration + " --steps 7 --plan " + plan);
     INFO(run.err);
     REQUIRE(run.exit_code == 0);
     const auto report = nlohmann::json::parse(run.out);
@@ -90,7 +93,7 @@ TEST_CASE("validate: each row is what simulate and run give for its configuratio
     // on one thread (cores / ranks); under ctest -j2 on a 2-core machine the test running beside one
     // measurement and not the other may keep up to 4 threads busy (the real backend's tests run 4
     // ranks as threads), leaving the 2 ranks a third of the cores: 3x. 5x allows that and still fails
-    // on milliseconds reported as seconds, or, unless the load differs, on the sum of the 7 steps.
+    // on milliseconds reported as seconds, or, unless the load differs, on the sum of the steps.
     const double ratio = row["measured_s"].get<double>() / measured["median_step_s"].get<double>();
     CHECK(ratio > 1.0 / 5);
     CHECK(ratio < 5);
@@ -106,7 +109,8 @@ TEST_CASE("validate --docs: a packed micro-batch under every strategy, its memor
   REQUIRE(calibrated.exit_code == 0);
   // 37 and 21 tokens pad to 40 and 24 on 2 ranks of a causal model (multiples of 4): 64 in all.
   const RunResult r = run_paradyse(
-      "validate --ranks 2 --model tiny-llama --docs 37,21 --steps 1 --warmup 0 --json --plan all --cluster " +
+      "validate --ranks 2 --model tiny-llama --docs 37,21 --rounds 1 --warmup 0 --json --plan all "
+      "--cluster " +
       cluster);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -130,7 +134,7 @@ TEST_CASE("validate --ops: rank 0's step by backend call, measured and modelled"
   const std::string cluster = dir.file("local-cpu.json");
   REQUIRE(run_paradyse("calibrate --ranks 2 --max-seq 128 --out " + cluster).exit_code == 0);
   const RunResult r = run_paradyse(
-      "validate --ranks 2 --model tiny-llama --seq 64,128 --plan megatron_ts --ops "
+      "validate --ranks 2 --model tiny-llama --seq 64,128 --plan megatron_ts --ops --rounds 2 "
       "--json --cluster " +
       cluster);
   INFO(r.err);
@@ -144,7 +148,7 @@ TEST_CASE("validate --ops: rank 0's step by backend call, measured and modelled"
     CHECK(call["plan"] == "megatron_ts");
     if (call["kernel"] != "attention_forward") continue;
     ++attention_rows[call["seq"].get<int64_t>()];
-    CHECK(call["calls"] == layers);  // one fused attention per layer
+    CHECK(call["calls"] == layers);  // one fused attention per layer, in the last round only
     CHECK(call["measured_s"].get<double>() > 0);
     CHECK(call["modelled_s"].get<double>() > 0);
   }
