@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "common/errors.hpp"
@@ -15,6 +16,24 @@ inline double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t middle = values.size() / 2;
   return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+// Curves measured more than once, as [x, y] points: the median y at each x that every curve has, in
+// the first curve's order (a curve that stops early, or skips an x, drops that x).
+using MeasuredCurve = std::vector<std::pair<double, double>>;
+inline MeasuredCurve median_curve(const std::vector<MeasuredCurve>& curves) {
+  PARADYSE_CHECK(!curves.empty(), "median of no curves");
+  MeasuredCurve medians;
+  for (const auto& [x, y] : curves.front()) {
+    std::vector<double> ys;
+    for (const MeasuredCurve& curve : curves) {
+      const auto at =
+          std::find_if(curve.begin(), curve.end(), [x = x](const auto& p) { return p.first == x; });
+      if (at != curve.end()) ys.push_back(at->second);
+    }
+    if (ys.size() == curves.size()) medians.emplace_back(x, median(std::move(ys)));
+  }
+  return medians;
 }
 
 // Absolute percentage errors of predictions against references (cost models against profiles, an

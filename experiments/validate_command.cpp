@@ -27,6 +27,7 @@ struct CalibrateOptions {
   std::string dtype = "bf16";
   std::string out = "local-cpu.json";
   std::string max_seq = "2048";
+  int passes = 3;
   int timeout_s = 120;
 };
 
@@ -36,7 +37,7 @@ void calibrate(const CalibrateOptions& options) {
   const int64_t max_seq = evaluation::parse_length(options.max_seq, "--max-seq");
   on_every_rank(options.ranks, options.timeout_s, [&](const real::RankEnvironment& env) {
     const auto json = real::calibrate_on_rank(
-        env, model, options.dtype == "bf16", max_seq, std::chrono::seconds(options.timeout_s),
+        env, model, options.dtype == "bf16", max_seq, options.passes, std::chrono::seconds(options.timeout_s),
         [](const std::string& note) { fmt::print(stderr, "calibrate: {}\n", note); });
     if (!json) return;
     write_file_atomically(options.out, [&](std::ostream& out) { out << *json << "\n"; });
@@ -167,6 +168,12 @@ void add_calibrate_command(CLI::App& app) {
       ->add_option("--max-seq", options->max_seq,
                    "longest sequence attention is timed at (128, 256, ... up to it): the longest "
                    "you will validate, since longer ones are priced at its rate")
+      ->capture_default_str();
+  command
+      ->add_option("--passes", options->passes,
+                   "times everything is measured; each figure is the median of its passes, so that one "
+                   "spell of a shared machine's speed sways one sample of it, not all")
+      ->check(positive_whole_number())
       ->capture_default_str();
   command->add_option("--timeout", options->timeout_s, "seconds a rank waits for a peer")
       ->check(positive_whole_number())

@@ -25,7 +25,7 @@ namespace paradyse::real {
 namespace {
 
 using Json = nlohmann::ordered_json;
-using Points = std::vector<std::pair<double, double>>;  // a curve's [x, y], x increasing
+using Points = MeasuredCurve;  // a curve's [x, y], x increasing
 
 // GEMM points grow until the next one would take longer than this for a single run (GEMM time grows
 // 8× per doubling of n), so they take seconds; attention is timed at every length it will be priced
@@ -252,9 +252,15 @@ double peak(const Points& points) {
   return best;
 }
 
+// How far the machine's speed moved over `reference_s`: the slowest over the fastest, − 1.
+double spread(const std::vector<double>& reference_s) {
+  const auto [fastest, slowest] = std::minmax_element(reference_s.begin(), reference_s.end());
+  return *slowest / *fastest - 1;
+}
+
 // "the machine's speed moved 12 % during the calibration (speed reference 0.081, 0.090, 0.083,
 // 0.085 s; steady: at most 10 %)"
-std::string unsteady_text(const std::vector<double>& reference_s, double spread, double steady) {
+std::string unsteady_text(const std::vector<double>& reference_s, double steady) {
   std::string times;
   for (double t : reference_s) {
     char text[32];
@@ -263,7 +269,7 @@ std::string unsteady_text(const std::vector<double>& reference_s, double spread,
   }
   char text[96];
   std::snprintf(text, sizeof text, " s; steady: at most %.0f %%)", 100 * steady);
-  return "the machine's speed moved " + std::to_string(std::lround(100 * spread)) +
+  return "the machine's speed moved " + std::to_string(std::lround(100 * spread(reference_s))) +
          " % during the calibration (speed reference " + times + text;
 }
 
@@ -277,12 +283,50 @@ struct Measurements {
   Fabric fabric;
   double contention = 0;
   std::vector<double> reference_s;
-  // How far the machine's speed moved during the pass: the slowest reference over the fastest, − 1.
-  double spread() const {
-    const auto [fastest, slowest] = std::minmax_element(reference_s.begin(), reference_s.end());
-    return *slowest / *fastest - 1;
-  }
 };
+
+double median_of(const std::vector<Measurements>& passes,
+                 const std::function<double(const Measurements&)>& f) {
+  std::vector<double> values;
+  for (const Measurements& m : passes) values.push_back(f(m));
+  return median(std::move(values));
+}
+
+// The median curve of the passes (the GEMM curve stops where a point grows too long, which may
+// differ by pass: the points every pass measured).
+Points median_of(const std::vector<Measurements>& passes,
+                 const std::function<const Points&(const Measurements&)>& f) {
+  std::vector<Points> curves;
+  for (const Measurements& m : passes) curves.push_back(f(m));
+  return median_curve(curves);
+}
+
+// Each figure the median of its passes.
+Measurements median_of(const std::vector<Measurements>& passes) {
+  Measurements m;
+  m.gemm = median_of(passes, [](const Measurements& p) -> const Points& { return p.gemm; });
+  m.attention = median_of(passes, [](const Measurements& p) -> const Points& { return p.attention; });
+  m.causal = median_of(passes, [](const Measurements& p) -> const Points& { return p.causal; });
+  m.dispatch_s = median_of(passes, [](const Measurements& p) { return p.dispatch_s; });
+  m.kernels = passes.front().kernels;
+  for (std::size_t k = 0; k < m.kernels.size(); ++k)
+    m.kernels[k].rate_by_size =
+        median_of(passes, [k](const Measurements& p) -> const Points& { return p.kernels[k].rate_by_size; });
+  m.copy = median_of(passes, [](const Measurements& p) { return p.copy; });
+  m.fabric.bus_bandwidth =
+      median_of(passes, [](const Measurements& p) -> const Points& { return p.fabric.bus_bandwidth; });
+  m.fabric.all_gather_bus_bandwidth = median_of(
+      passes, [](const Measurements& p) -> const Points& { return p.fabric.all_gather_bus_bandwidth; });
+  m.fabric.reduce_scatter_bus_bandwidth = median_of(
+      passes, [](const Measurements& p) -> const Points& { return p.fabric.reduce_scatter_bus_bandwidth; });
+  m.fabric.latency_s = median_of(passes, [](const Measurements& p) { return p.fabric.latency_s; });
+  m.fabric.all_to_all_bus_bandwidth =
+      median_of(passes, [](const Measurements& p) { return p.fabric.all_to_all_bus_bandwidth; });
+  m.contention = median_of(passes, [](const Measurements& p) { return p.contention; });
+  for (std::size_t i = 0; i < passes.front().reference_s.size(); ++i)
+    m.reference_s.push_back(median_of(passes, [i](const Measurements& p) { return p.reference_s[i]; }));
+  return m;
+}
 
 Measurements measure_once(Communicator& communicator, const RankTimer& timer, TorchBackend& backend,
                           const ModelSpec& model, const CalibrationOptions& options) {
@@ -316,35 +360,30 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   TorchBackendOptions backend_options;
   backend_options.precision = options.precision;
   TorchBackend backend(communicator, model, backend_options);
-  // A pass during which the machine's speed moved is measured again, and the steadiest pass kept:
-  // on a shared machine a slow spell of seconds puts a whole curve at half speed (seen: causal
-  // attention at 1.3–1.6 GFLOP/s in one pass, 2.5–2.8 in the next). Every rank reads the same
-  // references (the slowest rank's), so all agree on whether to go on.
+  // Every figure is the median of its passes, which lie minutes apart: on a shared machine a slow
+  // spell of seconds puts a whole curve at half speed (seen: causal attention at 1.3–1.6 GFLOP/s in one
+  // pass, 2.5–2.8 in the next), and validate's rows are medians over rounds minutes apart too.
   reference_seconds(communicator, backend, model);  // unkept: the process's first passes run slow
-  std::optional<Measurements> steadiest;
-  for (int pass = 1; pass <= options.passes; ++pass) {
-    Measurements measured = measure_once(communicator, timer, backend, model, options);
-    const bool steady = measured.spread() <= options.steady_spread;
-    if (!steady && options.note && communicator.rank() == 0)
-      options.note("pass " + std::to_string(pass) + " of " + std::to_string(options.passes) + ": " +
-                   unsteady_text(measured.reference_s, measured.spread(), options.steady_spread) +
-                   (pass < options.passes ? "; measuring again" : ""));
-    if (!steadiest || measured.spread() < steadiest->spread()) steadiest = std::move(measured);
-    if (steady) break;
+  std::vector<Measurements> passes;
+  std::vector<double> all_references_s;
+  for (int pass = 1; pass <= std::max(1, options.passes); ++pass) {
+    passes.push_back(measure_once(communicator, timer, backend, model, options));
+    const std::vector<double>& reference_s = passes.back().reference_s;
+    all_references_s.insert(all_references_s.end(), reference_s.begin(), reference_s.end());
   }
-  const Measurements& m = *steadiest;
-  if (m.spread() > options.steady_spread && options.note && communicator.rank() == 0)
-    options.note("kept the steadiest pass (its speed moved " + std::to_string(std::lround(100 * m.spread())) +
-                 " %); on a quieter machine the figures would agree better with one another");
+  const Measurements m = median_of(passes);
+  if (spread(all_references_s) > options.steady_spread && options.note && communicator.rank() == 0)
+    options.note(unsteady_text(all_references_s, options.steady_spread) +
+                 "; each figure is the median of its " + std::to_string(passes.size()) + " passes");
   const AttentionShape shape = local_attention_shape(model, ranks);
   communicator.barrier();
   if (communicator.rank() != 0) return "";
 
   const std::string host = host_name();
   const std::string type = options.precision == Precision::mixed ? "bf16" : "fp32";
-  const std::string where = ", median of " + std::to_string(std::max(1, options.repeats)) +
-                            " (the slowest rank's), on " + host + ", " + std::to_string(ranks) + " ranks, " +
-                            type;
+  const std::string where = ", the median of " + std::to_string(passes.size()) + " passes of a median of " +
+                            std::to_string(std::max(1, options.repeats)) + " (the slowest rank's), on " +
+                            host + ", " + std::to_string(ranks) + " ranks, " + type;
   auto measured = [&](const std::string& what) { return "measured by paradyse calibrate: " + what + where; };
   const double gemm_peak = peak(m.gemm);
   const int64_t largest_n = std::llround(std::cbrt(m.gemm.back().first / 2));
@@ -455,12 +494,13 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   cluster["intra_node"] = std::move(intra);
   cluster["inter_node"] = std::move(inter);
   const std::string reference = "measured by paradyse calibrate: " + reference_description(model, ranks);
-  cluster["calibration"] = {
-      {"reference_start_seconds", rounded(m.reference_s.front())},
-      {"reference_end_seconds", rounded(m.reference_s.back())},
-      {"source",
-       {{"reference_start_seconds", reference + ", before the first figure above was measured"},
-        {"reference_end_seconds", reference + ", after the last"}}}};
+  cluster["calibration"] = {{"reference_start_seconds", rounded(m.reference_s.front())},
+                            {"reference_end_seconds", rounded(m.reference_s.back())},
+                            {"source",
+                             {{"reference_start_seconds",
+                               reference + ", before the first figure of a pass, the median of the passes"},
+                              {"reference_end_seconds",
+                               reference + ", after the last figure of a pass, the median of the passes"}}}};
   return cluster.dump(2);
 }
 

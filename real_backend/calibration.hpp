@@ -19,12 +19,12 @@ struct CalibrationOptions {
   int repeats = 5;                         // timed repetitions per point; the median is kept
   int64_t max_attention_tokens = 2048;     // attention is timed at 128, 256, ... up to this length
   std::string description;                 // the JSON's "description"; empty: one naming the host
-  // The machine is steady when its speed reference (machine_speed.hpp), timed before, between and
-  // after the groups of figures, moves by at most steady_spread; an unsteady pass is measured again,
-  // up to `passes` in all, and the steadiest kept.
+  // Everything is measured `passes` times, and each figure is the median of its passes. The speed
+  // reference (machine_speed.hpp) is timed before, between and after the groups of figures of each
+  // pass; when it moves by more than steady_spread, `note` says so.
   int passes = 3;
   double steady_spread = 0.10;
-  std::function<void(const std::string&)> note;  // rank 0: what the calibration did about an unsteady machine
+  std::function<void(const std::string&)> note;  // rank 0: how much the machine's speed moved
 };
 
 // Every rank of the group calls it; all ranks measure at the same time, as they will run, and each

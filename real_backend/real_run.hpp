@@ -95,11 +95,11 @@ std::vector<RunReport> run_training_in_rounds(const RankEnvironment& env,
 // (the rounds run the same steps from the same seed).
 RunReport merge_rounds(const std::vector<RunReport>& rounds);
 
-// `paradyse calibrate` on this rank: measures this machine (calibration.hpp) with every rank,
-// attention up to `max_attention_tokens`; rank 0 gets the cluster JSON text, the others nullopt.
-// `note` (rank 0) hears what the calibration did about an unsteady machine.
+// `paradyse calibrate` on this rank: measures this machine (calibration.hpp) with every rank in
+// `passes` passes, attention up to `max_attention_tokens`; rank 0 gets the cluster JSON text, the
+// others nullopt. `note` (rank 0) hears how much the machine's speed moved.
 std::optional<std::string> calibrate_on_rank(const RankEnvironment& env, const ModelSpec& model,
-                                             bool mixed_precision, int64_t max_attention_tokens,
+                                             bool mixed_precision, int64_t max_attention_tokens, int passes,
                                              std::chrono::seconds timeout,
                                              const std::function<void(const std::string&)>& note = {});
 

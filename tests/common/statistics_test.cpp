@@ -19,3 +19,12 @@ TEST_CASE("Spearman's rho: the textbook 1 − 6·Σd²/(n(n²−1)) without ties
   CHECK(spearman({1, 2, 3, 4}, {1, 2, 2, 3}) == Approx(4.5 / std::sqrt(5 * 4.5)));
   CHECK(std::isnan(spearman({1, 2, 3}, {4, 4, 4})));
 }
+
+TEST_CASE("median_curve: the median y at each x that every curve measured", "[common]") {
+  // Three passes of a curve; the second stopped a point early, the third skipped x = 2.
+  const MeasuredCurve curve = median_curve(
+      {{{1, 10}, {2, 30}, {4, 50}, {8, 70}}, {{1, 20}, {2, 10}, {4, 60}}, {{1, 90}, {4, 40}, {8, 1}}});
+  CHECK(curve == MeasuredCurve{{1, 20}, {4, 50}});
+  CHECK(median_curve({{{1, 3}, {2, 4}}}) == MeasuredCurve{{1, 3}, {2, 4}});
+  CHECK_THROWS_AS(median_curve({}), InternalError);
+}

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -20,10 +21,14 @@ namespace paradyse::testing {
 TEST_CASE("validate: each row is what simulate and run give for its configuration", "[real][cli]") {
   TempDir dir;
   const std::string cluster = dir.file("local-cpu.json");
-  const RunResult calibrated = run_paradyse("calibrate --ranks 2 --max-seq 256 --out " + cluster);
+  const RunResult calibrated = run_paradyse("calibrate --ranks 2 --max-seq 256 --passes 2 --out " + cluster);
   INFO(calibrated.err);
   REQUIRE(calibrated.exit_code == 0);
   const hw::ClusterSpec spec = hw::load_cluster(cluster);
+  std::ifstream file(cluster);
+  const auto written = nlohmann::json::parse(file);
+  CHECK_THAT(written["gpu"]["source"]["gemm_efficiency_by_flops"].get<std::string>(),
+             Catch::Contains("the median of 2 passes"));
   CHECK(spec.gpus_per_node == 2);
   CHECK(spec.gpu.bf16_flops_per_second > 0);
   // Attention at 128 and 256 tokens; every probed call measured at 64, 128 and 256 (Adam by weight).
@@ -104,7 +109,7 @@ TEST_CASE("validate --docs: a packed micro-batch under every strategy, its memor
           "[real][cli]") {
   TempDir dir;
   const std::string cluster = dir.file("local-cpu.json");
-  const RunResult calibrated = run_paradyse("calibrate --ranks 2 --max-seq 128 --out " + cluster);
+  const RunResult calibrated = run_paradyse("calibrate --ranks 2 --max-seq 128 --passes 1 --out " + cluster);
   INFO(calibrated.err);
   REQUIRE(calibrated.exit_code == 0);
   // 37 and 21 tokens pad to 40 and 24 on 2 ranks of a causal model (multiples of 4): 64 in all.
@@ -132,7 +137,7 @@ TEST_CASE("validate --docs: a packed micro-batch under every strategy, its memor
 TEST_CASE("validate --ops: rank 0's step by backend call, measured and modelled", "[real][cli]") {
   TempDir dir;
   const std::string cluster = dir.file("local-cpu.json");
-  REQUIRE(run_paradyse("calibrate --ranks 2 --max-seq 128 --out " + cluster).exit_code == 0);
+  REQUIRE(run_paradyse("calibrate --ranks 2 --max-seq 128 --passes 1 --out " + cluster).exit_code == 0);
   const RunResult r = run_paradyse(
       "validate --ranks 2 --model tiny-llama --seq 64,128 --plan megatron_ts --ops --rounds 2 "
       "--json --cluster " +
