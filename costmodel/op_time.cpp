@@ -27,6 +27,7 @@ int latency_hops(OpKind kind, int p) {
 hw::FabricSpec::Collective measured_as(OpKind kind) {
   if (kind == OpKind::all_gather) return hw::FabricSpec::Collective::all_gather;
   if (kind == OpKind::reduce_scatter) return hw::FabricSpec::Collective::reduce_scatter;
+  if (kind == OpKind::send_recv) return hw::FabricSpec::Collective::send_recv;
   return hw::FabricSpec::Collective::all_reduce;
 }
 

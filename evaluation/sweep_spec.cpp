@@ -130,8 +130,9 @@ std::string id_value(const Json& value) {
 hw::ClusterSpec varied_cluster(const Json& settings, hw::ClusterSpec cluster) {
   const auto scale = [](hw::FabricSpec& fabric, double factor) {
     fabric.bytes_per_second *= factor;
-    for (hw::Curve* curve : {&fabric.bus_bandwidth_by_bytes, &fabric.all_gather_bus_bandwidth_by_bytes,
-                             &fabric.reduce_scatter_bus_bandwidth_by_bytes}) {
+    for (hw::Curve* curve :
+         {&fabric.bus_bandwidth_by_bytes, &fabric.all_gather_bus_bandwidth_by_bytes,
+          &fabric.reduce_scatter_bus_bandwidth_by_bytes, &fabric.send_recv_bandwidth_by_bytes}) {
       if (curve->points().empty()) continue;
       std::vector<std::pair<double, double>> scaled = curve->points();
       for (auto& [bytes, bandwidth] : scaled) bandwidth *= factor;

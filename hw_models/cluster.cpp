@@ -76,11 +76,14 @@ double FabricSpec::streaming_bandwidth(double size_bytes, Collective collective)
     curve = &all_gather_bus_bandwidth_by_bytes;
   if (collective == Collective::reduce_scatter && !reduce_scatter_bus_bandwidth_by_bytes.points().empty())
     curve = &reduce_scatter_bus_bandwidth_by_bytes;
+  const bool send_recv =
+      collective == Collective::send_recv && !send_recv_bandwidth_by_bytes.points().empty();
+  if (send_recv) curve = &send_recv_bandwidth_by_bytes;
   const bool all_reduce = curve == &bus_bandwidth_by_bytes;
   const double g = std::max(1, measured_ranks);
-  const double bus_bytes = (all_reduce ? 2 : 1) * (g - 1) / g * size_bytes;
+  const double bus_bytes = send_recv ? size_bytes : (all_reduce ? 2 : 1) * (g - 1) / g * size_bytes;
   const double peak = curve->highest();
-  const double latency = all_reduce ? latency_s : std::max(1.0, g - 1) * hop_latency_s();
+  const double latency = all_reduce ? latency_s : (send_recv ? 1 : std::max(1.0, g - 1)) * hop_latency_s();
   const double streaming_s = bus_bytes / curve->at(size_bytes) - latency;
   // Below the measured sizes the latency is all of the time: the bytes then stream at the peak.
   if (streaming_s * peak <= bus_bytes) return peak;
@@ -257,13 +260,14 @@ CalibrationReference read_calibration(const Object& calibration) {
 FabricSpec read_fabric(const Object& fabric) {
   constexpr std::string_view kAllGather = "all_gather_bus_bandwidth_by_bytes";
   constexpr std::string_view kReduceScatter = "reduce_scatter_bus_bandwidth_by_bytes";
+  constexpr std::string_view kSendRecv = "send_recv_bandwidth_by_bytes";
   constexpr std::string_view kContention = "compute_contention";
   fabric.require_keys(
       {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds", "source"},
-      {kAllGather, kReduceScatter, kContention});
+      {kAllGather, kReduceScatter, kSendRecv, kContention});
   require_sources(fabric,
                   {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds"},
-                  {kAllGather, kReduceScatter, kContention});
+                  {kAllGather, kReduceScatter, kSendRecv, kContention});
   FabricSpec spec;
   spec.bytes_per_second = fabric.positive_number("bytes_per_second");
   // No cap at bytes_per_second: all-reduce with NVLink SHARP beats the per-direction link rate.
@@ -273,7 +277,8 @@ FabricSpec read_fabric(const Object& fabric) {
     fabric.fail("all_to_all_efficiency", "expected a fraction above 0, got 0");
   spec.latency_s = non_negative_number(fabric, "latency_seconds");
   for (auto [key, curve] : {std::pair{kAllGather, &spec.all_gather_bus_bandwidth_by_bytes},
-                            {kReduceScatter, &spec.reduce_scatter_bus_bandwidth_by_bytes}}) {
+                            {kReduceScatter, &spec.reduce_scatter_bus_bandwidth_by_bytes},
+                            {kSendRecv, &spec.send_recv_bandwidth_by_bytes}}) {
     if (fabric.has(key)) *curve = positive_curve(fabric, key);
   }
   if (fabric.has(kContention)) {

@@ -89,21 +89,26 @@ struct FabricSpec {
   // empty, they stream as the all-reduce does (NCCL runs all three as the same rings); a CPU backend's
   // are their own (Gloo has its own all-gather, and no reduce-scatter: an all-to-all, then a sum).
   Curve all_gather_bus_bandwidth_by_bytes, reduce_scatter_bus_bandwidth_by_bytes;
+  // A point-to-point exchange, every rank sending to one peer while it receives from another (a
+  // ring's step): the bytes one rank sends per second, by their size. Optional: empty, it streams as
+  // the all-reduce does (NCCL's send and receive run on the same channels); a CPU backend's is its
+  // own (Gloo's pairs, not its all-reduce algorithm).
+  Curve send_recv_bandwidth_by_bytes;
   // The share of a GPU's compute rate that a collective over this fabric takes while it is in flight
   // on that GPU (NCCL's kernels hold SMs; on a CPU, Gloo's threads run on the ranks' cores): the
   // compute stream runs at 1 − this meanwhile. Optional, in [0, 1); absent, 0.
   double compute_contention = 0;
 
   // Which collective's measurements a time is read from.
-  enum class Collective : uint8_t { all_reduce, all_gather, reduce_scatter };
+  enum class Collective : uint8_t { all_reduce, all_gather, reduce_scatter, send_recv };
 
   double peak_bus_bandwidth() const;  // the all-reduce curve's highest point
   // A ring all-reduce over measured_ranks crosses 2(g−1) hops, and latency_s is its floor.
   double hop_latency_s() const;
   // The rate at which a collective of `size_bytes` streams once its hops' latency is set apart: the
   // measured time of `collective` at that size minus its hops' latency (2(g−1) for an all-reduce,
-  // g−1 for the others), so that hops · hop latency + bus bytes / streaming bandwidth gives back the
-  // measured time; at most the measured curve's peak.
+  // 1 for a send_recv, g−1 for the others), so that hops · hop latency + bus bytes / streaming bandwidth
+  // gives back the measured time; at most the measured curve's peak.
   double streaming_bandwidth(double size_bytes, Collective collective = Collective::all_reduce) const;
 };
 

@@ -125,6 +125,7 @@ struct Fabric {
   Points bus_bandwidth;  // all-reduce bus bandwidth by message bytes
   // All-gather and reduce-scatter bus bandwidth by the collective's bytes, in the step's element type.
   Points all_gather_bus_bandwidth, reduce_scatter_bus_bandwidth;
+  Points send_recv_bandwidth;  // bytes a rank sends per second as a ring's step, by those bytes; p > 1
   double latency_s = 0;
   double all_to_all_bus_bandwidth = 0;  // at the largest size
 };
@@ -155,6 +156,15 @@ Fabric measure_fabric(Communicator& communicator, const RankTimer& timer, at::Sc
     at::Tensor buffer = at::zeros({bytes / 4});
     return timer.median_s([&] { communicator.all_reduce(buffer)->wait(); }, repetitions(bytes));
   };
+  // Every rank sends to the next and receives from the one before, as a ring attention's step does.
+  auto send_recv_s = [&](int64_t bytes) {
+    const at::Tensor send = at::zeros({bytes / element}, dtype);
+    at::Tensor recv = at::empty_like(send);
+    const int rank = communicator.rank(), size = communicator.size();
+    return timer.median_s(
+        [&] { communicator.send_recv(send, (rank + 1) % size, recv, (rank + size - 1) % size)->wait(); },
+        repetitions(bytes));
+  };
   Fabric fabric;
   fabric.latency_s = all_reduce_s(4);
   const int64_t largest = 64 * kMiBytes;
@@ -163,6 +173,7 @@ Fabric measure_fabric(Communicator& communicator, const RankTimer& timer, at::Sc
     fabric.bus_bandwidth.emplace_back(size, all_reduce_share * size / all_reduce_s(bytes));
     fabric.all_gather_bus_bandwidth.emplace_back(size, all_to_all_share * size / all_gather_s(bytes));
     fabric.reduce_scatter_bus_bandwidth.emplace_back(size, all_to_all_share * size / reduce_scatter_s(bytes));
+    if (p > 1) fabric.send_recv_bandwidth.emplace_back(size, size / send_recv_s(bytes));
   }
   // all_to_all needs p equal chunks.
   const at::Tensor input = at::zeros({largest / 4 / communicator.size() * communicator.size()});
@@ -319,6 +330,8 @@ Measurements median_of(const std::vector<Measurements>& passes) {
       passes, [](const Measurements& p) -> const Points& { return p.fabric.all_gather_bus_bandwidth; });
   m.fabric.reduce_scatter_bus_bandwidth = median_of(
       passes, [](const Measurements& p) -> const Points& { return p.fabric.reduce_scatter_bus_bandwidth; });
+  m.fabric.send_recv_bandwidth =
+      median_of(passes, [](const Measurements& p) -> const Points& { return p.fabric.send_recv_bandwidth; });
   m.fabric.latency_s = median_of(passes, [](const Measurements& p) { return p.fabric.latency_s; });
   m.fabric.all_to_all_bus_bandwidth =
       median_of(passes, [](const Measurements& p) { return p.fabric.all_to_all_bus_bandwidth; });
@@ -439,6 +452,8 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   intra["latency_seconds"] = rounded(m.fabric.latency_s);
   intra["all_gather_bus_bandwidth_by_bytes"] = curve(m.fabric.all_gather_bus_bandwidth, rounded);
   intra["reduce_scatter_bus_bandwidth_by_bytes"] = curve(m.fabric.reduce_scatter_bus_bandwidth, rounded);
+  if (!m.fabric.send_recv_bandwidth.empty())
+    intra["send_recv_bandwidth_by_bytes"] = curve(m.fabric.send_recv_bandwidth, rounded);
   // At most 0.99: the schema wants a share below 1.
   intra["compute_contention"] = std::min(0.99, rounded(m.contention));
   const std::string gloo =
@@ -459,6 +474,10 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
            "the backend's reduce-scatter of " + type + " (" + communicator.name() +
            ": an all-to-all, then the float32 sum of the chunks), 1 KiB to 64 MiB reduced, bus bandwidth "
            "(p-1)/p size / time")},
+      {"send_recv_bandwidth_by_bytes",
+       measured(communicator.name() + " send_recv of " + type +
+                ", every rank sending to the next and receiving from the one before, 1 KiB to 64 MiB "
+                "sent, size / time")},
       {"compute_contention",
        measured("at::mm of 512 x 512 " + type + " matrices, run back to back for about twice a " +
                 communicator.name() + " all-gather of 16 MiB, timed alone and while the all-gather is in " +

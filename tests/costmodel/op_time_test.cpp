@@ -131,6 +131,21 @@ TEST_CASE("OpTimer: a collective takes bus bytes over NCCL's bus bandwidth at it
       CHECK(timer.seconds(op) == Approx(intra.seconds(op)).epsilon(1e-12));
     }
   }
+  SECTION("a send_recv the fabric measured takes its own measured time, else the all-reduce's rate") {
+    // A CPU backend's: Gloo's pairs, each rank sending to one peer while it receives from another.
+    hw::ClusterSpec measured = cluster;
+    measured.intra_node.send_recv_bandwidth_by_bytes = hw::Curve({{1e6, 5e9}, {1e9, 40e9}, {1e10, 45e9}});
+    const costmodel::OpTimer timer(measured, 8);
+    op.kind = OpKind::send_recv;
+    for (const double size : {1e6, 1e9}) {
+      op.size_bytes = op.bus_bytes = size;
+      CHECK(timer.seconds(op) ==
+            Approx(size / measured.intra_node.send_recv_bandwidth_by_bytes.at(size)).epsilon(1e-12));
+      // Without the curve: one hop, then the bytes at the all-reduce's streaming rate.
+      CHECK(intra.seconds(op) ==
+            Approx(hop + size / cluster.intra_node.streaming_bandwidth(size)).epsilon(1e-12));
+    }
+  }
   SECTION("all-to-all runs at the preset's fraction of the ring, after one hop") {
     op.kind = OpKind::all_to_all;
     op.bus_bytes = 7.0 / 8 * op.size_bytes;

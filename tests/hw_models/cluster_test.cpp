@@ -482,8 +482,9 @@ TEST_CASE("load_cluster: the optional host block gives dispatch costs, each with
   CHECK_THAT(load_error(bad).what(), Contains("host.kernel_dispatch_seconds"));
 }
 
-TEST_CASE("load_cluster: a fabric's all-gather and reduce-scatter curves are optional, each with its source",
-          "[hw_models]") {
+TEST_CASE(
+    "load_cluster: a fabric's all-gather, reduce-scatter and send_recv curves are optional, each sourced",
+    "[hw_models]") {
   TempDir dir;
   const paradyse::json_input::Json curve = {{1024, 1e8}, {67108864, 2e9}};
   const ClusterSpec cluster = load_cluster(write_edited_a100(dir, "rings.json", [&](auto& json) {
@@ -493,6 +494,12 @@ TEST_CASE("load_cluster: a fabric's all-gather and reduce-scatter curves are opt
   REQUIRE(cluster.intra_node.all_gather_bus_bandwidth_by_bytes.points().size() == 2);
   CHECK(cluster.intra_node.all_gather_bus_bandwidth_by_bytes.at(67108864) == 2e9);
   CHECK(cluster.intra_node.reduce_scatter_bus_bandwidth_by_bytes.points().empty());
+  CHECK(cluster.intra_node.send_recv_bandwidth_by_bytes.points().empty());
+  const ClusterSpec pairs = load_cluster(write_edited_a100(dir, "pairs.json", [&](auto& json) {
+    json["intra_node"]["send_recv_bandwidth_by_bytes"] = curve;
+    json["intra_node"]["source"]["send_recv_bandwidth_by_bytes"] = "measured";
+  }));
+  CHECK(pairs.intra_node.send_recv_bandwidth_by_bytes.at(1024) == 1e8);
   // The presets have neither: NCCL runs all three as the same rings.
   CHECK(load_cluster("dgx-a100").inter_node.all_gather_bus_bandwidth_by_bytes.points().empty());
 
@@ -501,6 +508,10 @@ TEST_CASE("load_cluster: a fabric's all-gather and reduce-scatter curves are opt
   });
   CHECK_THAT(load_error(unsourced).what(),
              Contains("inter_node.source.reduce_scatter_bus_bandwidth_by_bytes"));
+  const std::string unsourced_pairs = write_edited_a100(dir, "unsourced-pairs.json", [&](auto& json) {
+    json["intra_node"]["send_recv_bandwidth_by_bytes"] = curve;
+  });
+  CHECK_THAT(load_error(unsourced_pairs).what(), Contains("intra_node.source.send_recv_bandwidth_by_bytes"));
   const std::string source_alone = write_edited_a100(dir, "source-alone.json", [&](auto& json) {
     json["intra_node"]["source"]["all_gather_bus_bandwidth_by_bytes"] = "measured";
   });

@@ -25,8 +25,8 @@ inline hw::ClusterSpec flat_cluster(int gpus, int nodes = 1, double nvlink = 100
   c.gpu.attention_efficiency_by_seq = hw::Curve({{1, 0.5}});
   c.gpu.causal_attention_efficiency_by_seq = hw::Curve({{1, 0.5}});
   c.gpu.kernel_launch_s = 2e-6;
-  c.intra_node = {nvlink, hw::Curve({{1, nvlink}}), 1.0, latency, gpus, {}, {}};
-  c.inter_node = {nic, hw::Curve({{1, nic * gpus}}), 1.0, latency, 2 * gpus, {}, {}};
+  c.intra_node = {nvlink, hw::Curve({{1, nvlink}}), 1.0, latency, gpus, {}, {}, {}};
+  c.inter_node = {nic, hw::Curve({{1, nic * gpus}}), 1.0, latency, 2 * gpus, {}, {}, {}};
   return c;
 }
 
