@@ -63,6 +63,16 @@ std::size_t compute_call(const hw::ClusterSpec& cluster, const std::string& fiel
         "expected the name of a compute call of the backend (linear, softmax, norm_forward, ...)");
   return static_cast<std::size_t>(*kernel);
 }
+
+// The OpKind a cluster file's figure names under `field`: a collective or transfer.
+std::size_t communication_kind(const hw::ClusterSpec& cluster, const std::string& field,
+                               const std::string& name) {
+  for (std::size_t k = 0; k < kOpKindCount; ++k)
+    if (const auto kind = static_cast<OpKind>(k); is_communication(kind) && to_string(kind) == name) return k;
+  throw InputError(cluster.source, 0, field + "." + name,
+                   "expected the name of a collective or transfer (all_gather, reduce_scatter, all_reduce, "
+                   "all_to_all, broadcast, reduce, send_recv)");
+}
 }  // namespace
 
 OpTimer::OpTimer(const hw::ClusterSpec& cluster, int degree,
@@ -74,6 +84,10 @@ OpTimer::OpTimer(const hw::ClusterSpec& cluster, int degree,
   dispatch_s_.fill(cluster.host.kernel_dispatch_s);
   for (const auto& [name, seconds] : cluster.host.kernel_dispatch_s_by_call)
     dispatch_s_[compute_call(cluster, "host.kernel_dispatch_seconds_by_call", name)] = seconds;
+  communication_dispatch_s_.fill(cluster.host.communication_dispatch_s);
+  for (const auto& [name, seconds] : cluster.host.communication_dispatch_s_by_kind)
+    communication_dispatch_s_[communication_kind(cluster, "host.communication_dispatch_seconds_by_kind",
+                                                 name)] = seconds;
 }
 
 double OpTimer::seconds(const Op& op) const {
@@ -83,7 +97,7 @@ double OpTimer::seconds(const Op& op) const {
 
 double OpTimer::dispatch_s(const Op& op) const {
   if (op.kind == OpKind::wait) return 0;
-  return is_communication(op.kind) ? cluster_.host.communication_dispatch_s
+  return is_communication(op.kind) ? communication_dispatch_s_[static_cast<std::size_t>(op.kind)]
                                    : dispatch_s_[static_cast<std::size_t>(op.kernel)];
 }
 

@@ -62,8 +62,9 @@ class OpTimer {
   const hw::ClusterSpec& cluster_;
   int degree_;
   std::shared_ptr<const RoutedCollectiveTimer> routed_;
-  std::array<const hw::KernelRate*, kKernelCount> measured_{};  // by Kernel; null: the roofline
-  std::array<double, kKernelCount> dispatch_s_{};               // by Kernel: the host's cost to issue it
+  std::array<const hw::KernelRate*, kKernelCount> measured_{};   // by Kernel; null: the roofline
+  std::array<double, kKernelCount> dispatch_s_{};                // by Kernel: the host's cost to issue it
+  std::array<double, kOpKindCount> communication_dispatch_s_{};  // by OpKind, for communication
 };
 
 }  // namespace paradyse::costmodel

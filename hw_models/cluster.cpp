@@ -234,18 +234,23 @@ GpuSpec read_gpu(const Object& gpu) {
 }
 
 HostSpec read_host(const Object& host) {
+  constexpr std::string_view kByCall = "kernel_dispatch_seconds_by_call";
+  constexpr std::string_view kByKind = "communication_dispatch_seconds_by_kind";
   host.require_keys({"kernel_dispatch_seconds", "communication_dispatch_seconds", "synchronous", "source"},
-                    {"kernel_dispatch_seconds_by_call"});
+                    {kByCall, kByKind});
   require_sources(host, {"kernel_dispatch_seconds", "communication_dispatch_seconds", "synchronous"},
-                  {"kernel_dispatch_seconds_by_call"});
+                  {kByCall, kByKind});
   HostSpec spec{non_negative_number(host, "kernel_dispatch_seconds"),
                 non_negative_number(host, "communication_dispatch_seconds"),
                 host.boolean("synchronous"),
+                {},
                 {}};
-  if (host.has("kernel_dispatch_seconds_by_call")) {
-    const Object calls = host.object("kernel_dispatch_seconds_by_call");
-    for (const auto& [name, value] : calls.json().items())
-      spec.kernel_dispatch_s_by_call[name] = non_negative_number(calls, name);
+  for (auto [key, seconds] : {std::pair{kByCall, &spec.kernel_dispatch_s_by_call},
+                              {kByKind, &spec.communication_dispatch_s_by_kind}}) {
+    if (!host.has(key)) continue;
+    const Object entries = host.object(key);
+    for (const auto& [name, value] : entries.json().items())
+      (*seconds)[name] = non_negative_number(entries, name);
   }
   return spec;
 }

@@ -29,6 +29,7 @@ enum class OpKind : uint8_t {
   send_recv,
   wait,  // the compute stream waits for a communication op (its only dependency)
 };
+constexpr std::size_t kOpKindCount = static_cast<std::size_t>(OpKind::wait) + 1;
 std::string_view to_string(OpKind kind);
 constexpr bool is_communication(OpKind kind) {
   return kind >= OpKind::all_gather && kind <= OpKind::send_recv;

@@ -242,8 +242,10 @@ TEST_CASE("OpTimer: a measured kernel that is no backend call is an InputError",
   }
 }
 
-TEST_CASE("OpTimer: a call with its own host cost is issued at it, the others at the default",
-          "[costmodel]") {
+TEST_CASE(
+    "OpTimer: a call or a communication kind with its own host cost is issued at it, the others at the "
+    "default",
+    "[costmodel]") {
   hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
   cluster.host.kernel_dispatch_s = 1e-5;
   cluster.host.communication_dispatch_s = 3e-5;
@@ -271,6 +273,26 @@ TEST_CASE("OpTimer: a call with its own host cost is issued at it, the others at
       FAIL("no error");
     } catch (const InputError& e) {
       CHECK(e.field() == std::string("host.kernel_dispatch_seconds_by_call.") + name);
+    }
+  }
+
+  // A kind with its own cost (Gloo's send_recv returns after writing its bytes); the others keep theirs.
+  Op send_recv = all_gather;
+  send_recv.kind = OpKind::send_recv;
+  cluster.host.communication_dispatch_s_by_kind["send_recv"] = 1.2e-4;
+  const costmodel::OpTimer by_kind(cluster, 8);
+  CHECK(by_kind.dispatch_s(send_recv) == 1.2e-4);
+  CHECK(by_kind.dispatch_s(all_gather) == 3e-5);
+  CHECK(by_kind.dispatch_s(gelu) == 1e-5);
+  for (const char* name : {"sendrecv", "gelu", "wait"}) {
+    INFO(name);
+    hw::ClusterSpec bad = cluster;
+    bad.host.communication_dispatch_s_by_kind[name] = 1e-5;
+    try {
+      costmodel::OpTimer refused(bad, 8);
+      FAIL("no error");
+    } catch (const InputError& e) {
+      CHECK(e.field() == std::string("host.communication_dispatch_seconds_by_kind.") + name);
     }
   }
 }

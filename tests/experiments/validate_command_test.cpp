@@ -36,6 +36,14 @@ TEST_CASE("validate: each row is what simulate and run give for its configuratio
   CHECK(spec.gpu.kernel_rates.at("softmax").rate.points().size() == 3);
   CHECK(spec.gpu.kernel_rates.at("scores").by_flops);
   CHECK_FALSE(spec.gpu.kernel_rates.at("norm_backward").by_flops);
+  // A ring's step on its own curve, 1 KiB to 64 MiB by 4x; what issuing each kind costs the rank.
+  CHECK(spec.intra_node.send_recv_bandwidth_by_bytes.points().size() == 9);
+  REQUIRE(spec.host.communication_dispatch_s_by_kind.size() == 5);
+  for (const auto& [kind, seconds] : spec.host.communication_dispatch_s_by_kind) {
+    INFO(kind);
+    CHECK(seconds > 0);
+    CHECK(seconds < 0.1);
+  }
   // The speed reference, timed at the calibration's start and end: tens of milliseconds on a CPU.
   REQUIRE(spec.calibration.has_value());
   CHECK(spec.calibration->start_s > 1e-4);

@@ -434,7 +434,9 @@ TEST_CASE("load_cluster: the optional attention factors by blocks per SM come fo
              Contains("gpu.attention_time_factor_by_blocks_per_sm") && Contains("gemm_tiles"));
 }
 
-TEST_CASE("load_cluster: the optional host block gives dispatch costs, each with its source", "[hw_models]") {
+TEST_CASE(
+    "load_cluster: the optional host block gives dispatch costs, by call and by kind, each with its source",
+    "[hw_models]") {
   TempDir dir;
   const paradyse::json_input::Json host = {
       {"kernel_dispatch_seconds", 1e-5},
@@ -469,6 +471,22 @@ TEST_CASE("load_cluster: the optional host block gives dispatch costs, each with
   CHECK(load_cluster(sourced_calls).host.kernel_dispatch_s_by_call ==
         std::map<std::string, double>{{"adam_step", 3e-6}, {"linear", 2e-5}});
   CHECK(load_cluster("dgx-a100").host.kernel_dispatch_s_by_call.empty());
+
+  auto by_kind = host;
+  by_kind["communication_dispatch_seconds_by_kind"] = {{"send_recv", 1.2e-4}, {"all_reduce", 6e-5}};
+  const std::string with_kinds =
+      write_edited_a100(dir, "host-by-kind.json", [&](auto& json) { json["host"] = by_kind; });
+  CHECK_THAT(load_error(with_kinds).what(), Contains("host.source.communication_dispatch_seconds_by_kind"));
+  by_kind["source"]["communication_dispatch_seconds_by_kind"] = "e";
+  by_kind["communication_dispatch_seconds_by_kind"]["all_gather"] = -1;
+  const std::string negative_kind =
+      write_edited_a100(dir, "host-by-kind-negative.json", [&](auto& json) { json["host"] = by_kind; });
+  CHECK_THAT(load_error(negative_kind).what(), Contains("communication_dispatch_seconds_by_kind.all_gather"));
+  by_kind["communication_dispatch_seconds_by_kind"].erase("all_gather");
+  const std::string sourced_kinds =
+      write_edited_a100(dir, "host-by-kind-sourced.json", [&](auto& json) { json["host"] = by_kind; });
+  CHECK(load_cluster(sourced_kinds).host.communication_dispatch_s_by_kind ==
+        std::map<std::string, double>{{"all_reduce", 6e-5}, {"send_recv", 1.2e-4}});
 
   auto without_source = host;
   without_source["source"].erase("synchronous");

@@ -89,7 +89,7 @@ TEST_CASE("simulator: the host issues ops as the analytic list schedule says", "
        std::vector<std::pair<double, bool>>{{0, false}, {20e-6, false}, {20e-6, true}}) {
     INFO("dispatch " << dispatch_s << " s, synchronous " << synchronous);
     hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
-    cluster.host = {dispatch_s, 2 * dispatch_s, synchronous, {}};
+    cluster.host = {dispatch_s, 2 * dispatch_s, synchronous, {}, {}};
     const Program rank0 = program(0);
     const costmodel::OpTimer timer(cluster, 2);
     const double listed_s = costmodel::cost_phases(rank0, timer).at(0).cost.seconds;
@@ -111,7 +111,7 @@ TEST_CASE("simulator: a host that only some calls cost issues them as the list s
   for (int i = 0; i < 20; ++i) x = be.add(x, x);
   const Program program = be.take_program();
   hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
-  cluster.host = {0, 0, false, {{"add", 20e-6}}};
+  cluster.host = {0, 0, false, {{"add", 20e-6}}, {}};
   const double listed_s = costmodel::cost_phases(program, costmodel::OpTimer(cluster, 1)).at(0).cost.seconds;
   CHECK(listed_s > 20 * 20e-6);  // the adds are launch-bound
   sim::Simulator simulator(load_model("tiny-gpt"), cluster);
