@@ -51,13 +51,15 @@ inline constexpr std::array<HandedOverCommand, 10> kHandedOverCommands{{
      "tokens/s and the peak memory any rank held."},
     {"calibrate", "paradyse-real",
      "Measure this machine (GEMM and attention throughput at the model's head size, copy bandwidth, op "
-     "overhead, all-reduce, all-gather, reduce-scatter and all-to-all bandwidth over --ranks processes) "
-     "into a cluster file in the presets' schema: the local-cpu model of this machine that `paradyse "
-     "validate` simulates on."},
+     "overhead, all-reduce, all-gather, reduce-scatter, all-to-all and send_recv bandwidth over --ranks "
+     "processes, each collective's issue cost) into a cluster file in the presets' schema: the local-cpu "
+     "model of this machine that `paradyse validate` simulates on. Each figure is the median of --passes "
+     "passes."},
     {"validate", "paradyse-real",
      "Run a plan for real (as `paradyse run`) and simulate the same steps on this machine's calibrated "
      "model (`paradyse calibrate`); print measured against simulated step time and peak memory with the "
-     "relative error. --plan all validates every strategy that can run."},
+     "relative error. --plan all validates every strategy that can run; every row runs once per round "
+     "(--rounds), its time the median over the rounds."},
     {"bench-simulate", "paradyse-sim",
      "Benchmark: wall time to trace and simulate one iteration per strategy, and simulated activities per "
      "second; prints medians."},
