@@ -31,7 +31,8 @@ struct CalibrationOptions {
 // figure is the slowest rank's (rank_timer.hpp). Rank 0 returns the cluster JSON text (indent 2), the other
 // ranks an empty string. Attention is timed at the model's head_dim with model.heads / size() heads (at least
 // 1). The figures are of the intra-op thread count the caller set (a training rank's share of the cores).
-// Takes 10 to 30 seconds on a small machine; throws CommunicationError if the group fails.
+// A pass takes about a minute on a 2-core machine at the default lengths; throws CommunicationError if the
+// group fails.
 std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& model,
                                 const CalibrationOptions& options);
 
