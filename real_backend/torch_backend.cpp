@@ -616,8 +616,12 @@ LossOutput TorchBackend::cross_entropy(const Tensor& logits, const Tensor& targe
   const at::Tensor loss = ((lse - z.gather(-1, index)) * valid).sum().reshape({1});
   at::Tensor d = at::exp(z - lse);
   d.scatter_add_(-1, index, -at::ones_like(index, at::kFloat));
-  // The gradient in the logits' type: bf16 for the fused loss, fp32 for the unfused loss's fp32 copy.
-  return {make(loss, DType::fp32), make((d * valid).to(storage_type(logits.dtype())), logits.dtype())};
+  return loss_output(loss, d * valid, logits.dtype());
+}
+
+LossOutput TorchBackend::loss_output(const at::Tensor& loss, const at::Tensor& d_logits,
+                                     DType logits_dtype) const {
+  return {make(loss, DType::fp32), make(d_logits.to(storage_type(logits_dtype)), logits_dtype)};
 }
 
 Tensor TorchBackend::logits_max(const Tensor& logits) {
@@ -649,8 +653,7 @@ LossOutput TorchBackend::vocabulary_shard_loss(const Tensor& logits, const Tenso
   const ShardTokens shard = shard_tokens(t, first_row, z.size(-1));
   at::Tensor d = at::exp(z - m).div_(sum_exp);
   d.scatter_add_(-1, shard.rows.unsqueeze(-1), -shard.inside.unsqueeze(-1).to(at::kFloat));
-  // The gradient in the logits' type: bf16 for the fused loss, fp32 for the unfused loss's fp32 copy.
-  return {make(loss, DType::fp32), make((d * valid).to(storage_type(logits.dtype())), logits.dtype())};
+  return loss_output(loss, d * valid, logits.dtype());
 }
 
 double TorchBackend::read_scalar(const Tensor& x) {

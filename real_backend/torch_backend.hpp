@@ -171,6 +171,9 @@ class TorchBackend final : public Backend {
   class OpTimer;
 
   Tensor make(const at::Tensor& t, DType dtype) const;  // wraps storage already of the right type
+  // A loss and its float32 gradient, the gradient stored in the logits' type: bf16 for the fused loss,
+  // fp32 for the unfused loss's fp32 copy.
+  LossOutput loss_output(const at::Tensor& loss, const at::Tensor& d_logits, DType logits_dtype) const;
   Pending start(OpKind kind, const Tensor& input, InFlight flight, Tensor result, int root = -1, int to = -1,
                 int from = -1, CommGroup group = CommGroup::parallel);
   Communicator& communicator(CommGroup group);

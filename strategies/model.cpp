@@ -249,6 +249,14 @@ std::string name_of(const std::filesystem::path& path) {
   return error || folder.filename().empty() ? path.stem().string() : folder.filename().string();
 }
 
+// The value of a two-way choice (AttentionKernel, LossKernel) whose to_string is `name`.
+template <class Choice>
+std::optional<Choice> choice_named(std::string_view name, Choice first, Choice second) {
+  for (Choice choice : {first, second})
+    if (name == to_string(choice)) return choice;
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string_view to_string(AttentionKernel kernel) {
@@ -256,9 +264,7 @@ std::string_view to_string(AttentionKernel kernel) {
 }
 
 std::optional<AttentionKernel> attention_kernel_named(std::string_view name) {
-  for (AttentionKernel kernel : {AttentionKernel::flash, AttentionKernel::unfused})
-    if (name == to_string(kernel)) return kernel;
-  return std::nullopt;
+  return choice_named(name, AttentionKernel::flash, AttentionKernel::unfused);
 }
 
 std::string_view to_string(LossKernel kernel) {
@@ -266,9 +272,7 @@ std::string_view to_string(LossKernel kernel) {
 }
 
 std::optional<LossKernel> loss_kernel_named(std::string_view name) {
-  for (LossKernel kernel : {LossKernel::fused, LossKernel::unfused})
-    if (name == to_string(kernel)) return kernel;
-  return std::nullopt;
+  return choice_named(name, LossKernel::fused, LossKernel::unfused);
 }
 
 int64_t ModelSpec::layer_parameters() const {
