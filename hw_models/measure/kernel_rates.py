@@ -3,7 +3,7 @@
 
 Each measured call becomes a point (bytes, bytes per second) of its kernel's curve, its bytes counted
 as paradyse's tracer counts that call (strategies/tracing_backend.cpp), so that the cost model's
-bytes / rate gives back the measured time; tests/hw_models/measured_gpu_test.cpp checks that through
+bytes / rate gives back the measured time; tests/costmodel/measured_gpus_test.cpp checks that through
 the tracer itself.
 
 Usage: python3 kernel_rates.py components.json SOURCE-TEXT > kernels.json

@@ -14,6 +14,7 @@ namespace {
 Op gemm_op(int64_t m, int64_t n, int64_t k) {
   Op op;
   op.kind = OpKind::gemm;
+  op.kernel = Kernel::linear;
   op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   op.memory_bytes = 2.0 * static_cast<double>(m * k + k * n + m * n);  // bf16
   op.dims = {m, n, k, 0};
@@ -78,6 +79,7 @@ TEST_CASE("OpTimer: memory-bound kernels move their bytes at HBM copy bandwidth"
   const costmodel::OpTimer timer(cluster, 8);
   Op op;
   op.kind = OpKind::memory_bound;
+  op.kernel = Kernel::concat;  // a call the preset has no measured rate of
   op.memory_bytes = 1e9;
   REQUIRE(timer.seconds(op) ==
           Approx(1e9 / cluster.gpu.hbm_bytes_per_second + cluster.gpu.kernel_launch_s).epsilon(1e-12));
