@@ -28,6 +28,8 @@ std::vector<ValidationRow> simulate_measurements(const std::vector<real::RunRequ
       row.documents = std::max<int64_t>(1, static_cast<int64_t>(requests[i].documents.size()));
       row.measured_s = m.median_step_s;
       row.measured_steps = static_cast<int>(m.step_s.size());
+      row.rounds_run = m.rounds_run;
+      row.rounds_kept = m.rounds_kept;
       row.simulated_s = s.iteration_time_s;
       row.time_error = (row.simulated_s - row.measured_s) / row.measured_s;
       row.measured_peak_bytes = static_cast<double>(m.peak_bytes);

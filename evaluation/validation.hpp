@@ -22,6 +22,9 @@ struct ValidationRow {
   int64_t documents = 1;  // packed in the sequence (--docs)
   double measured_s = 0, simulated_s = 0, time_error = 0;
   int measured_steps = 0;  // measured_s is their median
+  // Rounds the row ran, and those whose steps it kept: at the calibration's speed (real::SpeedMatch).
+  // 0 kept: none was, and the steps are every round's.
+  int rounds_run = 1, rounds_kept = 1;
   double measured_peak_bytes = 0, simulated_peak_bytes = 0, memory_error = 0;
   // The machine's speed while the row ran against its speed when calibrated: the reference's time
   // around the row (the mean of before and after) over its time in the calibration; 1.2: the machine
@@ -32,8 +35,9 @@ struct ValidationRow {
   double time_error_at_calibration_speed = 0;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ValidationRow, plan, seq, documents, measured_s, measured_steps,
-                                   simulated_s, time_error, measured_peak_bytes, simulated_peak_bytes,
-                                   memory_error, reference_ratio, time_error_at_calibration_speed)
+                                   rounds_run, rounds_kept, simulated_s, time_error, measured_peak_bytes,
+                                   simulated_peak_bytes, memory_error, reference_ratio,
+                                   time_error_at_calibration_speed)
 
 // Where rank 0's step time goes, by backend call (Kernel's name; collectives by their kind): measured
 // in the last measured step, and priced by the cost model op by op (dispatch and device time). Op by

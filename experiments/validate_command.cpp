@@ -52,6 +52,7 @@ struct ValidateOptions {
   RealRunOptions real;
   std::string cluster = "local-cpu.json";
   int rounds = 3;
+  bool any_speed = false;
   bool json = false;
   bool ops = false;
 };
@@ -62,31 +63,38 @@ void print_rows(const std::vector<evaluation::ValidationRow>& rows, const Valida
                                  [](const evaluation::ValidationRow& r) { return r.reference_ratio > 0; });
   fmt::print("{} on {} ranks of this machine, simulated on {}\n", model, options.real.ranks, options.cluster);
   fmt::print("{:<12} {:>7}  {:>11} {:>11} {:>8}  {:>12} {:>12} {:>8}{}\n", "plan", "seq", "measured",
-             "simulated", "error", "measured", "simulated", "error", drift ? "   machine   error*" : "");
-  PercentageErrors time_errors, memory_errors;
-  double calibration_speed_error_sum = 0;
+             "simulated", "error", "measured", "simulated", "error", drift ? "   machine   rounds" : "");
+  PercentageErrors time_errors, memory_errors, at_speed_errors;
   for (const evaluation::ValidationRow& r : rows) {
     std::string speed;
     if (r.reference_ratio > 0)
-      speed = fmt::format("  {:>+7.1f}% {:>+7.1f}%", 100 * (r.reference_ratio - 1),
-                          100 * r.time_error_at_calibration_speed);
+      speed = fmt::format("  {:>+7.1f}%  {:>3} of {}", 100 * (r.reference_ratio - 1), r.rounds_kept,
+                          r.rounds_run);
     fmt::print("{:<12} {:>7}  {:>9.4f} s {:>9.4f} s {:>+7.1f}%  {:>8.2f} MiB {:>8.2f} MiB {:>+7.1f}%{}\n",
                r.plan, r.documents > 1 ? fmt::format("{}/{}d", r.seq, r.documents) : std::to_string(r.seq),
                r.measured_s, r.simulated_s, 100 * r.time_error, r.measured_peak_bytes / kMiB,
                r.simulated_peak_bytes / kMiB, 100 * r.memory_error, speed);
     time_errors.add(r.simulated_s, r.measured_s);
     memory_errors.add(r.simulated_peak_bytes, r.measured_peak_bytes);
-    calibration_speed_error_sum += std::abs(r.time_error_at_calibration_speed);
+    if (r.rounds_kept > 0) at_speed_errors.add(r.simulated_s, r.measured_s);
   }
   fmt::print("mean |error|: time {:.1f}%, memory {:.1f}%\n", time_errors.mean_pct(),
              memory_errors.mean_pct());
   if (!drift) return;
+  const auto at_speed = static_cast<std::size_t>(std::count_if(
+      rows.begin(), rows.end(), [](const evaluation::ValidationRow& r) { return r.rounds_kept > 0; }));
   fmt::print(
-      "machine: the speed reference's time around the row against the calibration's ({:.4f} s): + is "
-      "slower now\n"
-      "error*: the time error at the calibration's speed (measured time / (1 + machine)); mean |error*| "
-      "{:.1f}%\n",
-      cluster.calibration->seconds(), 100 * calibration_speed_error_sum / static_cast<double>(rows.size()));
+      "machine: the speed reference's time around the row's kept rounds against the calibration's ({:.4f} "
+      "s): "
+      "+ is slower\n"
+      "rounds: those whose steps were kept, of those run: {}; a row with none kept is timed over "
+      "all of them\n",
+      cluster.calibration->seconds(),
+      options.any_speed ? "every round (--any-speed)"
+                        : "the machine within 10 % of the calibration's speed before and after them");
+  if (at_speed < rows.size())
+    fmt::print("rows at the calibration's speed: {} of {}, mean |time error| {:.1f}%\n", at_speed,
+               rows.size(), at_speed > 0 ? at_speed_errors.mean_pct() : 0.0);
 }
 
 void print_kernel_times(const std::vector<evaluation::KernelTimeRow>& rows) {
@@ -132,7 +140,10 @@ void validate(const ValidateOptions& options) {
         "no strategy can run " + model.name + " on " + std::to_string(options.real.ranks) + " ranks");
 
   on_every_rank(options.real.ranks, options.real.timeout_s, [&](const real::RankEnvironment& env) {
-    const std::vector<real::RunReport> reports = real::run_training_in_rounds(env, requests, options.rounds);
+    real::SpeedMatch match;
+    if (cluster.calibration && !options.any_speed) match.reference_s = cluster.calibration->seconds();
+    const std::vector<real::RunReport> reports =
+        real::run_training_in_rounds(env, requests, options.rounds, match);
     if (reports.empty()) return;
     const std::vector<evaluation::ValidationRow> rows =
         evaluation::simulate_measurements(requests, reports, model, cluster, options.real.ranks);
@@ -193,6 +204,12 @@ void add_validate_command(CLI::App& app) {
                    "one sample of it, not all")
       ->check(positive_whole_number())
       ->capture_default_str();
+  command->add_flag(
+      "--any-speed", options->any_speed,
+      "keep every round's steps; by default a row keeps the rounds run with the machine within "
+      "10 % of the calibration's speed (its speed reference before and after them), and a row "
+      "short of --rounds such rounds runs again, up to 2 x --rounds rounds, so that the model is "
+      "compared with the machine it was measured on, not with another tenant's slow spell");
   command->add_option("--cluster", options->cluster, "the calibrated cluster file of this machine")
       ->capture_default_str();
   command->add_flag("--json", options->json, "print JSON instead of a table");

@@ -1,5 +1,6 @@
 #include "real_backend/calibration.hpp"
 
+#include "common/errors.hpp"
 #include "common/statistics.hpp"
 #include "common/units.hpp"
 #include "real_backend/kernel_probes.hpp"
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -319,6 +321,9 @@ std::string unsteady_text(const std::vector<double>& reference_s, double steady)
          " % during the calibration (speed reference " + times + text;
 }
 
+// measure_once's groups of figures, in order, each between two timings of the speed reference.
+constexpr std::array<const char*, 3> kGroupNames{"GEMM and attention", "kernels and copy", "collectives"};
+
 // Everything calibrate measures, in one pass over the machine, and the speed reference timed before,
 // between and after its groups of figures.
 struct Measurements {
@@ -348,34 +353,38 @@ Points median_of(const std::vector<Measurements>& passes,
   return median_curve(curves);
 }
 
-// Each figure the median of its passes.
-Measurements median_of(const std::vector<Measurements>& passes) {
+// Each figure the median of its group's passes (`kept`, by group: passes_at_speed's order of groups).
+Measurements median_of(const std::vector<Measurements>& passes, const std::vector<std::vector<int>>& kept) {
+  const auto group = [&](std::size_t g) {
+    std::vector<Measurements> of_group;
+    for (int pass : kept[g]) of_group.push_back(passes[static_cast<std::size_t>(pass)]);
+    return of_group;
+  };
+  const std::vector<Measurements> compute = group(0), host = group(1), fabric = group(2);
   Measurements m;
-  m.gemm = median_of(passes, [](const Measurements& p) -> const Points& { return p.gemm; });
-  m.attention = median_of(passes, [](const Measurements& p) -> const Points& { return p.attention; });
-  m.causal = median_of(passes, [](const Measurements& p) -> const Points& { return p.causal; });
-  m.dispatch_s = median_of(passes, [](const Measurements& p) { return p.dispatch_s; });
-  m.kernels = passes.front().kernels;
+  m.gemm = median_of(compute, [](const Measurements& p) -> const Points& { return p.gemm; });
+  m.attention = median_of(compute, [](const Measurements& p) -> const Points& { return p.attention; });
+  m.causal = median_of(compute, [](const Measurements& p) -> const Points& { return p.causal; });
+  m.dispatch_s = median_of(host, [](const Measurements& p) { return p.dispatch_s; });
+  m.kernels = host.front().kernels;
   for (std::size_t k = 0; k < m.kernels.size(); ++k)
     m.kernels[k].rate_by_size =
-        median_of(passes, [k](const Measurements& p) -> const Points& { return p.kernels[k].rate_by_size; });
-  m.copy = median_of(passes, [](const Measurements& p) { return p.copy; });
+        median_of(host, [k](const Measurements& p) -> const Points& { return p.kernels[k].rate_by_size; });
+  m.copy = median_of(host, [](const Measurements& p) { return p.copy; });
   m.fabric.bus_bandwidth =
-      median_of(passes, [](const Measurements& p) -> const Points& { return p.fabric.bus_bandwidth; });
+      median_of(fabric, [](const Measurements& p) -> const Points& { return p.fabric.bus_bandwidth; });
   m.fabric.all_gather_bus_bandwidth = median_of(
-      passes, [](const Measurements& p) -> const Points& { return p.fabric.all_gather_bus_bandwidth; });
+      fabric, [](const Measurements& p) -> const Points& { return p.fabric.all_gather_bus_bandwidth; });
   m.fabric.reduce_scatter_bus_bandwidth = median_of(
-      passes, [](const Measurements& p) -> const Points& { return p.fabric.reduce_scatter_bus_bandwidth; });
+      fabric, [](const Measurements& p) -> const Points& { return p.fabric.reduce_scatter_bus_bandwidth; });
   m.fabric.send_recv_bandwidth =
-      median_of(passes, [](const Measurements& p) -> const Points& { return p.fabric.send_recv_bandwidth; });
-  m.fabric.latency_s = median_of(passes, [](const Measurements& p) { return p.fabric.latency_s; });
+      median_of(fabric, [](const Measurements& p) -> const Points& { return p.fabric.send_recv_bandwidth; });
+  m.fabric.latency_s = median_of(fabric, [](const Measurements& p) { return p.fabric.latency_s; });
   m.fabric.all_to_all_bus_bandwidth =
-      median_of(passes, [](const Measurements& p) { return p.fabric.all_to_all_bus_bandwidth; });
-  m.contention = median_of(passes, [](const Measurements& p) { return p.contention; });
-  for (const auto& [kind, seconds] : passes.front().issue_s)
-    m.issue_s[kind] = median_of(passes, [&kind = kind](const Measurements& p) { return p.issue_s.at(kind); });
-  for (std::size_t i = 0; i < passes.front().reference_s.size(); ++i)
-    m.reference_s.push_back(median_of(passes, [i](const Measurements& p) { return p.reference_s[i]; }));
+      median_of(fabric, [](const Measurements& p) { return p.fabric.all_to_all_bus_bandwidth; });
+  m.contention = median_of(fabric, [](const Measurements& p) { return p.contention; });
+  for (const auto& [kind, seconds] : fabric.front().issue_s)
+    m.issue_s[kind] = median_of(fabric, [&kind = kind](const Measurements& p) { return p.issue_s.at(kind); });
   return m;
 }
 
@@ -405,6 +414,23 @@ Measurements measure_once(Communicator& communicator, const RankTimer& timer, To
 
 }  // namespace
 
+std::vector<std::vector<int>> passes_at_speed(const std::vector<std::vector<double>>& reference_s,
+                                              double spread) {
+  PARADYSE_CHECK(!reference_s.empty() && reference_s.front().size() >= 2,
+                 "passes with references around a group");
+  double fastest_s = reference_s.front().front();
+  for (const std::vector<double>& pass : reference_s) {
+    PARADYSE_CHECK(pass.size() == reference_s.front().size(), "every pass has the same groups");
+    fastest_s = std::min(fastest_s, *std::min_element(pass.begin(), pass.end()));
+  }
+  std::vector<std::vector<int>> kept(reference_s.front().size() - 1);
+  for (std::size_t pass = 0; pass < reference_s.size(); ++pass)
+    for (std::size_t g = 0; g < kept.size(); ++g)
+      if (std::max(reference_s[pass][g], reference_s[pass][g + 1]) <= (1 + spread) * fastest_s)
+        kept[g].push_back(static_cast<int>(pass));
+  return kept;
+}
+
 std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& model,
                                 const CalibrationOptions& options) {
   const RankTimer timer(communicator, std::max(1, options.repeats));
@@ -412,28 +438,61 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   TorchBackendOptions backend_options;
   backend_options.precision = options.precision;
   TorchBackend backend(communicator, model, backend_options);
-  // Every figure is the median of its passes, which lie minutes apart: on a shared machine a slow
-  // spell of seconds puts a whole curve at half speed (seen: causal attention at 1.3–1.6 GFLOP/s in one
-  // pass, 2.5–2.8 in the next), and validate's rows are medians over rounds minutes apart too.
+  // Every figure is the median of its samples at the machine's own speed, which lie a pass or more
+  // apart: on a shared machine a slow spell puts a whole curve at half speed (seen: causal attention
+  // at 1.3–1.6 GFLOP/s in one pass, 2.5–2.8 in the next).
   reference_seconds(communicator, backend, model);  // unkept: the process's first passes run slow
+  const int wanted = std::max(1, options.passes);
   std::vector<Measurements> passes;
-  std::vector<double> all_references_s;
-  for (int pass = 1; pass <= std::max(1, options.passes); ++pass) {
+  std::vector<std::vector<double>> reference_s;
+  std::vector<std::vector<int>> kept;
+  const auto enough = [&] {
+    return std::all_of(kept.begin(), kept.end(), [&](const std::vector<int>& group) {
+      return static_cast<int>(group.size()) >= wanted;
+    });
+  };
+  // Every rank has the same references (the slowest rank's), so all decide alike.
+  while (passes.size() < static_cast<std::size_t>(3 * wanted) && (passes.empty() || !enough())) {
     passes.push_back(measure_once(communicator, timer, backend, model, options));
-    const std::vector<double>& reference_s = passes.back().reference_s;
-    all_references_s.insert(all_references_s.end(), reference_s.begin(), reference_s.end());
+    reference_s.push_back(passes.back().reference_s);
+    kept = passes_at_speed(reference_s, options.steady_spread);
   }
-  const Measurements m = median_of(passes);
-  if (spread(all_references_s) > options.steady_spread && options.note && communicator.rank() == 0)
-    options.note(unsteady_text(all_references_s, options.steady_spread) +
-                 "; each figure is the median of its " + std::to_string(passes.size()) + " passes");
+  std::vector<std::string> short_groups;
+  for (std::size_t g = 0; g < kept.size(); ++g)
+    if (kept[g].empty()) {  // never at speed: every pass, and say so
+      for (int pass = 0; pass < static_cast<int>(passes.size()); ++pass) kept[g].push_back(pass);
+      short_groups.push_back(kGroupNames[g]);
+    }
+  Measurements m = median_of(passes, kept);
+  // The speed the figures describe: the references within the spread of the fastest.
+  std::vector<double> all_references_s, at_speed_s;
+  for (const std::vector<double>& pass : reference_s)
+    all_references_s.insert(all_references_s.end(), pass.begin(), pass.end());
+  const double fastest_s = *std::min_element(all_references_s.begin(), all_references_s.end());
+  for (double t : all_references_s)
+    if (t <= (1 + options.steady_spread) * fastest_s) at_speed_s.push_back(t);
+  m.reference_s = {median(at_speed_s)};
+  if (options.note && communicator.rank() == 0 &&
+      (spread(all_references_s) > options.steady_spread || !short_groups.empty())) {
+    std::string text = unsteady_text(all_references_s, options.steady_spread) +
+                       "; each figure is the median of " +
+                       "its samples at the machine's own speed (references within " +
+                       std::to_string(std::lround(100 * options.steady_spread)) + " % of the fastest) over " +
+                       std::to_string(passes.size()) + " passes:";
+    for (std::size_t g = 0; g < kept.size(); ++g)
+      text += std::string(g ? "," : "") + " " + kGroupNames[g] + " " + std::to_string(kept[g].size());
+    for (std::size_t i = 0; i < short_groups.size(); ++i)
+      text += (i ? ", " : "; never at that speed, so from every pass: ") + short_groups[i];
+    options.note(text);
+  }
   const AttentionShape shape = local_attention_shape(model, ranks);
   communicator.barrier();
   if (communicator.rank() != 0) return "";
 
   const std::string host = host_name();
   const std::string type = options.precision == Precision::mixed ? "bf16" : "fp32";
-  const std::string where = ", the median of " + std::to_string(passes.size()) + " passes of a median of " +
+  const std::string where = ", the median of its passes at the machine's own speed (of " +
+                            std::to_string(passes.size()) + ") of a median of " +
                             std::to_string(std::max(1, options.repeats)) + " (the slowest rank's), on " +
                             host + ", " + std::to_string(ranks) + " ranks, " + type;
   auto measured = [&](const std::string& what) { return "measured by paradyse calibrate: " + what + where; };
@@ -560,13 +619,13 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   cluster["intra_node"] = std::move(intra);
   cluster["inter_node"] = std::move(inter);
   const std::string reference = "measured by paradyse calibrate: " + reference_description(model, ranks);
-  cluster["calibration"] = {{"reference_start_seconds", rounded(m.reference_s.front())},
-                            {"reference_end_seconds", rounded(m.reference_s.back())},
-                            {"source",
-                             {{"reference_start_seconds",
-                               reference + ", before the first figure of a pass, the median of the passes"},
-                              {"reference_end_seconds",
-                               reference + ", after the last figure of a pass, the median of the passes"}}}};
+  const std::string at_speed = reference + ": the median of those within " +
+                               std::to_string(std::lround(100 * options.steady_spread)) +
+                               " % of the fastest, the speed the figures were measured at";
+  cluster["calibration"] = {
+      {"reference_start_seconds", rounded(m.reference_s.front())},
+      {"reference_end_seconds", rounded(m.reference_s.front())},
+      {"source", {{"reference_start_seconds", at_speed}, {"reference_end_seconds", at_speed}}}};
   return cluster.dump(2);
 }
 

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "real_backend/communicator.hpp"
 #include "real_backend/torch_backend.hpp"
@@ -19,9 +20,11 @@ struct CalibrationOptions {
   int repeats = 5;                         // timed repetitions per point; the median is kept
   int64_t max_attention_tokens = 2048;     // attention is timed at 128, 256, ... up to this length
   std::string description;                 // the JSON's "description"; empty: one naming the host
-  // Everything is measured `passes` times, and each figure is the median of its passes. The speed
+  // Each figure is the median of `passes` samples taken at the machine's own speed. The speed
   // reference (machine_speed.hpp) is timed before, between and after the groups of figures of each
-  // pass; when it moves by more than steady_spread, `note` says so.
+  // pass; a group's sample is at speed when the references around it are within steady_spread of the
+  // fastest reference of the calibration (passes_at_speed). Passes go on, up to 3 × passes, until
+  // every group has `passes` samples at speed; `note` says when the speed moved.
   int passes = 3;
   double steady_spread = 0.10;
   std::function<void(const std::string&)> note;  // rank 0: how much the machine's speed moved
@@ -35,5 +38,13 @@ struct CalibrationOptions {
 // group fails.
 std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& model,
                                 const CalibrationOptions& options);
+
+// For passes whose speed reference was timed at `reference_s[pass]` (before, between and after their
+// groups of figures: n + 1 times for n groups), the passes whose group g was measured at the machine's
+// own speed, by group: both references around it within `spread` of the fastest of all. A shared
+// machine's slow spells (on this project's development VM: 1.8 times the reference for minutes,
+// the copy bandwidth halved) are other tenants' work, not the machine's speed.
+std::vector<std::vector<int>> passes_at_speed(const std::vector<std::vector<double>>& reference_s,
+                                              double spread);
 
 }  // namespace paradyse::real

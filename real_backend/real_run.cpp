@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "common/errors.hpp"
@@ -166,41 +167,70 @@ std::vector<RunReport> run_training(const RankEnvironment& env, const std::vecto
   return reports;
 }
 
+bool SpeedMatch::at_speed(const LengthMeasurement& m) const {
+  if (reference_s <= 0) return true;
+  const auto near = [&](double t) { return t > 0 && std::abs(t / reference_s - 1) <= tolerance; };
+  return near(m.reference_before_s) && near(m.reference_after_s);
+}
+
 std::vector<RunReport> run_training_in_rounds(const RankEnvironment& env,
-                                              const std::vector<RunRequest>& requests, int rounds) {
+                                              const std::vector<RunRequest>& requests, int rounds,
+                                              const SpeedMatch& match) {
   PARADYSE_CHECK(rounds >= 1, "at least one round");
-  std::vector<RunRequest> in_order;
-  for (int round = 1; round <= rounds; ++round)
-    for (RunRequest request : requests) {
+  PARADYSE_CHECK(!requests.empty(), "a run needs a request");
+  prepare_process(env);
+  std::unique_ptr<Communicator> communicator = connect(env, requests[0].cuda, requests[0].timeout);
+  // Every rank sees the same references (the slowest rank's), so all choose the same requests.
+  const auto short_of_speed = [&](const std::vector<RunReport>& done) {
+    for (std::size_t j = 0; j < done.front().lengths.size(); ++j)
+      if (std::count_if(done.begin(), done.end(),
+                        [&](const RunReport& r) { return match.at_speed(r.lengths[j]); }) < rounds)
+        return true;
+    return false;
+  };
+  std::vector<std::vector<RunReport>> by_request(requests.size());
+  const int most_rounds = match.reference_s > 0 ? 2 * rounds : rounds;
+  for (int round = 1; round <= most_rounds; ++round)
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      if (round > rounds && !short_of_speed(by_request[i])) continue;
+      RunRequest request = requests[i];
       request.profile_ops = request.profile_ops && round == rounds;
-      in_order.push_back(std::move(request));
+      by_request[i].push_back(run_request(env, communicator.get(), request));
     }
-  const std::vector<RunReport> all = run_training(env, in_order);
-  if (all.empty()) return {};
+  if (env.rank != 0) return {};
   std::vector<RunReport> merged;
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    std::vector<RunReport> of_request;
-    for (int round = 0; round < rounds; ++round) of_request.push_back(all[round * requests.size() + i]);
-    merged.push_back(merge_rounds(of_request));
-  }
+  for (const std::vector<RunReport>& of_request : by_request)
+    merged.push_back(merge_rounds(of_request, match, static_cast<std::size_t>(rounds - 1)));
   return merged;
 }
 
-RunReport merge_rounds(const std::vector<RunReport>& rounds) {
+RunReport merge_rounds(const std::vector<RunReport>& rounds, const SpeedMatch& match,
+                       std::optional<std::size_t> base) {
   PARADYSE_CHECK(!rounds.empty(), "merging no rounds");
-  RunReport merged = rounds.back();
+  PARADYSE_CHECK(!base || *base < rounds.size(), "the base round is one of the rounds");
+  RunReport merged = rounds[base.value_or(rounds.size() - 1)];
   for (std::size_t j = 0; j < merged.lengths.size(); ++j) {
     LengthMeasurement& m = merged.lengths[j];
-    std::vector<double> steps, before, after;
+    std::vector<const LengthMeasurement*> kept;
     for (const RunReport& round : rounds) {
       PARADYSE_CHECK(round.lengths.size() == merged.lengths.size() && round.lengths[j].seq == m.seq,
                      "rounds of one request measure the same lengths");
+      if (match.at_speed(round.lengths[j])) kept.push_back(&round.lengths[j]);
+    }
+    m.rounds_run = static_cast<int>(rounds.size());
+    m.rounds_kept = static_cast<int>(kept.size());
+    if (kept.empty())  // never at speed: every round, and the row says so (rounds_kept 0)
+      for (const RunReport& round : rounds) kept.push_back(&round.lengths[j]);
+    std::vector<double> steps, before, after;
+    for (const RunReport& round : rounds) {
       const LengthMeasurement& r = round.lengths[j];
-      steps.insert(steps.end(), r.step_s.begin(), r.step_s.end());
-      before.push_back(r.reference_before_s);
-      after.push_back(r.reference_after_s);
       m.peak_bytes = std::max(m.peak_bytes, r.peak_bytes);
       m.process_peak_bytes = std::max(m.process_peak_bytes, r.process_peak_bytes);
+    }
+    for (const LengthMeasurement* r : kept) {
+      steps.insert(steps.end(), r->step_s.begin(), r->step_s.end());
+      before.push_back(r->reference_before_s);
+      after.push_back(r->reference_after_s);
     }
     m.step_s = steps;
     m.median_step_s = median(std::move(steps));

@@ -52,6 +52,8 @@ struct LengthMeasurement {
   std::vector<double> step_s;  // each measured step, slowest rank (steps end at a barrier)
   // With time_reference: the reference's seconds before the length's first step and after its last.
   double reference_before_s = 0, reference_after_s = 0;
+  // Merged over rounds (merge_rounds): the rounds run, and those whose steps were kept (at speed).
+  int rounds_run = 1, rounds_kept = 1;
   double median_step_s = 0;
   double loss_per_token = 0;          // last step, over the ranks' tokens
   int64_t peak_bytes = 0;             // most any rank's backend held (HeldBytes) during the measured steps
@@ -81,19 +83,33 @@ using CommunicatorDecorator = std::function<std::unique_ptr<Communicator>(std::u
 std::vector<RunReport> run_training(const RankEnvironment& env, const std::vector<RunRequest>& requests,
                                     const CommunicatorDecorator& decorate = {});
 
+// validate's match of the machine's speed: a round's steps of a length are kept when the speed
+// reference before and after them is within `tolerance` of the calibration's (the speed its figures
+// were measured at), so that a model is compared with the machine it describes and not with the
+// machine in another tenant's slow spell. reference_s 0: every round is kept.
+struct SpeedMatch {
+  double reference_s = 0;
+  double tolerance = 0.10;
+  bool at_speed(const LengthMeasurement& m) const;
+};
+
 // validate's protocol on a shared machine: every request once per round, the same order each round,
 // `rounds` rounds; rank 0 gets a report per request, merged over its rounds (merge_rounds). A row's
 // steps are then one round apart, spread over the whole run, where `steps` in one round fall within
 // seconds: on this project's development VM the machine's speed moves 0.55–1.1x from one minute to the
 // next, and a row measured inside one spell was off by up to 58 % where its neighbours agreed within
-// 27 %. Op timings (profile_ops) come from the last round only.
+// 27 %. With a speed to match, a request whose lengths have fewer than `rounds` rounds at speed runs
+// again, up to 2 × rounds rounds in all. Op timings (profile_ops) come from round `rounds` only.
 std::vector<RunReport> run_training_in_rounds(const RankEnvironment& env,
-                                              const std::vector<RunRequest>& requests, int rounds);
+                                              const std::vector<RunRequest>& requests, int rounds,
+                                              const SpeedMatch& match = {});
 
-// One request's reports, one per round, as one: every round's steps and their median; the speed
-// reference's median before and after; the largest peaks; the last round's loss, layer spans and ops
-// (the rounds run the same steps from the same seed).
-RunReport merge_rounds(const std::vector<RunReport>& rounds);
+// One request's reports, one per round, as one: the steps of every round kept by `match` (every
+// round when none is) and their median; the speed reference's median before and after over those
+// rounds; the largest peaks; the loss, layer spans and ops of round `base` (the rounds run the same
+// steps from the same seed; default the last).
+RunReport merge_rounds(const std::vector<RunReport>& rounds, const SpeedMatch& match = {},
+                       std::optional<std::size_t> base = std::nullopt);
 
 // `paradyse calibrate` on this rank: measures this machine (calibration.hpp) with every rank in
 // `passes` passes, attention up to `max_attention_tokens`; rank 0 gets the cluster JSON text, the

@@ -28,7 +28,7 @@ TEST_CASE("validate: each row is what simulate and run give for its configuratio
   std::ifstream file(cluster);
   const auto written = nlohmann::json::parse(file);
   CHECK_THAT(written["gpu"]["source"]["gemm_efficiency_by_flops"].get<std::string>(),
-             Catch::Contains("the median of 2 passes"));
+             Catch::Contains("the median of its passes at the machine's own speed"));
   CHECK(spec.gpus_per_node == 2);
   CHECK(spec.gpu.bf16_flops_per_second > 0);
   // Attention at 128 and 256 tokens; every probed call measured at 64, 128 and 256 (Adam by weight).
@@ -50,10 +50,10 @@ TEST_CASE("validate: each row is what simulate and run give for its configuratio
   CHECK(spec.calibration->end_s < 10);
 
   // The median of 7 measured steps, so that reporting their sum instead would show below; validate
-  // measures them in rounds: 2 rounds of 4 steps.
+  // measures them in rounds: 2 rounds of 4 steps, every round kept (--any-speed).
   const std::string configuration = "--ranks 2 --model tiny-llama --seq 64 --json";
-  const RunResult r =
-      run_paradyse("validate " + configuration + " --rounds 2 --steps 4 --plan all --cluster " + cluster);
+  const RunResult r = run_paradyse("validate " + configuration +
+                                   " --rounds 2 --steps 4 --any-speed --plan all --cluster " + cluster);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const auto rows = nlohmann::json::parse(r.out);
@@ -66,6 +66,8 @@ TEST_CASE("validate: each row is what simulate and run give for its configuratio
     INFO(row.dump());
     CHECK(row["seq"] == 64);
     CHECK(row["measured_steps"] == 8);
+    CHECK(row["rounds_run"] == 2);
+    CHECK(row["rounds_kept"] == 2);
     CHECK(by_plan.emplace(row["plan"].get<std::string>(), row).second);
     // In bf16 the backend allocates exactly the tensors the tracer records, in the same element types.
     CHECK(std::abs(row["memory_error"].get<double>()) < 0.01);
@@ -154,6 +156,16 @@ TEST_CASE("validate --ops: rank 0's step by backend call, measured and modelled"
   REQUIRE(r.exit_code == 0);
   const auto out = nlohmann::json::parse(r.out);
   REQUIRE(out["steps"].size() == 2);
+  for (const auto& row : out["steps"]) {
+    // Matching the calibration's speed: 2 rounds, or up to 4 for a row short of 2 at speed; a row
+    // keeps one step per kept round, or every round's when none was at speed.
+    INFO(row.dump());
+    const int run = row["rounds_run"], kept = row["rounds_kept"];
+    CHECK(run >= 2);
+    CHECK(run <= 4);
+    CHECK(kept <= run);
+    CHECK(row["measured_steps"] == (kept > 0 ? kept : run));
+  }
   const int64_t layers = load_model("tiny-llama").num_layers;
   std::map<int64_t, int> attention_rows;
   for (const auto& call : out["calls"]) {

@@ -1,4 +1,6 @@
-// real_backend/real_run.cpp's merge_rounds: validate's rounds of one request as one measurement.
+// real_backend/real_run.cpp's merge_rounds: validate's rounds of one request as one measurement, and
+// the machine's speed they are kept at (SpeedMatch); calibrate's samples at speed (passes_at_speed).
+#include "real_backend/calibration.hpp"
 #include "real_backend/real_run.hpp"
 
 #include "tests/real_backend/catch_after_torch.hpp"  // last: after LibTorch
@@ -48,6 +50,56 @@ TEST_CASE("merge_rounds: one round is itself", "[real]") {
   const RunReport merged = real::merge_rounds({round_of({0.4, 0.2, 0.3}, 0.1, 0.1, 5, 1.0)});
   CHECK(merged.lengths[0].median_step_s == 0.3);
   CHECK(merged.lengths[0].step_s == std::vector<double>{0.4, 0.2, 0.3});
+}
+
+TEST_CASE("merge_rounds: with a speed to match, only the rounds at that speed count", "[real]") {
+  // The calibration's reference took 0.10 s; the second round ran in a slow spell (0.18 s after it).
+  const real::SpeedMatch match{0.10, 0.10};
+  const std::vector<RunReport> rounds{round_of({1.0}, 0.100, 0.105, 100, 7.0),
+                                      round_of({1.8}, 0.104, 0.180, 300, 7.0),
+                                      round_of({1.1, 1.2}, 0.095, 0.091, 200, 6.5)};
+  const LengthMeasurement m = real::merge_rounds(rounds, match).lengths[0];
+  CHECK(m.step_s == std::vector<double>{1.0, 1.1, 1.2});
+  CHECK(m.median_step_s == 1.1);
+  CHECK(m.rounds_run == 3);
+  CHECK(m.rounds_kept == 2);
+  CHECK(m.reference_after_s == Approx((0.105 + 0.091) / 2));  // the kept rounds' median
+  CHECK(m.peak_bytes == 300);                                 // memory does not depend on speed
+  // The base round gives the loss: the first here.
+  CHECK(real::merge_rounds(rounds, match, 0).lengths[0].loss_per_token == 7.0);
+  // Within 10 % on either side; a reference not measured (0) is not at speed.
+  CHECK(match.at_speed(rounds[0].lengths[0]));
+  CHECK_FALSE(match.at_speed(rounds[1].lengths[0]));
+  CHECK_FALSE(match.at_speed(round_of({1.0}, 0.0, 0.1, 1, 1.0).lengths[0]));
+  CHECK_FALSE(match.at_speed(round_of({1.0}, 0.1, 0.089, 1, 1.0).lengths[0]));
+  CHECK(real::SpeedMatch{}.at_speed(rounds[1].lengths[0]));  // nothing to match: every round
+}
+
+TEST_CASE("merge_rounds: no round at speed keeps every round and says so", "[real]") {
+  const real::SpeedMatch match{0.05, 0.10};
+  const LengthMeasurement m =
+      real::merge_rounds({round_of({1.0}, 0.10, 0.10, 1, 1.0), round_of({3.0}, 0.10, 0.10, 1, 1.0)}, match)
+          .lengths[0];
+  CHECK(m.rounds_kept == 0);
+  CHECK(m.rounds_run == 2);
+  CHECK(m.median_step_s == 2.0);
+}
+
+TEST_CASE("passes_at_speed: a group counts when the references around it are near the fastest", "[real]") {
+  // Four references around three groups per pass; the machine fell into a 1.8x slow spell during
+  // the first pass and came out of it during the second.
+  const std::vector<std::vector<double>> reference_s{
+      {0.084, 0.088, 0.153, 0.154}, {0.150, 0.151, 0.087, 0.083}, {0.083, 0.085, 0.086, 0.090}};
+  const std::vector<std::vector<int>> kept = real::passes_at_speed(reference_s, 0.10);
+  REQUIRE(kept.size() == 3);
+  CHECK(kept[0] == std::vector<int>{0, 2});
+  CHECK(kept[1] == std::vector<int>{2});
+  CHECK(kept[2] == std::vector<int>{1, 2});
+  // 0.0913 is within 10 % of 0.083, 0.0914 is not.
+  CHECK(real::passes_at_speed({{0.083, 0.0913}}, 0.10)[0] == std::vector<int>{0});
+  CHECK(real::passes_at_speed({{0.083, 0.0914}}, 0.10)[0].empty());
+  CHECK_THROWS_AS(real::passes_at_speed({}, 0.10), InternalError);
+  CHECK_THROWS_AS(real::passes_at_speed({{0.1, 0.1}, {0.1}}, 0.10), InternalError);
 }
 
 TEST_CASE("merge_rounds: rounds of different lengths are refused", "[real]") {
