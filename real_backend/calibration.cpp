@@ -414,19 +414,28 @@ Measurements measure_once(Communicator& communicator, const RankTimer& timer, To
 
 }  // namespace
 
+double own_speed_s(const std::vector<std::vector<double>>& reference_s, double spread) {
+  std::vector<double> all_s;
+  for (const std::vector<double>& pass : reference_s) all_s.insert(all_s.end(), pass.begin(), pass.end());
+  PARADYSE_CHECK(!all_s.empty(), "references to take the speed of");
+  const double fastest_s = *std::min_element(all_s.begin(), all_s.end());
+  std::vector<double> near_fastest_s;
+  for (double t : all_s)
+    if (t <= (1 + 2 * spread) * fastest_s) near_fastest_s.push_back(t);
+  return median(std::move(near_fastest_s));
+}
+
 std::vector<std::vector<int>> passes_at_speed(const std::vector<std::vector<double>>& reference_s,
                                               double spread) {
   PARADYSE_CHECK(!reference_s.empty() && reference_s.front().size() >= 2,
                  "passes with references around a group");
-  double fastest_s = reference_s.front().front();
-  for (const std::vector<double>& pass : reference_s) {
+  for (const std::vector<double>& pass : reference_s)
     PARADYSE_CHECK(pass.size() == reference_s.front().size(), "every pass has the same groups");
-    fastest_s = std::min(fastest_s, *std::min_element(pass.begin(), pass.end()));
-  }
+  const double speed_s = own_speed_s(reference_s, spread);
   std::vector<std::vector<int>> kept(reference_s.front().size() - 1);
   for (std::size_t pass = 0; pass < reference_s.size(); ++pass)
     for (std::size_t g = 0; g < kept.size(); ++g)
-      if (std::max(reference_s[pass][g], reference_s[pass][g + 1]) <= (1 + spread) * fastest_s)
+      if (std::max(reference_s[pass][g], reference_s[pass][g + 1]) <= (1 + spread) * speed_s)
         kept[g].push_back(static_cast<int>(pass));
   return kept;
 }
@@ -457,30 +466,28 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
     reference_s.push_back(passes.back().reference_s);
     kept = passes_at_speed(reference_s, options.steady_spread);
   }
+  std::string samples;  // "GEMM and attention 3, kernels and copy 3, collectives 0"
   std::vector<std::string> short_groups;
-  for (std::size_t g = 0; g < kept.size(); ++g)
+  for (std::size_t g = 0; g < kept.size(); ++g) {
+    samples += std::string(g ? ", " : " ") + kGroupNames[g] + " " + std::to_string(kept[g].size());
     if (kept[g].empty()) {  // never at speed: every pass, and say so
       for (int pass = 0; pass < static_cast<int>(passes.size()); ++pass) kept[g].push_back(pass);
       short_groups.push_back(kGroupNames[g]);
     }
+  }
   Measurements m = median_of(passes, kept);
-  // The speed the figures describe: the references within the spread of the fastest.
-  std::vector<double> all_references_s, at_speed_s;
+  m.reference_s = {own_speed_s(reference_s, options.steady_spread)};
+  std::vector<double> all_references_s;
   for (const std::vector<double>& pass : reference_s)
     all_references_s.insert(all_references_s.end(), pass.begin(), pass.end());
-  const double fastest_s = *std::min_element(all_references_s.begin(), all_references_s.end());
-  for (double t : all_references_s)
-    if (t <= (1 + options.steady_spread) * fastest_s) at_speed_s.push_back(t);
-  m.reference_s = {median(at_speed_s)};
   if (options.note && communicator.rank() == 0 &&
       (spread(all_references_s) > options.steady_spread || !short_groups.empty())) {
+    char speed[32];
+    std::snprintf(speed, sizeof speed, "%.3f s", m.reference_s.front());
     std::string text = unsteady_text(all_references_s, options.steady_spread) +
-                       "; each figure is the median of " +
-                       "its samples at the machine's own speed (references within " +
-                       std::to_string(std::lround(100 * options.steady_spread)) + " % of the fastest) over " +
-                       std::to_string(passes.size()) + " passes:";
-    for (std::size_t g = 0; g < kept.size(); ++g)
-      text += std::string(g ? "," : "") + " " + kGroupNames[g] + " " + std::to_string(kept[g].size());
+                       "; each figure is the median of its samples at the machine's own speed (reference " +
+                       speed + ", within " + std::to_string(std::lround(100 * options.steady_spread)) +
+                       " %) over " + std::to_string(passes.size()) + " passes:" + samples;
     for (std::size_t i = 0; i < short_groups.size(); ++i)
       text += (i ? ", " : "; never at that speed, so from every pass: ") + short_groups[i];
     options.note(text);
@@ -619,9 +626,10 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   cluster["intra_node"] = std::move(intra);
   cluster["inter_node"] = std::move(inter);
   const std::string reference = "measured by paradyse calibrate: " + reference_description(model, ranks);
-  const std::string at_speed = reference + ": the median of those within " +
-                               std::to_string(std::lround(100 * options.steady_spread)) +
-                               " % of the fastest, the speed the figures were measured at";
+  const std::string at_speed = reference + ": the machine's own speed, the median of its timings within " +
+                               std::to_string(std::lround(200 * options.steady_spread)) +
+                               " % of the fastest; the figures are of the passes within " +
+                               std::to_string(std::lround(100 * options.steady_spread)) + " % of it";
   cluster["calibration"] = {
       {"reference_start_seconds", rounded(m.reference_s.front())},
       {"reference_end_seconds", rounded(m.reference_s.front())},

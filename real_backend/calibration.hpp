@@ -23,7 +23,7 @@ struct CalibrationOptions {
   // Each figure is the median of `passes` samples taken at the machine's own speed. The speed
   // reference (machine_speed.hpp) is timed before, between and after the groups of figures of each
   // pass; a group's sample is at speed when the references around it are within steady_spread of the
-  // fastest reference of the calibration (passes_at_speed). Passes go on, up to 3 × passes, until
+  // machine's own speed (passes_at_speed). Passes go on, up to 3 × passes, until
   // every group has `passes` samples at speed; `note` says when the speed moved.
   int passes = 3;
   double steady_spread = 0.10;
@@ -39,11 +39,16 @@ struct CalibrationOptions {
 std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& model,
                                 const CalibrationOptions& options);
 
+// The machine's own speed, as the speed reference's time, from passes whose reference was timed at
+// `reference_s[pass]`: the median of the timings within 2 × spread of the fastest. A shared machine's
+// slow spells (on this project's development VM: 1.8 times the reference for minutes, the copy
+// bandwidth halved) are other tenants' work, not the machine's speed; one timing that ran fast is
+// not it either.
+double own_speed_s(const std::vector<std::vector<double>>& reference_s, double spread);
+
 // For passes whose speed reference was timed at `reference_s[pass]` (before, between and after their
 // groups of figures: n + 1 times for n groups), the passes whose group g was measured at the machine's
-// own speed, by group: both references around it within `spread` of the fastest of all. A shared
-// machine's slow spells (on this project's development VM: 1.8 times the reference for minutes,
-// the copy bandwidth halved) are other tenants' work, not the machine's speed.
+// own speed, by group: both references around it at most `spread` slower than own_speed_s.
 std::vector<std::vector<int>> passes_at_speed(const std::vector<std::vector<double>>& reference_s,
                                               double spread);
 
