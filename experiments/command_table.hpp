@@ -54,12 +54,12 @@ inline constexpr std::array<HandedOverCommand, 10> kHandedOverCommands{{
      "overhead, all-reduce, all-gather, reduce-scatter, all-to-all and send_recv bandwidth over --ranks "
      "processes, each collective's issue cost) into a cluster file in the presets' schema: the local-cpu "
      "model of this machine that `paradyse validate` simulates on. Each figure is the median of --passes "
-     "passes."},
+     "samples taken at the machine's own speed (a speed reference timed around them)."},
     {"validate", "paradyse-real",
      "Run a plan for real (as `paradyse run`) and simulate the same steps on this machine's calibrated "
      "model (`paradyse calibrate`); print measured against simulated step time and peak memory with the "
      "relative error. --plan all validates every strategy that can run; every row runs once per round "
-     "(--rounds), its time the median over the rounds."},
+     "(--rounds), its time the median over the rounds run at the calibration's speed."},
     {"bench-simulate", "paradyse-sim",
      "Benchmark: wall time to trace and simulate one iteration per strategy, and simulated activities per "
      "second; prints medians."},

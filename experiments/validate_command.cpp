@@ -182,8 +182,11 @@ void add_calibrate_command(CLI::App& app) {
       ->capture_default_str();
   command
       ->add_option("--passes", options->passes,
-                   "times everything is measured; each figure is the median of its passes, so that one "
-                   "spell of a shared machine's speed sways one sample of it, not all")
+                   "samples of each figure, each taken at the machine's own speed: a speed reference is "
+                   "timed around every group of figures, and a group's pass counts when the machine ran "
+                   "within 10 % of its own speed (the speed it ran at most during the calibration); "
+                   "passes go on, up to 3 x --passes, until every group has --passes, so that the model "
+                   "describes one speed of a shared machine, not a mix")
       ->check(positive_whole_number())
       ->capture_default_str();
   command->add_option("--timeout", options->timeout_s, "seconds a rank waits for a peer")

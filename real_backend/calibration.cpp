@@ -418,11 +418,19 @@ double own_speed_s(const std::vector<std::vector<double>>& reference_s, double s
   std::vector<double> all_s;
   for (const std::vector<double>& pass : reference_s) all_s.insert(all_s.end(), pass.begin(), pass.end());
   PARADYSE_CHECK(!all_s.empty(), "references to take the speed of");
-  const double fastest_s = *std::min_element(all_s.begin(), all_s.end());
-  std::vector<double> near_fastest_s;
+  // The timings within `spread` of each; the largest such set (the faster on a tie) is the speed the
+  // machine ran at most.
+  const auto near = [&](double centre_s) {
+    std::vector<double> near_s;
+    for (double t : all_s)
+      if (std::abs(t / centre_s - 1) <= spread) near_s.push_back(t);
+    return near_s;
+  };
+  std::sort(all_s.begin(), all_s.end());
+  std::vector<double> most_s;
   for (double t : all_s)
-    if (t <= (1 + 2 * spread) * fastest_s) near_fastest_s.push_back(t);
-  return median(std::move(near_fastest_s));
+    if (std::vector<double> near_s = near(t); near_s.size() > most_s.size()) most_s = std::move(near_s);
+  return median(std::move(most_s));
 }
 
 std::vector<std::vector<int>> passes_at_speed(const std::vector<std::vector<double>>& reference_s,
@@ -435,7 +443,8 @@ std::vector<std::vector<int>> passes_at_speed(const std::vector<std::vector<doub
   std::vector<std::vector<int>> kept(reference_s.front().size() - 1);
   for (std::size_t pass = 0; pass < reference_s.size(); ++pass)
     for (std::size_t g = 0; g < kept.size(); ++g)
-      if (std::max(reference_s[pass][g], reference_s[pass][g + 1]) <= (1 + spread) * speed_s)
+      if (std::abs(reference_s[pass][g] / speed_s - 1) <= spread &&
+          std::abs(reference_s[pass][g + 1] / speed_s - 1) <= spread)
         kept[g].push_back(static_cast<int>(pass));
   return kept;
 }
@@ -626,10 +635,12 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   cluster["intra_node"] = std::move(intra);
   cluster["inter_node"] = std::move(inter);
   const std::string reference = "measured by paradyse calibrate: " + reference_description(model, ranks);
-  const std::string at_speed = reference + ": the machine's own speed, the median of its timings within " +
-                               std::to_string(std::lround(200 * options.steady_spread)) +
-                               " % of the fastest; the figures are of the passes within " +
-                               std::to_string(std::lround(100 * options.steady_spread)) + " % of it";
+  const std::string at_speed =
+      reference +
+      ": the speed the machine ran at most during the calibration, the median of the "
+      "largest set of its timings within " +
+      std::to_string(std::lround(100 * options.steady_spread)) +
+      " % of one of them; the figures are of the passes within that of it";
   cluster["calibration"] = {
       {"reference_start_seconds", rounded(m.reference_s.front())},
       {"reference_end_seconds", rounded(m.reference_s.front())},

@@ -40,15 +40,16 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
                                 const CalibrationOptions& options);
 
 // The machine's own speed, as the speed reference's time, from passes whose reference was timed at
-// `reference_s[pass]`: the median of the timings within 2 × spread of the fastest. A shared machine's
-// slow spells (on this project's development VM: 1.8 times the reference for minutes, the copy
-// bandwidth halved) are other tenants' work, not the machine's speed; one timing that ran fast is
-// not it either.
+// `reference_s[pass]`: the speed it ran at most, the median of the largest set of timings within
+// `spread` of one of them (the faster set on a tie). A shared machine's speed has modes (on this
+// project's development VM: 0.085 s and 1.8 times that, each for minutes, the copy bandwidth halved
+// in the slower), and a model of it describes one; taking the one it ran at most keeps the most
+// samples, here and in validate.
 double own_speed_s(const std::vector<std::vector<double>>& reference_s, double spread);
 
 // For passes whose speed reference was timed at `reference_s[pass]` (before, between and after their
 // groups of figures: n + 1 times for n groups), the passes whose group g was measured at the machine's
-// own speed, by group: both references around it at most `spread` slower than own_speed_s.
+// own speed, by group: both references around it within `spread` of own_speed_s.
 std::vector<std::vector<int>> passes_at_speed(const std::vector<std::vector<double>>& reference_s,
                                               double spread);
 
