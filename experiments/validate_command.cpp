@@ -84,9 +84,8 @@ void print_rows(const std::vector<evaluation::ValidationRow>& rows, const Valida
   const auto at_speed = static_cast<std::size_t>(std::count_if(
       rows.begin(), rows.end(), [](const evaluation::ValidationRow& r) { return r.rounds_kept > 0; }));
   fmt::print(
-      "machine: the speed reference's time around the row's kept rounds against the calibration's ({:.4f} "
-      "s): "
-      "+ is slower\n"
+      "machine: the speed reference's time around the row's kept rounds against the calibration's "
+      "({:.4f} s): + is slower\n"
       "rounds: those whose steps were kept, of those run: {}; a row with none kept is timed over "
       "all of them\n",
       cluster.calibration->seconds(),

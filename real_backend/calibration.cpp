@@ -640,7 +640,7 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
       ": the speed the machine ran at most during the calibration, the median of the "
       "largest set of its timings within " +
       std::to_string(std::lround(100 * options.steady_spread)) +
-      " % of one of them; the figures are of the passes within that of it";
+      " % of one of them; each figure is from the passes run within that of it";
   cluster["calibration"] = {
       {"reference_start_seconds", rounded(m.reference_s.front())},
       {"reference_end_seconds", rounded(m.reference_s.front())},
