@@ -152,13 +152,18 @@ void prepare_process(const RankEnvironment& env) {
   at::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / env.size));
 }
 
+// This process prepared for a run and connected to its peers as the requests' first asks.
+std::unique_ptr<Communicator> open_run(const RankEnvironment& env, const std::vector<RunRequest>& requests) {
+  PARADYSE_CHECK(!requests.empty(), "a run needs a request");
+  prepare_process(env);
+  return connect(env, requests[0].cuda, requests[0].timeout);
+}
+
 }  // namespace
 
 std::vector<RunReport> run_training(const RankEnvironment& env, const std::vector<RunRequest>& requests,
                                     const CommunicatorDecorator& decorate) {
-  PARADYSE_CHECK(!requests.empty(), "a run needs a request");
-  prepare_process(env);
-  std::unique_ptr<Communicator> communicator = connect(env, requests[0].cuda, requests[0].timeout);
+  std::unique_ptr<Communicator> communicator = open_run(env, requests);
   if (decorate) communicator = decorate(std::move(communicator));
   PARADYSE_CHECK(communicator != nullptr, "the communicator decorator returned none");
   std::vector<RunReport> reports;
@@ -177,9 +182,7 @@ std::vector<RunReport> run_training_in_rounds(const RankEnvironment& env,
                                               const std::vector<RunRequest>& requests, int rounds,
                                               const SpeedMatch& match) {
   PARADYSE_CHECK(rounds >= 1, "at least one round");
-  PARADYSE_CHECK(!requests.empty(), "a run needs a request");
-  prepare_process(env);
-  std::unique_ptr<Communicator> communicator = connect(env, requests[0].cuda, requests[0].timeout);
+  const std::unique_ptr<Communicator> communicator = open_run(env, requests);
   // Every rank sees the same references (the slowest rank's), so all choose the same requests.
   const auto short_of_speed = [&](const std::vector<RunReport>& done) {
     for (std::size_t j = 0; j < done.front().lengths.size(); ++j)

@@ -73,6 +73,21 @@ double last_op_s(const MeasuredGpu& gpu, const TracingBackend& be) {
   return costmodel::OpTimer(cluster_of(gpu), 1).seconds(be.program().ops.back());
 }
 
+// A measured attention row (gpu_components.py's attention and attention_occupancy parts), forward and
+// backward as the benchmark times them, priced on the GPU's preset; dropout off where it has none.
+double attention_priced_s(const MeasuredGpu& gpu, const nlohmann::json& row) {
+  const int64_t seq = row.at("seq"), batch = row.at("batch"), heads = row.at("heads"),
+                dim = row.at("head_dim");
+  TracingBackend be(0, 1);
+  be.begin_phase(Phase::layer_forward, 0);
+  const AttentionMask mask{
+      row.at("causal").get<bool>(), {{0, seq}}, {{0, seq}}, nullptr, row.value("dropout", 0.0)};
+  const Tensor q = be.parameter("q", {batch, seq, heads, dim}, 0);
+  const AttentionOutput out = be.attention_forward(q, q, q, mask);
+  be.attention_backward(out.out, q, q, q, out.out, out.lse, mask);
+  return priced_s(gpu, be);
+}
+
 double relative_error(double predicted, double measured) {
   return predicted / measured - 1;
 }
@@ -109,21 +124,13 @@ TEST_CASE(
   const nlohmann::json rows = measured(gpu, gpu.attention_dropout);
   int dropped = 0;
   for (const auto& row : rows.at("attention")) {
-    const int64_t seq = row.at("seq"), batch = row.at("batch"), heads = row.at("heads"),
-                  dim = row.at("head_dim");
-    const bool causal = row.at("causal");
     const double dropout = row.at("dropout");
-    CAPTURE(seq, causal, dropout);
-    TracingBackend be(0, 1);
-    be.begin_phase(Phase::layer_forward, 0);
-    const AttentionMask mask{causal, {{0, seq}}, {{0, seq}}, nullptr, dropout};
-    const Tensor q = be.parameter("q", {batch, seq, heads, dim}, 0);
-    const AttentionOutput out = be.attention_forward(q, q, q, mask);
-    be.attention_backward(out.out, q, q, q, out.out, out.lse, mask);
+    CAPTURE(row.at("seq"), row.at("causal"), dropout);
     // The causal count here is s(s+1)/2 pairs, the benchmark's s²/2: 1/s more. The occupancy factor at
     // the curves' own 15.5 blocks per SM is a second timing of the same shape (0.99 to 1.02 of the
     // first), and on dgx-h200 the efficiency curves come from another machine's run.
-    CHECK(relative_error(priced_s(gpu, be), row.at("forward_backward_seconds")) == Approx(0).margin(0.02));
+    CHECK(relative_error(attention_priced_s(gpu, row), row.at("forward_backward_seconds")) ==
+          Approx(0).margin(0.02));
     dropped += dropout > 0;
   }
   CHECK(dropped == 6);
@@ -140,18 +147,9 @@ TEST_CASE(
   const nlohmann::json rows = measured(gpu, gpu.occupancy);
   std::vector<double> errors;
   for (const auto& row : rows.at("attention_occupancy")) {
-    const int64_t seq = row.at("seq"), batch = row.at("batch"), heads = row.at("heads"),
-                  dim = row.at("head_dim");
-    const bool causal = row.at("causal");
-    if (batch != 1) continue;
-    CAPTURE(seq, heads, causal);
-    TracingBackend be(0, 1);
-    be.begin_phase(Phase::layer_forward, 0);
-    const AttentionMask mask{causal, {{0, seq}}, {{0, seq}}, nullptr, 0.0};
-    const Tensor q = be.parameter("q", {batch, seq, heads, dim}, 0);
-    const AttentionOutput out = be.attention_forward(q, q, q, mask);
-    be.attention_backward(out.out, q, q, q, out.out, out.lse, mask);
-    const double error = relative_error(priced_s(gpu, be), row.at("forward_backward_seconds"));
+    if (row.at("batch") != 1) continue;
+    CAPTURE(row.at("seq"), row.at("heads"), row.at("causal"));
+    const double error = relative_error(attention_priced_s(gpu, row), row.at("forward_backward_seconds"));
     CHECK(std::abs(error) < 0.25);
     errors.push_back(std::abs(error));
   }
