@@ -159,6 +159,11 @@ double OpTimer::compute_contention(const Op& op) const {
 }
 
 double OpTimer::communication_s(const Op& op) const {
+  // One rank has nobody to meet.
+  return (group_size(op) > 1 ? fabric(op).synchronization_s : 0) + unsynchronized_s(op);
+}
+
+double OpTimer::unsynchronized_s(const Op& op) const {
   const int group_size = this->group_size(op);
   if (const std::optional<double> seconds = routed_->seconds(op, group_size, degree_)) return *seconds;
   // Too many flows to route: nccl-tests' bus bandwidth at the collective's size turns bus bytes into

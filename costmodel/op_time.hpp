@@ -49,13 +49,15 @@ class OpTimer {
   double dispatch_s(const Op& op) const;
   bool synchronous_host() const { return cluster_.host.synchronous; }
   double compute_s(const Op& op) const;
+  // A collective's or transfer's time: its fabric's synchronization_s, then its hops and bytes.
   double communication_s(const Op& op) const;
   // The share of the compute stream's rate that `op` takes while it is in flight (its fabric's
   // compute_contention); 0 for an op that is no communication.
   double compute_contention(const Op& op) const;
 
  private:
-  int group_size(const Op& op) const;  // its own group's, or else the degree's
+  int group_size(const Op& op) const;           // its own group's, or else the degree's
+  double unsynchronized_s(const Op& op) const;  // communication_s less its fabric's synchronization_s
   // How much slower than its NICs a collective streams behind an oversubscribed spine.
   double spine_factor(const Op& op, int group_size) const;
   const hw::FabricSpec& fabric(const Op& op) const;

@@ -267,12 +267,13 @@ FabricSpec read_fabric(const Object& fabric) {
   constexpr std::string_view kReduceScatter = "reduce_scatter_bus_bandwidth_by_bytes";
   constexpr std::string_view kSendRecv = "send_recv_bandwidth_by_bytes";
   constexpr std::string_view kContention = "compute_contention";
+  constexpr std::string_view kSynchronization = "synchronization_seconds";
   fabric.require_keys(
       {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds", "source"},
-      {kAllGather, kReduceScatter, kSendRecv, kContention});
+      {kAllGather, kReduceScatter, kSendRecv, kContention, kSynchronization});
   require_sources(fabric,
                   {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds"},
-                  {kAllGather, kReduceScatter, kSendRecv, kContention});
+                  {kAllGather, kReduceScatter, kSendRecv, kContention, kSynchronization});
   FabricSpec spec;
   spec.bytes_per_second = fabric.positive_number("bytes_per_second");
   // No cap at bytes_per_second: all-reduce with NVLink SHARP beats the per-direction link rate.
@@ -292,6 +293,7 @@ FabricSpec read_fabric(const Object& fabric) {
       fabric.fail(kContention,
                   "expected a share of the compute below 1 (at 1 no compute would progress), got 1");
   }
+  if (fabric.has(kSynchronization)) spec.synchronization_s = non_negative_number(fabric, kSynchronization);
   return spec;
 }
 

@@ -98,6 +98,12 @@ struct FabricSpec {
   // on that GPU (NCCL's kernels hold SMs; on a CPU, Gloo's threads run on the ranks' cores): the
   // compute stream runs at 1 − this meanwhile. Optional, in [0, 1); absent, 0.
   double compute_contention = 0;
+  // What a collective or transfer takes beyond its own time when its ranks reach it from computing,
+  // as a step's ranks do, rather than back to back as a bandwidth test runs them: the ranks arrive
+  // apart, and threads that slept while they computed wake to run it (on a CPU, Gloo's worker and I/O
+  // threads, on the cores the ranks compute on). The mean over a chain of compute and collectives.
+  // Optional, seconds; absent, 0.
+  double synchronization_s = 0;
 
   // Which collective's measurements a time is read from.
   enum class Collective : uint8_t { all_reduce, all_gather, reduce_scatter, send_recv };

@@ -213,38 +213,112 @@ double measured_compute_contention(Communicator& communicator, const RankTimer& 
   return std::clamp((together_s - gemms_s) / gather_s, 0.0, 1.0);
 }
 
-// What issuing each kind of collective or transfer costs a rank's thread: the backend's call until
-// it returns, every rank at once after a barrier, its wait untimed; `bytes` each rank contributes.
-// Gloo's send writes its bytes on the calling thread, and its all-reduce prepares on it: on this
+// The size of a rank's buffers when collectives are timed as a step issues them. Gloo's send writes
+// its bytes on the calling thread, and its all-reduce prepares on it: on this
 // project's development VM a send_recv took 42, 118 and 740 µs to return at 16 KiB, 256 KiB and
 // 4 MiB, an all-reduce 36, 77 and 585 µs, the others 12–78 µs. One size stands for all: the
 // middle one, a few hundred KiB as a short sequence's activations on a rank are.
 constexpr int64_t kIssueBytes = 256 * 1024;
+
+// Each kind of collective and transfer a step issues, on buffers of `bytes` a rank, by name.
+class StepCollectives {
+ public:
+  using Issue = std::function<std::unique_ptr<Work>()>;
+
+  StepCollectives(Communicator& communicator, at::ScalarType dtype, int64_t bytes)
+      : input_(at::zeros({bytes / static_cast<int64_t>(c10::elementSize(dtype)) / communicator.size() *
+                          communicator.size()},
+                         dtype)),
+        gathered_(at::empty({input_.numel() * communicator.size()}, dtype)),
+        scattered_(at::empty({input_.numel() / communicator.size()}, dtype)),
+        exchanged_(at::empty_like(input_)),
+        reduced_(input_.clone()) {
+    const int p = communicator.size(), rank = communicator.rank();
+    Communicator& c = communicator;
+    kinds_ = {{"all_gather", [&c, this] { return c.all_gather(input_, gathered_); }},
+              {"reduce_scatter", [&c, this] { return c.reduce_scatter(input_, scattered_); }},
+              {"all_reduce", [&c, this] { return c.all_reduce(reduced_); }},
+              {"all_to_all", [&c, this] { return c.all_to_all(input_, exchanged_); }},
+              {"send_recv", [&c, this, p, rank] {
+                 return c.send_recv(input_, (rank + 1) % p, exchanged_, (rank + p - 1) % p);
+               }}};
+  }
+  StepCollectives(const StepCollectives&) = delete;
+  StepCollectives& operator=(const StepCollectives&) = delete;
+
+  const std::vector<std::pair<std::string, Issue>>& kinds() const { return kinds_; }
+
+ private:
+  at::Tensor input_, gathered_, scattered_, exchanged_, reduced_;
+  std::vector<std::pair<std::string, Issue>> kinds_;
+};
+
+// What issuing each kind of collective or transfer costs a rank's thread: the backend's call until
+// it returns, every rank at once after a barrier, its wait untimed, on kIssueBytes a rank.
 std::map<std::string, double> communication_issue_s(Communicator& communicator, const RankTimer& timer,
-                                                    at::ScalarType dtype, int64_t bytes) {
-  const int p = communicator.size(), rank = communicator.rank();
-  const at::Tensor input = at::zeros({bytes / static_cast<int64_t>(c10::elementSize(dtype)) / p * p}, dtype);
-  at::Tensor gathered = at::empty({input.numel() * p}, dtype),
-             scattered = at::empty({input.numel() / p}, dtype);
-  at::Tensor exchanged = at::empty_like(input), reduced = input.clone();
+                                                    at::ScalarType dtype) {
+  const StepCollectives collectives(communicator, dtype, kIssueBytes);
   std::vector<std::unique_ptr<Work>> in_flight;
   const auto wait_all = [&] {
     for (const std::unique_ptr<Work>& work : in_flight) work->wait();
     in_flight.clear();
   };
-  const std::vector<std::pair<std::string, std::function<std::unique_ptr<Work>()>>> kinds{
-      {"all_gather", [&] { return communicator.all_gather(input, gathered); }},
-      {"reduce_scatter", [&] { return communicator.reduce_scatter(input, scattered); }},
-      {"all_reduce", [&] { return communicator.all_reduce(reduced); }},
-      {"all_to_all", [&] { return communicator.all_to_all(input, exchanged); }},
-      {"send_recv",
-       [&] { return communicator.send_recv(input, (rank + 1) % p, exchanged, (rank + p - 1) % p); }}};
   std::map<std::string, double> seconds;
-  for (const auto& [kind, issue] : kinds) {
-    seconds[kind] = timer.median_s([&] { in_flight.push_back(issue()); }, 1, wait_all);
+  for (const auto& [kind, issue] : collectives.kinds()) {
+    seconds[kind] = timer.median_s([&, &issue = issue] { in_flight.push_back(issue()); }, 1, wait_all);
     wait_all();
   }
   return seconds;
+}
+
+// The compute a step runs between two collectives: from under a millisecond (a layer's small GEMMs)
+// to seconds (long attention).
+constexpr std::array<double, 4> kComputeBetweenSeconds{1e-3, 4e-3, 16e-3, 64e-3};
+
+// What a collective takes beyond its own time when the ranks reach it from computing, as a step's
+// ranks do, rather than back to back: every rank runs GEMMs for a while and then a collective, over
+// and over with no barrier between, and the collectives' mean time in that chain is set against the
+// same collectives' back to back. The ranks arrive apart (their compute's own jitter), and Gloo's
+// threads, asleep while the rank computed, wake on the cores the ranks compute on: on this project's
+// development VM a 256 KiB collective took 0.3–0.5 ms back to back and 1.0–2.5 ms in such a chain
+// (more after longer compute; a tenth of them over 3 ms). The chain's compute takes each of
+// kComputeBetweenSeconds in turn, and the figure is the mean over them; the collectives cycle through
+// a step's kinds (StepCollectives) at kIssueBytes. A mean, not a median: a step pays the long tail too.
+double measured_synchronization_s(Communicator& communicator, const RankTimer& timer, at::ScalarType dtype) {
+  if (communicator.size() == 1) return 0;
+  const StepCollectives collectives(communicator, dtype, kIssueBytes);
+  const std::size_t kinds = collectives.kinds().size();
+  const auto collective = [&](std::size_t i) { collectives.kinds()[i % kinds].second()->wait(); };
+  const int64_t n = 512;
+  const at::Tensor a = at::randn({n, n}).to(dtype), b = at::randn({n, n}).to(dtype);
+  at::Tensor c = at::empty({n, n}, a.options());
+  const double gemm_s = timer.median_s([&] { at::mm_out(c, a, b); });  // the same on every rank
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_since = [](Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  double extra_s = 0;
+  for (double compute_s : kComputeBetweenSeconds) {
+    const int gemms = std::max(1, static_cast<int>(std::lround(compute_s / gemm_s)));
+    // A quarter of a second of compute, at least two rounds of the kinds.
+    const std::size_t count = kinds * static_cast<std::size_t>(std::max(
+                                          2L, std::lround(0.25 / compute_s / static_cast<double>(kinds))));
+    for (std::size_t i = 0; i < kinds; ++i) collective(i);  // warm
+    communicator.barrier();
+    double in_chain_s = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      for (int g = 0; g < gemms; ++g) at::mm_out(c, a, b);
+      const Clock::time_point start = Clock::now();
+      collective(i);
+      in_chain_s += seconds_since(start);
+    }
+    communicator.barrier();
+    const Clock::time_point start = Clock::now();
+    for (std::size_t i = 0; i < count; ++i) collective(i);
+    extra_s += (in_chain_s - seconds_since(start)) / static_cast<double>(count);
+  }
+  const double mean_s = extra_s / static_cast<double>(kComputeBetweenSeconds.size());
+  return std::max(0.0, max_over_ranks(communicator, {mean_s})[0]);
 }
 
 std::string host_name() {
@@ -333,6 +407,7 @@ struct Measurements {
   double copy = 0;
   Fabric fabric;
   double contention = 0;
+  double synchronization_s = 0;
   std::map<std::string, double> issue_s;  // by communication kind
   std::vector<double> reference_s;
 };
@@ -383,6 +458,7 @@ Measurements median_of(const std::vector<Measurements>& passes, const std::vecto
   m.fabric.all_to_all_bus_bandwidth =
       median_of(fabric, [](const Measurements& p) { return p.fabric.all_to_all_bus_bandwidth; });
   m.contention = median_of(fabric, [](const Measurements& p) { return p.contention; });
+  m.synchronization_s = median_of(fabric, [](const Measurements& p) { return p.synchronization_s; });
   for (const auto& [kind, seconds] : fabric.front().issue_s)
     m.issue_s[kind] = median_of(fabric, [&kind = kind](const Measurements& p) { return p.issue_s.at(kind); });
   return m;
@@ -407,7 +483,8 @@ Measurements measure_once(Communicator& communicator, const RankTimer& timer, To
   const at::ScalarType step_type = options.precision == Precision::mixed ? at::kBFloat16 : at::kFloat;
   m.fabric = measure_fabric(communicator, timer, step_type);
   m.contention = measured_compute_contention(communicator, timer, step_type);
-  m.issue_s = communication_issue_s(communicator, timer, step_type, kIssueBytes);
+  m.issue_s = communication_issue_s(communicator, timer, step_type);
+  m.synchronization_s = measured_synchronization_s(communicator, timer, step_type);
   reference();
   return m;
 }
@@ -570,6 +647,7 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
     intra["send_recv_bandwidth_by_bytes"] = curve(m.fabric.send_recv_bandwidth, rounded);
   // At most 0.99: the schema wants a share below 1.
   intra["compute_contention"] = std::min(0.99, rounded(m.contention));
+  intra["synchronization_seconds"] = rounded(m.synchronization_s);
   const std::string gloo =
       communicator.name() + " all-reduce of float32 over the " + std::to_string(ranks) +
       " ranks, a barrier before each repetition, below 4 MiB the mean of 10 back to back";
@@ -595,7 +673,13 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
       {"compute_contention",
        measured("at::mm of 512 x 512 " + type + " matrices, run back to back for about twice a " +
                 communicator.name() + " all-gather of 16 MiB, timed alone and while the all-gather is in " +
-                "flight; (together - GEMMs alone) / all-gather alone")}};
+                "flight; (together - GEMMs alone) / all-gather alone")},
+      {"synchronization_seconds",
+       measured("a chain on every rank of at::mm of 512 x 512 " + type + " matrices for 1, 4, 16 and 64 ms " +
+                "in turn, each followed by a " + communicator.name() + " collective of " +
+                std::to_string(kIssueBytes / 1024) + " KiB a rank (all-gather, reduce-scatter, all-reduce, " +
+                "all-to-all and send_recv in turn), no barrier between: the collectives' mean time there " +
+                "less theirs back to back, the mean over the four lengths")}};
   Json inter = intra;
   for (Json& text : inter["source"]) text = "single machine: the intra-node figures";
 

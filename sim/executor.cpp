@@ -346,7 +346,7 @@ class Run {
     const costmodel::CollectiveFlows plan = costmodel::collective_flows(ops, cluster_);
     const hw::FabricSpec& fabric = cluster_.fabric_of(c.ranks.first, size, c.ranks.stride);
     const double efficiency = costmodel::flow_efficiency(o, size, fabric, cluster_);
-    c.tail_s = std::max(0, plan.latency_hops - 1) * fabric.hop_latency_s();
+    c.tail_s = std::max(0, plan.latency_hops - 1) * fabric.hop_latency_s() + fabric.synchronization_s;
     c.flows.reserve(plan.flows.size());
     for (const costmodel::Flow& flow : plan.flows) {
       const auto bytes = static_cast<uint64_t>(std::max(1.0, std::round(flow.bytes / efficiency)));

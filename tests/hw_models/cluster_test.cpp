@@ -552,6 +552,26 @@ TEST_CASE("load_cluster: a fabric's compute contention is optional, below 1, and
   CHECK_THAT(load_error(unsourced).what(), Contains("intra_node.source.compute_contention"));
 }
 
+TEST_CASE("load_cluster: a fabric's synchronization time is optional, not negative, and sourced",
+          "[hw_models]") {
+  TempDir dir;
+  const ClusterSpec cluster = load_cluster(write_edited_a100(dir, "synchronized.json", [&](auto& json) {
+    json["intra_node"]["synchronization_seconds"] = 8.6e-4;
+    json["intra_node"]["source"]["synchronization_seconds"] = "measured";
+  }));
+  CHECK(cluster.intra_node.synchronization_s == 8.6e-4);
+  CHECK(cluster.inter_node.synchronization_s == 0);
+  const std::string negative = write_edited_a100(dir, "negative-synchronization.json", [&](auto& json) {
+    json["inter_node"]["synchronization_seconds"] = -1e-3;
+    json["inter_node"]["source"]["synchronization_seconds"] = "measured";
+  });
+  CHECK_THAT(load_error(negative).what(), Contains("inter_node.synchronization_seconds"));
+  const std::string unsourced = write_edited_a100(dir, "unsourced-synchronization.json", [&](auto& json) {
+    json["intra_node"]["synchronization_seconds"] = 1e-3;
+  });
+  CHECK_THAT(load_error(unsourced).what(), Contains("intra_node.source.synchronization_seconds"));
+}
+
 TEST_CASE("load_cluster: a calibration's speed reference is optional, positive, and sourced", "[hw_models]") {
   TempDir dir;
   CHECK_FALSE(load_cluster("dgx-a100").calibration.has_value());

@@ -141,6 +141,28 @@ TEST_CASE("simulator: compute beside a collective runs at 1 − the fabric's con
         Approx(result.iteration_time_s).epsilon(0.01));
 }
 
+TEST_CASE("simulator: ranks that meet at a collective add the fabric's synchronization time, as priced",
+          "[sim]") {
+  const double B = 100e9, S = GENERATE(1 * kMiB, 100 * kMiB), synchronization_s = 1e-3;
+  const OpKind kind = GENERATE(OpKind::all_gather, OpKind::all_reduce, OpKind::send_recv);
+  CAPTURE(S, to_string(kind));
+  const hw::ClusterSpec apart = flat_cluster(4, 1, B);
+  hw::ClusterSpec meeting = apart;
+  meeting.intra_node.synchronization_s = synchronization_s;
+  const std::vector<Program> programs = lone_collective(kind, 4, S);
+  const double unsynchronized = sim::Simulator(ModelSpec{}, apart).run(programs).iteration_time_s;
+  const double synchronized = sim::Simulator(ModelSpec{}, meeting).run(programs).iteration_time_s;
+  CHECK(synchronized - unsynchronized == Approx(synchronization_s).epsilon(1e-6));
+  const costmodel::OpTimer timer(meeting, 4), unsynchronized_timer(apart, 4);
+  const Op& op = programs[0].ops[0];
+  CHECK(timer.seconds(op) - unsynchronized_timer.seconds(op) == Approx(synchronization_s).epsilon(1e-9));
+  // A group of one rank has nobody to meet.
+  Op alone = op;
+  alone.group_size = 1;
+  const costmodel::OpTimer one_rank(meeting, 1), one_rank_apart(apart, 1);
+  CHECK(one_rank.seconds(alone) == one_rank_apart.seconds(alone));
+}
+
 TEST_CASE("simulator: a collective beyond the flow limit takes the analytic model's time", "[sim]") {
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
   sim::SimulationOptions options;
