@@ -277,13 +277,15 @@ constexpr std::array<double, 4> kComputeBetweenSeconds{1e-3, 4e-3, 16e-3, 64e-3}
 
 // What a collective takes beyond its own time when the ranks reach it from computing, as a step's
 // ranks do, rather than back to back: every rank runs GEMMs for a while and then a collective, over
-// and over with no barrier between, and the collectives' mean time in that chain is set against the
-// same collectives' back to back. The ranks arrive apart (their compute's own jitter), and Gloo's
-// threads, asleep while the rank computed, wake on the cores the ranks compute on: on this project's
+// and over with no barrier between, and the chain's time less its GEMMs' is set against the same
+// collectives back to back. The ranks arrive apart (their compute's own jitter), and Gloo's threads,
+// asleep while the rank computed, wake on the cores the ranks compute on: on this project's
 // development VM a 256 KiB collective took 0.3–0.5 ms back to back and 1.0–2.5 ms in such a chain
 // (more after longer compute; a tenth of them over 3 ms). The chain's compute takes each of
 // kComputeBetweenSeconds in turn, and the figure is the mean over them; the collectives cycle through
-// a step's kinds (StepCollectives) at kIssueBytes. A mean, not a median: a step pays the long tail too.
+// a step's kinds (StepCollectives) at kIssueBytes. Means, not medians: a step pays the long tail too.
+// As every figure, the slowest rank's: its GEMMs (the model's compute is the slowest rank's) and its
+// chain (ranks that meet at every collective finish the chain together).
 double measured_synchronization_s(Communicator& communicator, const RankTimer& timer, at::ScalarType dtype) {
   if (communicator.size() == 1) return 0;
   const StepCollectives collectives(communicator, dtype, kIssueBytes);
@@ -297,28 +299,33 @@ double measured_synchronization_s(Communicator& communicator, const RankTimer& t
   const auto seconds_since = [](Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
   };
+  // A collective's time back to back: the mean over twenty rounds of the kinds.
+  const std::size_t back_to_back = 20 * kinds;
+  for (std::size_t i = 0; i < kinds; ++i) collective(i);  // warm
+  communicator.barrier();
+  const Clock::time_point baseline = Clock::now();
+  for (std::size_t i = 0; i < back_to_back; ++i) collective(i);
+  const double alone_s =
+      max_over_ranks(communicator, {seconds_since(baseline)})[0] / static_cast<double>(back_to_back);
   double extra_s = 0;
   for (double compute_s : kComputeBetweenSeconds) {
     const int gemms = std::max(1, static_cast<int>(std::lround(compute_s / gemm_s)));
-    // A quarter of a second of compute, at least two rounds of the kinds.
+    // A quarter of a second of compute, at least four rounds of the kinds.
     const std::size_t count = kinds * static_cast<std::size_t>(std::max(
-                                          2L, std::lround(0.25 / compute_s / static_cast<double>(kinds))));
-    for (std::size_t i = 0; i < kinds; ++i) collective(i);  // warm
+                                          4L, std::lround(0.25 / compute_s / static_cast<double>(kinds))));
     communicator.barrier();
-    double in_chain_s = 0;
-    for (std::size_t i = 0; i < count; ++i) {
-      for (int g = 0; g < gemms; ++g) at::mm_out(c, a, b);
-      const Clock::time_point start = Clock::now();
-      collective(i);
-      in_chain_s += seconds_since(start);
-    }
-    communicator.barrier();
+    double gemms_s = 0;
     const Clock::time_point start = Clock::now();
-    for (std::size_t i = 0; i < count; ++i) collective(i);
-    extra_s += (in_chain_s - seconds_since(start)) / static_cast<double>(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      const Clock::time_point compute = Clock::now();
+      for (int g = 0; g < gemms; ++g) at::mm_out(c, a, b);
+      gemms_s += seconds_since(compute);
+      collective(i);
+    }
+    const std::vector<double> slowest = max_over_ranks(communicator, {seconds_since(start), gemms_s});
+    extra_s += (slowest[0] - slowest[1]) / static_cast<double>(count) - alone_s;
   }
-  const double mean_s = extra_s / static_cast<double>(kComputeBetweenSeconds.size());
-  return std::max(0.0, max_over_ranks(communicator, {mean_s})[0]);
+  return std::max(0.0, extra_s / static_cast<double>(kComputeBetweenSeconds.size()));
 }
 
 std::string host_name() {
@@ -678,8 +685,8 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
        measured("a chain on every rank of at::mm of 512 x 512 " + type + " matrices for 1, 4, 16 and 64 ms " +
                 "in turn, each followed by a " + communicator.name() + " collective of " +
                 std::to_string(kIssueBytes / 1024) + " KiB a rank (all-gather, reduce-scatter, all-reduce, " +
-                "all-to-all and send_recv in turn), no barrier between: the collectives' mean time there " +
-                "less theirs back to back, the mean over the four lengths")}};
+                "all-to-all and send_recv in turn), no barrier between: the chain's time less its GEMMs', " +
+                "a collective, less a collective's back to back, the mean over the four lengths")}};
   Json inter = intra;
   for (Json& text : inter["source"]) text = "single machine: the intra-node figures";
 
