@@ -28,6 +28,7 @@ struct CalibrateOptions {
   std::string out = "local-cpu.json";
   std::string max_seq = "2048";
   int passes = 3;
+  bool any_speed = false;
   int timeout_s = 120;
 };
 
@@ -36,9 +37,10 @@ void calibrate(const CalibrateOptions& options) {
   const ModelSpec model = load_model(options.model);
   const int64_t max_seq = evaluation::parse_length(options.max_seq, "--max-seq");
   on_every_rank(options.ranks, options.timeout_s, [&](const real::RankEnvironment& env) {
-    const auto json = real::calibrate_on_rank(
-        env, model, options.dtype == "bf16", max_seq, options.passes, std::chrono::seconds(options.timeout_s),
-        [](const std::string& note) { fmt::print(stderr, "calibrate: {}\n", note); });
+    const auto json =
+        real::calibrate_on_rank(env, model, options.dtype == "bf16", max_seq, options.passes,
+                                options.any_speed, std::chrono::seconds(options.timeout_s),
+                                [](const std::string& note) { fmt::print(stderr, "calibrate: {}\n", note); });
     if (!json) return;
     write_file_atomically(options.out, [&](std::ostream& out) { out << *json << "\n"; });
     const hw::ClusterSpec cluster = hw::load_cluster(options.out);  // what validate will read
@@ -188,6 +190,9 @@ void add_calibrate_command(CLI::App& app) {
                    "describes one speed of a shared machine, not a mix")
       ->check(positive_whole_number())
       ->capture_default_str();
+  command->add_flag("--any-speed", options->any_speed,
+                    "count every pass whatever the machine's speed: exactly --passes passes, each figure "
+                    "their median (for a dedicated machine, or a quick look)");
   command->add_option("--timeout", options->timeout_s, "seconds a rank waits for a peer")
       ->check(positive_whole_number())
       ->capture_default_str();

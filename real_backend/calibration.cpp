@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -545,6 +546,7 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   // at 1.3–1.6 GFLOP/s in one pass, 2.5–2.8 in the next).
   reference_seconds(communicator, backend, model);  // unkept: the process's first passes run slow
   const int wanted = std::max(1, options.passes);
+  const double steady = options.any_speed ? std::numeric_limits<double>::infinity() : options.steady_spread;
   std::vector<Measurements> passes;
   std::vector<std::vector<double>> reference_s;
   std::vector<std::vector<int>> kept;
@@ -557,7 +559,7 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   while (passes.size() < static_cast<std::size_t>(3 * wanted) && (passes.empty() || !enough())) {
     passes.push_back(measure_once(communicator, timer, backend, model, options));
     reference_s.push_back(passes.back().reference_s);
-    kept = passes_at_speed(reference_s, options.steady_spread);
+    kept = passes_at_speed(reference_s, steady);
   }
   std::string samples;  // "GEMM and attention 3, kernels and copy 3, collectives 0"
   std::vector<std::string> short_groups;
@@ -569,11 +571,11 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
     }
   }
   Measurements m = median_of(passes, kept);
-  m.reference_s = {own_speed_s(reference_s, options.steady_spread)};
+  m.reference_s = {own_speed_s(reference_s, steady)};
   std::vector<double> all_references_s;
   for (const std::vector<double>& pass : reference_s)
     all_references_s.insert(all_references_s.end(), pass.begin(), pass.end());
-  if (options.note && communicator.rank() == 0 &&
+  if (options.note && communicator.rank() == 0 && !options.any_speed &&
       (spread(all_references_s) > options.steady_spread || !short_groups.empty())) {
     char speed[32];
     std::snprintf(speed, sizeof speed, "%.3f s", m.reference_s.front());
@@ -591,8 +593,9 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
 
   const std::string host = host_name();
   const std::string type = options.precision == Precision::mixed ? "bf16" : "fp32";
-  const std::string where = ", the median of its passes at the machine's own speed (of " +
-                            std::to_string(passes.size()) + ") of a median of " +
+  const std::string where = ", the median of its passes" +
+                            std::string(options.any_speed ? " at any speed" : " at the machine's own speed") +
+                            " (of " + std::to_string(passes.size()) + ") of a median of " +
                             std::to_string(std::max(1, options.repeats)) + " (the slowest rank's), on " +
                             host + ", " + std::to_string(ranks) + " ranks, " + type;
   auto measured = [&](const std::string& what) { return "measured by paradyse calibrate: " + what + where; };
@@ -727,11 +730,13 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   cluster["inter_node"] = std::move(inter);
   const std::string reference = "measured by paradyse calibrate: " + reference_description(model, ranks);
   const std::string at_speed =
-      reference +
-      ": the speed the machine ran at most during the calibration, the median of the "
-      "largest set of its timings within " +
-      std::to_string(std::lround(100 * options.steady_spread)) +
-      " % of one of them; each figure is from the passes run within that of it";
+      options.any_speed
+          ? reference + ": the median of its timings during the calibration, whose every pass counts"
+          : reference +
+                ": the speed the machine ran at most during the calibration, the median of the "
+                "largest set of its timings within " +
+                std::to_string(std::lround(100 * options.steady_spread)) +
+                " % of one of them; each figure is from the passes run within that of it";
   cluster["calibration"] = {
       {"reference_start_seconds", rounded(m.reference_s.front())},
       {"reference_end_seconds", rounded(m.reference_s.front())},

@@ -27,6 +27,7 @@ struct CalibrationOptions {
   // every group has `passes` samples at speed; `note` says when the speed moved.
   int passes = 3;
   double steady_spread = 0.10;
+  bool any_speed = false;  // every pass counts, whatever its speed: exactly `passes` passes
   std::function<void(const std::string&)> note;  // rank 0: how much the machine's speed moved
 };
 

@@ -245,7 +245,7 @@ RunReport merge_rounds(const std::vector<RunReport>& rounds, const SpeedMatch& m
 
 std::optional<std::string> calibrate_on_rank(const RankEnvironment& env, const ModelSpec& model,
                                              bool mixed_precision, int64_t max_attention_tokens, int passes,
-                                             std::chrono::seconds timeout,
+                                             bool any_speed, std::chrono::seconds timeout,
                                              const std::function<void(const std::string&)>& note) {
   prepare_process(env);
   auto communicator = connect(env, /*cuda=*/false, timeout);
@@ -254,6 +254,7 @@ std::optional<std::string> calibrate_on_rank(const RankEnvironment& env, const M
   options.precision = mixed_precision ? Precision::mixed : Precision::fp32;
   options.max_attention_tokens = max_attention_tokens;
   options.passes = passes;
+  options.any_speed = any_speed;
   std::string json = calibrate_local_cpu(*communicator, model, options);
   communicator->barrier();
   if (env.rank != 0) return std::nullopt;

@@ -125,9 +125,14 @@ TEST_CASE("validate --docs: a packed micro-batch under every strategy, its memor
           "[real][cli]") {
   TempDir dir;
   const std::string cluster = dir.file("local-cpu.json");
-  const RunResult calibrated = run_paradyse("calibrate --ranks 2 --max-seq 128 --passes 1 --out " + cluster);
+  // Exactly one pass, whatever the machine's speed.
+  const RunResult calibrated =
+      run_paradyse("calibrate --ranks 2 --max-seq 128 --passes 1 --any-speed --out " + cluster);
   INFO(calibrated.err);
   REQUIRE(calibrated.exit_code == 0);
+  std::ifstream file(cluster);
+  CHECK_THAT(nlohmann::json::parse(file)["gpu"]["source"]["gemm_efficiency_by_flops"].get<std::string>(),
+             Catch::Contains("the median of its passes at any speed (of 1)"));
   // 37 and 21 tokens pad to 40 and 24 on 2 ranks of a causal model (multiples of 4): 64 in all.
   const RunResult r = run_paradyse(
       "validate --ranks 2 --model tiny-llama --docs 37,21 --rounds 1 --any-speed --warmup 0 --json --plan "
@@ -154,7 +159,9 @@ TEST_CASE("validate --docs: a packed micro-batch under every strategy, its memor
 TEST_CASE("validate --ops: rank 0's step by backend call, measured and modelled", "[real][cli]") {
   TempDir dir;
   const std::string cluster = dir.file("local-cpu.json");
-  REQUIRE(run_paradyse("calibrate --ranks 2 --max-seq 128 --passes 1 --out " + cluster).exit_code == 0);
+  REQUIRE(
+      run_paradyse("calibrate --ranks 2 --max-seq 128 --passes 1 --any-speed --out " + cluster).exit_code ==
+      0);
   const RunResult r = run_paradyse(
       "validate --ranks 2 --model tiny-llama --seq 64,128 --plan megatron_ts --ops --rounds 2 "
       "--json --cluster " +
