@@ -52,7 +52,8 @@ inline constexpr std::array<HandedOverCommand, 10> kHandedOverCommands{{
     {"calibrate", "paradyse-real",
      "Measure this machine (GEMM and attention throughput at the model's head size, copy bandwidth, op "
      "overhead, all-reduce, all-gather, reduce-scatter, all-to-all and send_recv bandwidth over --ranks "
-     "processes, each collective's issue cost) into a cluster file in the presets' schema: the local-cpu "
+     "processes, each collective's issue cost and its extra time when the ranks reach it from computing) "
+     "into a cluster file in the presets' schema: the local-cpu "
      "model of this machine that `paradyse validate` simulates on. Each figure is the median of --passes "
      "samples taken at the machine's own speed (a speed reference timed around them)."},
     {"validate", "paradyse-real",
