@@ -187,6 +187,27 @@ Fabric measure_fabric(Communicator& communicator, const RankTimer& timer, at::Sc
   return fabric;
 }
 
+// Busy compute for the measurements of collectives beside or between compute: square GEMMs of
+// kBusyGemmSize in the step's element type, and the time of one (the slowest rank's, so that every
+// rank runs as many).
+constexpr int64_t kBusyGemmSize = 512;
+class BusyGemms {
+ public:
+  BusyGemms(const RankTimer& timer, at::ScalarType dtype)
+      : a_(at::randn({kBusyGemmSize, kBusyGemmSize}).to(dtype)),
+        b_(at::randn({kBusyGemmSize, kBusyGemmSize}).to(dtype)),
+        c_(at::empty({kBusyGemmSize, kBusyGemmSize}, a_.options())),
+        one_s_(timer.median_s([this] { run(1); })) {}
+  void run(int count) {
+    for (int i = 0; i < count; ++i) at::mm_out(c_, a_, b_);
+  }
+  double one_s() const { return one_s_; }
+
+ private:
+  at::Tensor a_, b_, c_;
+  double one_s_;
+};
+
 // The share of a rank's compute that a collective in flight beside it takes (on a CPU, Gloo's threads
 // run on the cores the ranks compute on). GEMMs that alone take about twice an all-gather run while
 // it is in flight; a compute stream slowed by `share` while the collective runs takes
@@ -197,14 +218,9 @@ double measured_compute_contention(Communicator& communicator, const RankTimer& 
   const at::Tensor input = at::zeros({16 * kMiBytes / element / communicator.size()}, dtype);
   at::Tensor output = at::empty({input.numel() * communicator.size()}, dtype);
   const double gather_s = timer.median_s([&] { communicator.all_gather(input, output)->wait(); });
-  const int64_t n = 512;
-  const at::Tensor a = at::randn({n, n}).to(dtype), b = at::randn({n, n}).to(dtype);
-  at::Tensor c = at::empty({n, n}, a.options());
-  const double gemm_s = timer.median_s([&] { at::mm_out(c, a, b); });
-  const int gemms = static_cast<int>(std::clamp(std::ceil(2 * gather_s / gemm_s), 1.0, 10000.0));
-  auto run_gemms = [&] {
-    for (int i = 0; i < gemms; ++i) at::mm_out(c, a, b);
-  };
+  BusyGemms busy(timer, dtype);
+  const int gemms = static_cast<int>(std::clamp(std::ceil(2 * gather_s / busy.one_s()), 1.0, 10000.0));
+  auto run_gemms = [&] { busy.run(gemms); };
   const double gemms_s = timer.median_s(run_gemms);
   const double together_s = timer.median_s([&] {
     const std::unique_ptr<Work> gather = communicator.all_gather(input, output);
@@ -292,10 +308,7 @@ double measured_synchronization_s(Communicator& communicator, const RankTimer& t
   const StepCollectives collectives(communicator, dtype, kIssueBytes);
   const std::size_t kinds = collectives.kinds().size();
   const auto collective = [&](std::size_t i) { collectives.kinds()[i % kinds].second()->wait(); };
-  const int64_t n = 512;
-  const at::Tensor a = at::randn({n, n}).to(dtype), b = at::randn({n, n}).to(dtype);
-  at::Tensor c = at::empty({n, n}, a.options());
-  const double gemm_s = timer.median_s([&] { at::mm_out(c, a, b); });  // the same on every rank
+  BusyGemms busy(timer, dtype);
   using Clock = std::chrono::steady_clock;
   const auto seconds_since = [](Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
@@ -310,7 +323,7 @@ double measured_synchronization_s(Communicator& communicator, const RankTimer& t
       max_over_ranks(communicator, {seconds_since(baseline)})[0] / static_cast<double>(back_to_back);
   double extra_s = 0;
   for (double compute_s : kComputeBetweenSeconds) {
-    const int gemms = std::max(1, static_cast<int>(std::lround(compute_s / gemm_s)));
+    const int gemms = std::max(1, static_cast<int>(std::lround(compute_s / busy.one_s())));
     // A quarter of a second of compute, at least four rounds of the kinds.
     const std::size_t count = kinds * static_cast<std::size_t>(std::max(
                                           4L, std::lround(0.25 / compute_s / static_cast<double>(kinds))));
@@ -319,7 +332,7 @@ double measured_synchronization_s(Communicator& communicator, const RankTimer& t
     const Clock::time_point start = Clock::now();
     for (std::size_t i = 0; i < count; ++i) {
       const Clock::time_point compute = Clock::now();
-      for (int g = 0; g < gemms; ++g) at::mm_out(c, a, b);
+      busy.run(gemms);
       gemms_s += seconds_since(compute);
       collective(i);
     }
@@ -658,6 +671,14 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   // At most 0.99: the schema wants a share below 1.
   intra["compute_contention"] = std::min(0.99, rounded(m.contention));
   intra["synchronization_seconds"] = rounded(m.synchronization_s);
+  const std::string busy_gemms =
+      std::to_string(kBusyGemmSize) + " x " + std::to_string(kBusyGemmSize) + " " + type;
+  std::string compute_between;  // "1, 4, 16 and 64"
+  for (std::size_t i = 0; i < kComputeBetweenSeconds.size(); ++i)
+    compute_between += (i == 0                                   ? ""
+                        : i + 1 == kComputeBetweenSeconds.size() ? " and "
+                                                                 : ", ") +
+                       std::to_string(std::lround(1e3 * kComputeBetweenSeconds[i]));
   const std::string gloo =
       communicator.name() + " all-reduce of float32 over the " + std::to_string(ranks) +
       " ranks, a barrier before each repetition, below 4 MiB the mean of 10 back to back";
@@ -681,15 +702,15 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
                 ", every rank sending to the next and receiving from the one before, 1 KiB to 64 MiB "
                 "sent, size / time")},
       {"compute_contention",
-       measured("at::mm of 512 x 512 " + type + " matrices, run back to back for about twice a " +
+       measured("at::mm of " + busy_gemms + " matrices, run back to back for about twice a " +
                 communicator.name() + " all-gather of 16 MiB, timed alone and while the all-gather is in " +
                 "flight; (together - GEMMs alone) / all-gather alone")},
       {"synchronization_seconds",
-       measured("a chain on every rank of at::mm of 512 x 512 " + type + " matrices for 1, 4, 16 and 64 ms " +
-                "in turn, each followed by a " + communicator.name() + " collective of " +
+       measured("a chain on every rank of at::mm of " + busy_gemms + " matrices for " + compute_between +
+                " ms in turn, each followed by a " + communicator.name() + " collective of " +
                 std::to_string(kIssueBytes / 1024) + " KiB a rank (all-gather, reduce-scatter, all-reduce, " +
                 "all-to-all and send_recv in turn), no barrier between: the chain's time less its GEMMs', " +
-                "a collective, less a collective's back to back, the mean over the four lengths")}};
+                "a collective, less a collective's back to back, the mean over the lengths")}};
   Json inter = intra;
   for (Json& text : inter["source"]) text = "single machine: the intra-node figures";
 

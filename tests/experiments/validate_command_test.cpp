@@ -135,9 +135,8 @@ TEST_CASE("validate --docs: a packed micro-batch under every strategy, its memor
              Catch::Contains("the median of its passes at any speed (of 1)"));
   // 37 and 21 tokens pad to 40 and 24 on 2 ranks of a causal model (multiples of 4): 64 in all.
   const RunResult r = run_paradyse(
-      "validate --ranks 2 --model tiny-llama --docs 37,21 --rounds 1 --any-speed --warmup 0 --json --plan "
-      "all "
-      "--cluster " +
+      "validate --ranks 2 --model tiny-llama --docs 37,21 --rounds 1 --any-speed --warmup 0 --json "
+      "--plan all --cluster " +
       cluster);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
