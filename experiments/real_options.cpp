@@ -35,9 +35,15 @@ void RealRunOptions::add_to(CLI::App& command) {
       ->check(positive_whole_number())
       ->capture_default_str();
   command.add_option("--warmup", warmup, "unmeasured steps first, per length")->capture_default_str();
-  command.add_option("--device", device, "cpu (Gloo) or cuda (NCCL; needs a CUDA LibTorch)")
+  command
+      .add_option("--device", device,
+                  "cpu (Gloo) or cuda (NCCL, one rank per GPU, ranks mapped to GPUs by local rank; needs a "
+                  "CUDA LibTorch)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
+  command.add_flag("--gloo-on-device", gloo_on_device,
+                   "with --device cuda: ranks talk through Gloo, staging CUDA tensors through pinned host "
+                   "memory, so that several may share one GPU (for numerics; slow)");
   command
       .add_option(
           "--dtype", dtype,
@@ -94,7 +100,12 @@ real::RunRequest RealRunOptions::request(const ModelSpec& spec) const {
   r.steps = steps;
   r.warmup_steps = warmup;
   r.cuda = device == "cuda";
-  if (auto reason = real::device_unavailable(r.cuda)) throw InputError("--device", 0, "", *reason);
+  if (gloo_on_device && !r.cuda) throw InputError("--gloo-on-device", 0, "", "expected with --device cuda");
+  r.gloo_on_device = gloo_on_device;
+  // Under mpirun, srun or torchrun each rank checks its own GPU when it connects.
+  const int local_ranks = real::rank_from_environment() ? 1 : ranks;
+  if (auto reason = real::device_unavailable(r.cuda, local_ranks, gloo_on_device))
+    throw InputError("--device", 0, "", *reason);
   r.mixed_precision = dtype == "bf16";
   r.timeout = std::chrono::seconds(timeout_s);
   return r;

@@ -27,6 +27,7 @@ struct RealRunOptions {
   int steps = 3;
   int warmup = 1;
   std::string device = "cpu";
+  bool gloo_on_device = false;
   std::string dtype = "bf16";
   int timeout_s = 120;
 

@@ -3,9 +3,9 @@
 // (CPU tensors, multi-process on one machine or over TCP) and NCCL (CUDA tensors), both behind this
 // one interface so the backend never knows which.
 //
-// All buffers are contiguous and of the same element type on every rank. Layouts are rank-major:
-// all_gather's output is every rank's input in rank order; all_to_all's input and output are p equal
-// chunks, chunk j of the input going to rank j and chunk j of the output coming from rank j.
+// All buffers are contiguous, on device(), and of the same element type on every rank. Layouts are
+// rank-major: all_gather's output is every rank's input in rank order; all_to_all's input and output are p
+// equal chunks, chunk j of the input going to rank j and chunk j of the output coming from rank j.
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -34,6 +34,9 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string name() const = 0;  // "gloo", "nccl"
+  // Where the tensors it takes live: the CPU for Gloo, the rank's GPU for NCCL (and for Gloo staging
+  // CUDA tensors through the host).
+  virtual at::Device device() const = 0;
 
   // output [p · input.numel()], rank-major.
   virtual std::unique_ptr<Work> all_gather(const at::Tensor& input, at::Tensor& output) = 0;

@@ -1,13 +1,15 @@
 #include "real_backend/connect.hpp"
 
-#include <ATen/Context.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cstdlib>
+#include <utility>
 
 #include "common/errors.hpp"
+#include "real_backend/device.hpp"
 #include "real_backend/gloo_communicator.hpp"
+#include "real_backend/staged_communicator.hpp"
 #ifdef PARADYSE_WITH_NCCL
 #include "real_backend/nccl_communicator.hpp"
 #endif
@@ -36,24 +38,27 @@ c10::intrusive_ptr<c10d::Store> open_store(const RankEnvironment& env, std::chro
 
 }  // namespace
 
-int local_cuda_device(const RankEnvironment& env) {
-  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
-    if (const char* value = std::getenv(name)) return std::atoi(value);
-  const int64_t devices = std::max<int64_t>(1, static_cast<int64_t>(at::getNumGPUs()));
-  return static_cast<int>(env.rank % devices);
+at::Device rank_device(const RankEnvironment& env, bool cuda, bool gloo_on_device) {
+  if (!cuda) return at::kCPU;
+  const int gpus = visible_gpus();
+  if (gpus == 0) throw InputError("", 0, "--device", "expected cpu: no GPU is visible to this rank");
+  const int gpu = gloo_on_device ? env.local_rank % gpus : gpu_of_local_rank(env.local_rank, gpus);
+  return {at::kCUDA, static_cast<c10::DeviceIndex>(gpu)};
 }
 
-std::unique_ptr<Communicator> connect(const RankEnvironment& env, bool cuda,
-                                      std::chrono::milliseconds timeout) {
+std::unique_ptr<Communicator> connect(const RankEnvironment& env, const at::Device& device,
+                                      bool gloo_on_device, std::chrono::milliseconds timeout) {
   auto store = open_store(env, timeout);
-  if (!cuda) return make_gloo_communicator(store, env.rank, env.size, timeout);
+  if (!device.is_cuda() || gloo_on_device) {
+    auto gloo = make_gloo_communicator(store, env.rank, env.size, timeout);
+    return device.is_cuda() ? make_staged_communicator(std::move(gloo), device) : std::move(gloo);
+  }
 #ifdef PARADYSE_WITH_NCCL
-  return make_nccl_communicator(store, env.rank, env.size, local_cuda_device(env), timeout);
+  return make_nccl_communicator(store, env.rank, env.size, device.index(), timeout);
 #else
-  throw InputError(
-      "", 0, "device",
-      "expected cpu: this paradyse was built without NCCL (CUDA and NCCL were not found at configure "
-      "time), so it cannot communicate between GPUs");
+  throw InputError("", 0, "--device",
+                   "expected cpu, or --gloo-on-device: this paradyse was built without NCCL (not found at "
+                   "configure time), so its GPUs cannot communicate through it");
 #endif
 }
 

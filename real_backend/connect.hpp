@@ -1,5 +1,5 @@
-// One rank's communicator from its RankEnvironment: the store it names, then Gloo on CPU or NCCL on a
-// GPU (the one given by the node-local rank).
+// One rank's device and communicator from its RankEnvironment: the store it names, then Gloo on CPU,
+// NCCL on a GPU, or Gloo staging a GPU's tensors through the host (several ranks on one GPU).
 #pragma once
 
 #include <chrono>
@@ -10,11 +10,13 @@
 
 namespace paradyse::real {
 
-std::unique_ptr<Communicator> connect(const RankEnvironment& env, bool cuda,
-                                      std::chrono::milliseconds timeout);
+// Where this rank's tensors live: the CPU; with `cuda`, the GPU of its local rank, refused when the
+// machine has fewer GPUs than ranks (gpu_of_local_rank); with `cuda` and `gloo_on_device`, GPU
+// local rank modulo the GPUs, so that several ranks may share one.
+at::Device rank_device(const RankEnvironment& env, bool cuda, bool gloo_on_device);
 
-// The GPU of this rank: LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID when set, else the
-// rank modulo the devices visible.
-int local_cuda_device(const RankEnvironment& env);
+// The communicator of a rank whose tensors live on `device` (rank_device's).
+std::unique_ptr<Communicator> connect(const RankEnvironment& env, const at::Device& device,
+                                      bool gloo_on_device, std::chrono::milliseconds timeout);
 
 }  // namespace paradyse::real

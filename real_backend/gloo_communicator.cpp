@@ -63,6 +63,7 @@ class GlooCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "gloo"; }
+  at::Device device() const override { return at::kCPU; }
 
   std::unique_ptr<Work> all_gather(const at::Tensor& input, at::Tensor& output) override {
     std::vector<std::vector<at::Tensor>> outputs{as_bytes(output).chunk(size_)};

@@ -2,6 +2,7 @@
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <atomic>
@@ -56,21 +57,37 @@ char* cached_block(std::size_t capacity) {
   return base;
 }
 
+c10::DataPtr allocate_block(size_t bytes) {
+  const std::size_t capacity = HostAllocator::block_bytes(bytes);
+  char* base = cached_block(capacity);
+  if (base == nullptr) {
+    base = static_cast<char*>(c10::alloc_cpu(capacity + kHeaderBytes));
+    reinterpret_cast<Header*>(base)->capacity = capacity;
+  }
+  reinterpret_cast<Header*>(base)->requested = bytes;
+  count(static_cast<int64_t>(bytes));
+  void* data = base + kHeaderBytes;
+  return {data, data, &free_block, c10::Device(c10::DeviceType::CPU)};
+}
+
 class CachingAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(size_t bytes) const override {
-    const std::size_t capacity = HostAllocator::block_bytes(bytes);
-    char* base = cached_block(capacity);
-    if (base == nullptr) {
-      base = static_cast<char*>(c10::alloc_cpu(capacity + kHeaderBytes));
-      reinterpret_cast<Header*>(base)->capacity = capacity;
-    }
-    reinterpret_cast<Header*>(base)->requested = bytes;
-    count(static_cast<int64_t>(bytes));
-    void* data = base + kHeaderBytes;
-    return {data, data, &free_block, c10::Device(c10::DeviceType::CPU)};
+  // LibTorch 2.3 made allocate() non-const and added copy_data() (what Allocator::clone copies with).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  c10::DataPtr allocate(size_t bytes) override {
+    return allocate_block(bytes);
   }
-  c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+#else
+  c10::DataPtr allocate(size_t bytes) const override {
+    return allocate_block(bytes);
+  }
+#endif
+  c10::DeleterFnPtr raw_deleter() const override {
+    return &free_block;
+  }
 };
 
 }  // namespace

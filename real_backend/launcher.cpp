@@ -84,6 +84,12 @@ std::optional<RankEnvironment> rank_from_environment() {
     if (e.rank >= e.size)
       throw InputError("", 0, s.rank,
                        "expected a rank below " + std::string(s.size) + " = " + *size + ", got " + *rank);
+    e.local_rank = e.rank;
+    for (const char* local : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+      if (const auto value = env(local)) {
+        e.local_rank = parse_count(*value, local, 0);
+        break;
+      }
     e.store = env("PARADYSE_STORE").value_or(tcp_store());
     e.launcher = s.launcher;
     return e;

@@ -15,13 +15,16 @@ namespace paradyse::real {
 struct RankEnvironment {
   int rank = 0;
   int size = 1;
+  int local_rank = 0;    // among the ranks on this machine: what picks its GPU
   std::string store;     // "file:PATH" or "tcp:HOST:PORT"
   std::string launcher;  // which variables it came from: "paradyse", "mpirun", "srun", "torchrun"
 };
 
 // This process's rank, if it is one: PARADYSE_RANK/PARADYSE_WORLD_SIZE (local launch), then
 // OMPI_COMM_WORLD_RANK/SIZE (Open MPI's mpirun), PMI_RANK/PMI_SIZE (MPICH, Intel MPI),
-// SLURM_PROCID/SLURM_NTASKS (srun), RANK/WORLD_SIZE (torchrun). Malformed values are an InputError.
+// SLURM_PROCID/SLURM_NTASKS (srun), RANK/WORLD_SIZE (torchrun); the local rank from LOCAL_RANK,
+// OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or SLURM_LOCALID, else the rank itself (one machine,
+// as paradyse's own launch is). Malformed values are an InputError.
 std::optional<RankEnvironment> rank_from_environment();
 
 // Starts `ranks` copies of this very command line on this machine and waits for them. If a rank

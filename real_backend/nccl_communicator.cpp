@@ -2,9 +2,11 @@
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -17,9 +19,11 @@ namespace {
 
 constexpr const char* kUniqueIdKey = "paradyse/nccl_id";
 
-// LibTorch without c10_cuda cannot tell us its current stream; its default is the legacy stream, which
-// is where every kernel of the real backend runs.
-const cudaStream_t kComputeStream = cudaStreamLegacy;
+// Where the backend's kernels run: LibTorch's current stream on the device, which reads and writes
+// every buffer a communication takes.
+cudaStream_t compute_stream(int device) {
+  return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+}
 
 [[noreturn]] void fail(int rank, const std::string& call, const std::string& why) {
   throw CommunicationError("rank " + std::to_string(rank) + ": " + call + " failed: " + why);
@@ -66,19 +70,23 @@ class Event {
 // still has to poll the NCCL comm for errors.
 struct Group {
   int rank, size, device;
+  std::chrono::milliseconds timeout;
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   Event compute_ready;
   float* barrier_buffer = nullptr;
   bool failed = false;
 
-  Group(int rank_, int size_, int device_) : rank(rank_), size(size_), device(device_) {}
+  Group(int rank_, int size_, int device_, std::chrono::milliseconds timeout_)
+      : rank(rank_), size(size_), device(device_), timeout(timeout_) {}
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
 
   ~Group() {
     DeviceGuard guard(device);
     // After an error the peers may never arrive: destroying would wait for them, aborting does not.
+    // A non-blocking comm finalizes (flushes its work) before it is destroyed.
+    if (comm && !failed && !finalized()) failed = true;
     if (comm) failed ? ncclCommAbort(comm) : ncclCommDestroy(comm);
     if (barrier_buffer) cudaFree(barrier_buffer);
     if (stream) cudaStreamDestroy(stream);
@@ -92,18 +100,45 @@ struct Group {
     fail(rank, call, cudaGetErrorString(status));
   }
   void check(ncclResult_t status, const char* call) {
+    if (status == ncclInProgress) status = settle(call);
     if (status == ncclSuccess) return;
     failed = true;
     std::string why = ncclGetErrorString(status);
     if (const char* last = ncclGetLastError(comm); last && *last) why += std::string(" (") + last + ")";
     fail(rank, call, why);
   }
+  // The comm is non-blocking, so that a peer that never arrives cannot hold a rank forever: a call may
+  // return while NCCL is still at work (ncclInProgress), and the comm is usable once its state settles.
+  ncclResult_t settle(const char* call) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    ncclResult_t state = ncclInProgress;
+    while (state == ncclInProgress) {
+      if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) break;
+      if (state != ncclInProgress) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        failed = true;
+        fail(rank, call,
+             "timed out after " + std::to_string(timeout.count()) + " ms (a peer died or is stuck)");
+      }
+      std::this_thread::yield();
+    }
+    return state;
+  }
+  bool finalized() noexcept {
+    const ncclResult_t status = ncclCommFinalize(comm);
+    if (status != ncclInProgress) return status == ncclSuccess;
+    try {
+      return settle("ncclCommFinalize") == ncclSuccess;
+    } catch (const CommunicationError&) {
+      return false;
+    }
+  }
   // A broken peer or transport shows up asynchronously: the call that enqueued the op returned success.
   void check_async() {
     if (!comm) return;
     ncclResult_t async_error = ncclSuccess;
     check(ncclCommGetAsyncError(comm, &async_error), "ncclCommGetAsyncError");
-    check(async_error, "an earlier NCCL operation");
+    if (async_error != ncclInProgress) check(async_error, "an earlier NCCL operation");
   }
 };
 
@@ -116,7 +151,7 @@ class NcclWork final : public Work {
   ~NcclWork() override {
     if (buffers_.empty() || !done_.get()) return;
     DeviceGuard guard(group_->device);
-    cudaStreamWaitEvent(kComputeStream, done_.get(), 0);
+    cudaStreamWaitEvent(compute_stream(group_->device), done_.get(), 0);
   }
 
   void record() {
@@ -131,7 +166,7 @@ class NcclWork final : public Work {
     DeviceGuard guard(group_->device);
     group_->check(guard.status(), "cudaSetDevice");
     group_->check_async();
-    group_->check(cudaStreamWaitEvent(kComputeStream, done_.get(), 0), "cudaStreamWaitEvent");
+    group_->check(cudaStreamWaitEvent(compute_stream(group_->device), done_.get(), 0), "cudaStreamWaitEvent");
     buffers_.clear();
   }
 
@@ -191,7 +226,9 @@ class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size, int device,
                    std::chrono::milliseconds timeout)
-      : store_(std::move(store)), group_(std::make_shared<Group>(rank, size, device)), timeout_(timeout) {
+      : store_(std::move(store)),
+        group_(std::make_shared<Group>(rank, size, device, timeout)),
+        timeout_(timeout) {
     if (size < 1 || rank < 0 || rank >= size)
       throw std::invalid_argument("NCCL communicator: rank " + std::to_string(rank) +
                                   " is not in a group of " + std::to_string(size));
@@ -199,7 +236,9 @@ class NcclCommunicator final : public Communicator {
     DeviceGuard guard(device);
     g.check(guard.status(), "cudaSetDevice");
     const ncclUniqueId id = exchange_unique_id(*store_);
-    g.check(ncclCommInitRank(&g.comm, size, id, rank), "ncclCommInitRank");
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    g.check(ncclCommInitRankConfig(&g.comm, size, id, rank, &config), "ncclCommInitRankConfig");
     // Non-blocking: the legacy default stream would otherwise serialize with it implicitly, which the
     // explicit events below already do where it is needed and nowhere else.
     g.check(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -211,6 +250,7 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return group_->rank; }
   int size() const override { return group_->size; }
   std::string name() const override { return "nccl"; }
+  at::Device device() const override { return {at::kCUDA, static_cast<c10::DeviceIndex>(group_->device)}; }
 
   std::unique_ptr<Work> all_gather(const at::Tensor& input, at::Tensor& output) override {
     require("all_gather", input, output, output.numel() == input.numel() * group_->size,
@@ -387,7 +427,7 @@ class NcclCommunicator final : public Communicator {
     g.check_async();
     // The inputs are written by kernels on the compute stream, which the comm stream does not follow
     // by itself.
-    g.check(cudaEventRecord(g.compute_ready.get(), kComputeStream), "cudaEventRecord");
+    g.check(cudaEventRecord(g.compute_ready.get(), compute_stream(g.device)), "cudaEventRecord");
     g.check(cudaStreamWaitEvent(g.stream, g.compute_ready.get(), 0), "cudaStreamWaitEvent");
     issue(g);
     auto work = std::make_unique<NcclWork>(group_, std::move(buffers));

@@ -12,6 +12,7 @@
 #include "common/statistics.hpp"
 #include "real_backend/calibration.hpp"
 #include "real_backend/connect.hpp"
+#include "real_backend/device.hpp"
 #include "real_backend/held_bytes.hpp"
 #include "real_backend/host_allocator.hpp"
 #include "real_backend/machine_speed.hpp"
@@ -52,14 +53,21 @@ PhaseSpans phase_spans(const std::vector<PhaseTiming>& phases, std::size_t layer
 
 }  // namespace
 
-std::optional<std::string> device_unavailable(bool cuda) {
+std::optional<std::string> device_unavailable(bool cuda, int local_ranks, bool gloo_on_device) {
   if (!cuda) return std::nullopt;
   if (!at::hasCUDA())
     return "this paradyse is built against a CPU-only LibTorch, which cannot run on GPUs: configure with "
-           "-DTorch_DIR=<a CUDA LibTorch>/share/cmake/Torch to use --device cuda";
-  if (at::getNumGPUs() == 0) return "LibTorch has CUDA but no GPU is visible (CUDA_VISIBLE_DEVICES?)";
+           "-DCMAKE_PREFIX_PATH=<a CUDA LibTorch>/share/cmake to use --device cuda (docs/gpu.md)";
+  const int gpus = visible_gpus();
+  if (gpus == 0) return "LibTorch has CUDA but no GPU is visible (CUDA_VISIBLE_DEVICES?)";
+  if (gloo_on_device) return std::nullopt;
+  if (local_ranks > gpus)
+    return std::to_string(local_ranks) + " ranks on a machine with " + std::to_string(gpus) + " GPU" +
+           (gpus == 1 ? "" : "s") + ": NCCL runs one rank per GPU (--gloo-on-device runs several on one, " +
+           "for numerics)";
 #ifndef PARADYSE_WITH_NCCL
-  return "this paradyse was built without NCCL (not found at configure time), so GPUs cannot communicate";
+  return "this paradyse was built without NCCL (not found at configure time), so GPUs cannot communicate "
+         "through it; --gloo-on-device stages them through the host";
 #else
   return std::nullopt;
 #endif
@@ -71,8 +79,7 @@ namespace {
 RunReport run_request(const RankEnvironment& env, Communicator* communicator, const RunRequest& request) {
   PARADYSE_CHECK(request.model != nullptr && !request.plan.empty(), "a run needs a model and a plan");
   TorchBackendOptions options;
-  options.device = request.cuda ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_cuda_device(env)))
-                                : at::Device(at::kCPU);
+  options.device = communicator->device();
   options.precision = request.mixed_precision ? Precision::mixed : Precision::fp32;
   options.weight_seed = request.seed;
   const ModelSpec& model = *request.model;
@@ -106,6 +113,7 @@ RunReport run_request(const RankEnvironment& env, Communicator* communicator, co
       communicator->barrier();
       if (measured && step == request.warmup_steps) {
         HostAllocator::reset_peak();
+        reset_device_memory_peaks(options.device);
         be.held_bytes().reset_peak();
       }
       be.clear_records();
@@ -131,14 +139,18 @@ RunReport run_request(const RankEnvironment& env, Communicator* communicator, co
       }
     }
     // Step times are already the slowest rank's (each step ends at a barrier); peaks and loss are not.
+    const DeviceMemory device = device_memory_peaks(options.device);
     const std::vector<double> peaks = max_over_ranks(
-        *communicator,
-        {static_cast<double>(be.held_bytes().peak()), static_cast<double>(HostAllocator::peak_bytes())});
+        *communicator, {static_cast<double>(be.held_bytes().peak()),
+                        static_cast<double>(options.device.is_cuda() ? device.allocated_peak_bytes
+                                                                     : HostAllocator::peak_bytes()),
+                        static_cast<double>(device.reserved_peak_bytes)});
     m.peak_bytes = static_cast<int64_t>(peaks[0]);
     m.process_peak_bytes = static_cast<int64_t>(peaks[1]);
-    at::Tensor total_loss = at::tensor({loss}, at::kDouble);
+    m.reserved_peak_bytes = static_cast<int64_t>(peaks[2]);
+    at::Tensor total_loss = at::tensor({loss}, at::kDouble).to(communicator->device());
     communicator->all_reduce(total_loss)->wait();
-    m.loss_per_token = total_loss.item<double>() / static_cast<double>(seq * request.batch);
+    m.loss_per_token = on_host(total_loss).item<double>() / static_cast<double>(seq * request.batch);
     m.median_step_s = median(m.step_s);
     if (request.time_reference) m.reference_after_s = reference_seconds(*communicator, be, model);
     report.lengths.push_back(std::move(m));
@@ -156,7 +168,9 @@ void prepare_process(const RankEnvironment& env) {
 std::unique_ptr<Communicator> open_run(const RankEnvironment& env, const std::vector<RunRequest>& requests) {
   PARADYSE_CHECK(!requests.empty(), "a run needs a request");
   prepare_process(env);
-  return connect(env, requests[0].cuda, requests[0].timeout);
+  const RunRequest& first = requests[0];
+  return connect(env, rank_device(env, first.cuda, first.gloo_on_device), first.gloo_on_device,
+                 first.timeout);
 }
 
 }  // namespace
@@ -229,6 +243,7 @@ RunReport merge_rounds(const std::vector<RunReport>& rounds, const SpeedMatch& m
       const LengthMeasurement& r = round.lengths[j];
       m.peak_bytes = std::max(m.peak_bytes, r.peak_bytes);
       m.process_peak_bytes = std::max(m.process_peak_bytes, r.process_peak_bytes);
+      m.reserved_peak_bytes = std::max(m.reserved_peak_bytes, r.reserved_peak_bytes);
     }
     for (const LengthMeasurement* r : kept) {
       steps.insert(steps.end(), r->step_s.begin(), r->step_s.end());
@@ -248,7 +263,7 @@ std::optional<std::string> calibrate_on_rank(const RankEnvironment& env, const M
                                              bool any_speed, std::chrono::seconds timeout,
                                              const std::function<void(const std::string&)>& note) {
   prepare_process(env);
-  auto communicator = connect(env, /*cuda=*/false, timeout);
+  auto communicator = connect(env, at::kCPU, /*gloo_on_device=*/false, timeout);
   CalibrationOptions options;
   options.note = note;
   options.precision = mixed_precision ? Precision::mixed : Precision::fp32;

@@ -30,6 +30,9 @@ struct RunRequest {
   int warmup_steps = 1;  // run, not measured: first-touch allocations and connection setup
   int steps = 3;         // measured, per length
   bool cuda = false;
+  // With cuda: ranks talk through Gloo, staging their CUDA tensors through the host, so that several
+  // may share one GPU (numerics on a one-GPU machine); else NCCL, one rank a GPU.
+  bool gloo_on_device = false;
   bool mixed_precision = true;  // bf16 activations and weights as the tracer counts them; else float32
   std::chrono::seconds timeout{120};
   bool profile_ops = false;  // time every op of the last measured step of each length (rank 0)
@@ -55,10 +58,13 @@ struct LengthMeasurement {
   // Merged over rounds (merge_rounds): the rounds run, and those whose steps were kept (at speed).
   int rounds_run = 1, rounds_kept = 1;
   double median_step_s = 0;
-  double loss_per_token = 0;          // last step, over the ranks' tokens
-  int64_t peak_bytes = 0;             // most any rank's backend held (HeldBytes) during the measured steps
-  int64_t process_peak_bytes = 0;     // most any rank's process allocated (HostAllocator): op temporaries too
-  int64_t saved_bytes_per_layer = 0;  // rank 0: live bytes each layer's forward left, mean
+  double loss_per_token = 0;  // last step, over the ranks' tokens
+  int64_t peak_bytes = 0;     // most any rank's backend held (HeldBytes) during the measured steps
+  // Most any rank's allocator handed out, op temporaries too: the host allocator's on CPU, the CUDA
+  // caching allocator's allocated bytes on a GPU.
+  int64_t process_peak_bytes = 0;
+  int64_t reserved_peak_bytes = 0;       // on a GPU: most any rank's caching allocator took from the driver
+  int64_t saved_bytes_per_layer = 0;     // rank 0: live bytes each layer's forward left, mean
   std::vector<double> layer_forward_s;   // rank 0, last step, per layer
   std::vector<double> layer_backward_s;  // rank 0, last step, per layer
 };
@@ -70,9 +76,10 @@ struct RunReport {
   std::vector<TimedOp> ops;  // with profile_ops
 };
 
-// Why this build cannot run on the device asked for, if it cannot (a CPU-only LibTorch asked for
-// CUDA, no GPU visible, no NCCL); call it before starting ranks.
-std::optional<std::string> device_unavailable(bool cuda);
+// Why this build cannot run `local_ranks` ranks on this machine's device, if it cannot (a CPU-only
+// LibTorch asked for CUDA, no GPU visible, no NCCL, more ranks than GPUs without gloo_on_device); call
+// it before starting ranks.
+std::optional<std::string> device_unavailable(bool cuda, int local_ranks, bool gloo_on_device);
 
 // Takes the communicator a run has connected and returns the one the run uses: a decorator that
 // observes or alters its calls (the tests kill a rank at its N-th call with one).

@@ -16,6 +16,7 @@ inline void to_json(nlohmann::json& j, const LengthMeasurement& m) {
        {"tokens_per_s", static_cast<double>(m.seq) / m.median_step_s},
        {"peak_memory_bytes", m.peak_bytes},
        {"process_peak_bytes", m.process_peak_bytes},
+       {"reserved_peak_bytes", m.reserved_peak_bytes},
        {"saved_bytes_per_layer", m.saved_bytes_per_layer},
        {"loss_per_token", m.loss_per_token},
        {"layer_forward_s", m.layer_forward_s},

@@ -1,7 +1,5 @@
 #include "real_backend/torch_backend.hpp"
 
-#include <ATen/CPUGeneratorImpl.h>
-
 #include <cmath>
 #include <limits>
 
@@ -54,8 +52,9 @@ int normalize_dim(const Tensor& x, int dim) {
 // Positions of a tensor's sequence dim as a tensor of global token indices.
 at::Tensor positions(const Positions& ranges, const at::Device& device) {
   std::vector<at::Tensor> parts;
-  for (const TokenRange& r : ranges) parts.push_back(at::arange(r.begin, r.begin + r.length, at::kLong));
-  return at::cat(parts).to(device);
+  for (const TokenRange& r : ranges)
+    parts.push_back(at::arange(r.begin, r.begin + r.length, at::TensorOptions(at::kLong).device(device)));
+  return at::cat(parts);
 }
 
 // The document of each position (a tensor of global token indices): the first whose end lies beyond it.
@@ -162,26 +161,24 @@ struct TorchBackend::AdamState {
   std::shared_ptr<void> held;  // counts master, m and v in HeldBytes
 };
 
-// Times one backend call when profiling; on CPU the op has finished when the call returns.
+// Times one backend call when profiling, by stamps of the backend's DeviceClock around it.
 class TorchBackend::OpTimer {
  public:
   // Named as the tracer names the op: its backend call, or for a collective its kind.
   OpTimer(TorchBackend& be, Kernel kernel) : OpTimer(be, to_string(kernel)) {}
   OpTimer(TorchBackend& be, OpKind kind) : OpTimer(be, to_string(kind)) {}
   OpTimer(TorchBackend& be, std::string_view op) : be_(be), op_(op) {
-    if (be_.options_.profile_ops) start_ = std::chrono::steady_clock::now();
+    if (be_.options_.profile_ops) start_ = be_.clock_.stamp();
   }
   ~OpTimer() {
-    if (!be_.options_.profile_ops) return;
-    be_.synchronize();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    be_.op_times_.push_back({be_.phase_, be_.layer_, be_.label_, op_, seconds});
+    if (be_.options_.profile_ops)
+      be_.op_stamps_.push_back({be_.phase_, be_.layer_, be_.label_, op_, start_, be_.clock_.stamp()});
   }
 
  private:
   TorchBackend& be_;
   std::string_view op_;
-  std::chrono::steady_clock::time_point start_;
+  DeviceClock::Stamp start_ = 0;
 };
 
 TorchBackend::TorchBackend(Communicator& communicator, const ModelSpec& model, TorchBackendOptions options)
@@ -190,9 +187,10 @@ TorchBackend::TorchBackend(Communicator& communicator, const ModelSpec& model, T
       model_(model),
       options_(options),
       weights_(model, options.weight_seed),
-      dropout_generator_(at::make_generator<at::CPUGeneratorImpl>(
-          options.weight_seed * 7919 + static_cast<uint64_t>(communicator.rank()))),
-      replicated_dropout_generator_(at::make_generator<at::CPUGeneratorImpl>(options.weight_seed * 7919 - 1)),
+      dropout_generator_(make_generator(
+          options.device, options.weight_seed * 7919 + static_cast<uint64_t>(communicator.rank()))),
+      replicated_dropout_generator_(make_generator(options.device, options.weight_seed * 7919 - 1)),
+      clock_(options.device),
       start_time_(std::chrono::steady_clock::now()) {
   HostAllocator::install();
 }
@@ -235,8 +233,23 @@ const at::Tensor& TorchBackend::unwrap(const Tensor& t) {
 
 void TorchBackend::clear_records() {
   calls_.clear();
-  op_times_.clear();
-  phase_times_.clear();
+  op_stamps_.clear();
+  phase_stamps_.clear();
+  clock_.restart();
+}
+
+std::vector<OpTiming> TorchBackend::ops_timed() const {
+  std::vector<OpTiming> ops;
+  for (const OpStamps& op : op_stamps_)
+    ops.push_back({op.phase, op.layer, op.label, op.op, clock_.seconds(op.end) - clock_.seconds(op.start)});
+  return ops;
+}
+
+std::vector<PhaseTiming> TorchBackend::phases_timed() const {
+  std::vector<PhaseTiming> phases;
+  for (const PhaseStamp& p : phase_stamps_)
+    phases.push_back({p.phase, p.layer, clock_.seconds(p.start), p.live_bytes});
+  return phases;
 }
 
 double TorchBackend::seconds_since_start() const {
@@ -244,15 +257,13 @@ double TorchBackend::seconds_since_start() const {
 }
 
 void TorchBackend::synchronize() const {
-  // CPU ops are synchronous; on a GPU the profiler's times need the device to have caught up.
-  if (options_.device.is_cuda()) at::zeros({1}, at::TensorOptions().device(options_.device)).cpu();
+  real::synchronize(options_.device);
 }
 
 void TorchBackend::begin_phase(Phase phase, int layer) {
   phase_ = phase;
   layer_ = layer;
-  synchronize();
-  phase_times_.push_back({phase, layer, seconds_since_start(), held_->current()});
+  phase_stamps_.push_back({phase, layer, clock_.stamp(), held_->current()});
 }
 
 void TorchBackend::label(std::string_view name) {
@@ -545,8 +556,8 @@ DropoutOutput TorchBackend::dropout(const Tensor& x, double probability, MaskStr
   const at::Tensor& t = unwrap(x);
   at::Generator& generator =
       stream == MaskStream::replicated ? replicated_dropout_generator_ : dropout_generator_;
-  const at::Tensor keep =
-      at::bernoulli(at::full(t.sizes(), 1 - probability, at::kFloat), generator).to(options_.device);
+  const at::Tensor keep = at::bernoulli(
+      at::full(t.sizes(), 1 - probability, at::TensorOptions(at::kFloat).device(options_.device)), generator);
   return {make(t * keep.to(t.scalar_type()) / (1 - probability), DType::bf16),
           make(keep.to(at::kByte), DType::u8)};
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "real_backend/communicator.hpp"
+#include "real_backend/device.hpp"
 #include "real_backend/held_bytes.hpp"
 #include "real_backend/model_weights.hpp"
 #include "strategies/backend.hpp"
@@ -50,7 +51,9 @@ struct CommunicationCall {
   friend bool operator==(const CommunicationCall&, const CommunicationCall&) = default;
 };
 
-// Wall time of one backend call; on CPU ops are synchronous, so this is the op's own time.
+// Time of one backend call in the device's order (DeviceClock): on CPU, where ops are synchronous,
+// the call's wall time; on a GPU, from an event before its kernels to one after them, so that on a
+// busy stream it includes the wait for the work queued before it.
 struct OpTiming {
   Phase phase;
   int layer;
@@ -59,7 +62,7 @@ struct OpTiming {
   double seconds;
 };
 
-// Time at which a phase began, seconds since the backend was made.
+// Time at which a phase began, seconds since the records were last cleared, in the device's order.
 struct PhaseTiming {
   Phase phase;
   int layer;
@@ -78,14 +81,15 @@ class TorchBackend final : public Backend {
   at::ScalarType storage_type(DType dtype) const;
 
   const std::vector<CommunicationCall>& communication_calls() const { return calls_; }
-  const std::vector<OpTiming>& ops_timed() const { return op_times_; }
-  const std::vector<PhaseTiming>& phases_timed() const { return phase_times_; }
+  // Reading these waits for the device to reach the last stamp they hold.
+  std::vector<OpTiming> ops_timed() const;
+  std::vector<PhaseTiming> phases_timed() const;
   // Bytes this backend holds (held_bytes.hpp): what the simulator's memory timeline predicts.
   HeldBytes& held_bytes() { return *held_; }
   void clear_records();
   void set_profile_ops(bool on) { options_.profile_ops = on; }
-  double seconds_since_start() const;
-  void synchronize() const;  // waits for the device (a no-op on CPU)
+  double seconds_since_start() const;  // wall clock
+  void synchronize() const;            // waits for the device (a no-op on CPU)
 
   int rank() const override { return group_->rank(); }
   int degree() const override { return group_->size(); }
@@ -198,9 +202,24 @@ class TorchBackend final : public Backend {
   std::unordered_map<const TensorImpl*, std::unique_ptr<AdamState>> adam_;
   at::Generator dropout_generator_;             // MaskStream::per_rank: seeded by rank
   at::Generator replicated_dropout_generator_;  // MaskStream::replicated: seeded alike on every rank
+  // Timings as stamps of clock_, turned into seconds when read.
+  struct OpStamps {
+    Phase phase;
+    int layer;
+    std::string label;
+    std::string_view op;
+    DeviceClock::Stamp start, end;
+  };
+  struct PhaseStamp {
+    Phase phase;
+    int layer;
+    DeviceClock::Stamp start;
+    int64_t live_bytes;
+  };
   std::vector<CommunicationCall> calls_;
-  std::vector<OpTiming> op_times_;
-  std::vector<PhaseTiming> phase_times_;
+  DeviceClock clock_;
+  std::vector<OpStamps> op_stamps_;
+  std::vector<PhaseStamp> phase_stamps_;
   std::chrono::steady_clock::time_point start_time_;
 };
 

@@ -100,6 +100,7 @@ GroupedResult run_grouped(const ModelSpec& model, const std::vector<std::vector<
       [] {
         real::TorchBackendOptions options;
         options.weight_seed = kGroupSeed;
+        options.device = test_device();
         return options;
       }());
 

@@ -22,6 +22,7 @@ class KillingCommunicator final : public real::Communicator {
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   std::string name() const override { return inner_->name(); }
+  at::Device device() const override { return inner_->device(); }
 
   std::unique_ptr<real::Work> all_gather(const at::Tensor& input, at::Tensor& output) override {
     count_call();

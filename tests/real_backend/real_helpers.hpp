@@ -65,7 +65,8 @@ inline at::Tensor place_tokens(const std::vector<at::Tensor>& locals, const Sequ
 }
 
 inline at::Tensor torch_of(const Tensor& t) {
-  return real::TorchBackend::unwrap(t).detach().clone();
+  // On the host, where the reference and the assertions are, whatever device the backend ran on.
+  return real::TorchBackend::unwrap(t).detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
 }
 
 }  // namespace paradyse::testing

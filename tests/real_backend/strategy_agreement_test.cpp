@@ -22,6 +22,7 @@ constexpr uint64_t kSeed = 7;
 real::TorchBackendOptions fp32_options() {
   real::TorchBackendOptions options;
   options.weight_seed = kSeed;
+  options.device = test_device();
   return options;
 }
 const std::vector<std::string> kLayerWeights = {"qkv", "proj", "mlp_in", "mlp_out"};
