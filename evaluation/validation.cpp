@@ -35,6 +35,10 @@ std::vector<ValidationRow> simulate_measurements(const std::vector<real::RunRequ
       row.measured_peak_bytes = static_cast<double>(m.peak_bytes);
       row.simulated_peak_bytes = s.peak_memory_bytes;
       row.memory_error = (row.simulated_peak_bytes - row.measured_peak_bytes) / row.measured_peak_bytes;
+      row.allocator_peak_bytes = static_cast<double>(m.process_peak_bytes);
+      if (row.allocator_peak_bytes > 0)
+        row.allocator_memory_error =
+            (row.simulated_peak_bytes - row.allocator_peak_bytes) / row.allocator_peak_bytes;
       row.time_error_at_calibration_speed = row.time_error;
       if (cluster.calibration && m.reference_before_s > 0 && m.reference_after_s > 0) {
         row.reference_ratio =

@@ -26,6 +26,9 @@ struct ValidationRow {
   // 0 kept: none was, and the steps are every round's.
   int rounds_run = 1, rounds_kept = 1;
   double measured_peak_bytes = 0, simulated_peak_bytes = 0, memory_error = 0;
+  // What the process's allocator handed out at most (the CUDA caching allocator's on a GPU),
+  // temporaries inside ops included, and the simulated peak's error against it.
+  double allocator_peak_bytes = 0, allocator_memory_error = 0;
   // The machine's speed while the row ran against its speed when calibrated: the reference's time
   // around the row (the mean of before and after) over its time in the calibration; 1.2: the machine
   // ran 20 % slower. 0 when either was not measured.
@@ -36,8 +39,8 @@ struct ValidationRow {
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ValidationRow, plan, seq, documents, measured_s, measured_steps,
                                    rounds_run, rounds_kept, simulated_s, time_error, measured_peak_bytes,
-                                   simulated_peak_bytes, memory_error, reference_ratio,
-                                   time_error_at_calibration_speed)
+                                   simulated_peak_bytes, memory_error, allocator_peak_bytes,
+                                   allocator_memory_error, reference_ratio, time_error_at_calibration_speed)
 
 // Where rank 0's step time goes, by backend call (Kernel's name; collectives by their kind): measured
 // in the last measured step, and priced by the cost model op by op (dispatch and device time). Op by

@@ -21,38 +21,9 @@
 namespace paradyse::cli {
 namespace {
 
-struct CalibrateOptions {
-  int ranks = 2;
-  std::string model = "tiny-gpt";
-  std::string dtype = "bf16";
-  std::string out = "local-cpu.json";
-  std::string max_seq = "2048";
-  int passes = 3;
-  bool any_speed = false;
-  int timeout_s = 120;
-};
-
-void calibrate(const CalibrateOptions& options) {
-  check_output_path(options.out, OutputKind::file, "--out");
-  const ModelSpec model = load_model(options.model);
-  const int64_t max_seq = evaluation::parse_length(options.max_seq, "--max-seq");
-  on_every_rank(options.ranks, options.timeout_s, [&](const real::RankEnvironment& env) {
-    const auto json =
-        real::calibrate_on_rank(env, model, options.dtype == "bf16", max_seq, options.passes,
-                                options.any_speed, std::chrono::seconds(options.timeout_s),
-                                [](const std::string& note) { fmt::print(stderr, "calibrate: {}\n", note); });
-    if (!json) return;
-    write_file_atomically(options.out, [&](std::ostream& out) { out << *json << "\n"; });
-    const hw::ClusterSpec cluster = hw::load_cluster(options.out);  // what validate will read
-    fmt::print("wrote {}: {} ranks, GEMM peak {:.1f} GFLOP/s, copy {:.1f} GB/s, all-reduce bus {:.2f} GB/s\n",
-               options.out, cluster.gpus_per_node, cluster.gpu.bf16_flops_per_second / 1e9,
-               cluster.gpu.hbm_bytes_per_second / 1e9, cluster.intra_node.peak_bus_bandwidth() / 1e9);
-  });
-}
-
 struct ValidateOptions {
   RealRunOptions real;
-  std::string cluster = "local-cpu.json";
+  std::string cluster;  // default: local-cpu.json, or local-cuda.json with --device cuda
   int rounds = 3;
   bool any_speed = false;
   bool json = false;
@@ -110,12 +81,15 @@ void print_kernel_times(const std::vector<evaluation::KernelTimeRow>& rows) {
   }
 }
 
-void validate(const ValidateOptions& options) {
+void validate(ValidateOptions options) {
+  if (options.cluster.empty())
+    options.cluster = options.real.device == "cuda" ? "local-cuda.json" : "local-cpu.json";
   const ModelSpec model = options.real.load_model();
   if (!std::filesystem::exists(options.cluster))
     throw InputError(options.cluster, 0, "",
                      "no such cluster file: measure this machine first with `paradyse calibrate --ranks " +
-                         std::to_string(options.real.ranks) + " --out " + options.cluster + "`");
+                         std::to_string(options.real.ranks) + " --device " + options.real.device + " --out " +
+                         options.cluster + "`");
   const hw::ClusterSpec cluster = hw::load_cluster(options.cluster);
   if (cluster.num_gpus() < options.real.ranks)
     throw InputError(options.cluster, 0, "gpus_per_node",
@@ -164,41 +138,6 @@ void validate(const ValidateOptions& options) {
 
 }  // namespace
 
-void add_calibrate_command(CLI::App& app) {
-  auto options = std::make_shared<CalibrateOptions>();
-  CLI::App* command = app.add_subcommand("calibrate", command_description("calibrate"));
-  command->add_option("--ranks", options->ranks, "processes to measure with (as validate will run)")
-      ->check(positive_whole_number())
-      ->capture_default_str();
-  command->add_option("--model", options->model, "model whose head size attention is timed at")
-      ->capture_default_str();
-  command->add_option("--dtype", options->dtype, "element type GEMMs and attention are timed in")
-      ->check(CLI::IsMember({"bf16", "fp32"}))
-      ->capture_default_str();
-  command->add_option("--out", options->out, "cluster file to write")->capture_default_str();
-  command
-      ->add_option("--max-seq", options->max_seq,
-                   "longest sequence attention is timed at (128, 256, ... up to it): the longest "
-                   "you will validate, since longer ones are priced at its rate")
-      ->capture_default_str();
-  command
-      ->add_option("--passes", options->passes,
-                   "samples of each figure, each taken at the machine's own speed: a speed reference is "
-                   "timed around every group of figures, and a group's pass counts when the machine ran "
-                   "within 10 % of its own speed (the speed it ran at most during the calibration); "
-                   "passes go on, up to 3 x --passes, until every group has --passes, so that the model "
-                   "describes one speed of a shared machine, not a mix")
-      ->check(positive_whole_number())
-      ->capture_default_str();
-  command->add_flag("--any-speed", options->any_speed,
-                    "count every pass whatever the machine's speed: exactly --passes passes, each figure "
-                    "their median (for a dedicated machine, or a quick look)");
-  command->add_option("--timeout", options->timeout_s, "seconds a rank waits for a peer")
-      ->check(positive_whole_number())
-      ->capture_default_str();
-  command->callback([options] { calibrate(*options); });
-}
-
 void add_validate_command(CLI::App& app) {
   auto options = std::make_shared<ValidateOptions>();
   CLI::App* command = app.add_subcommand("validate", command_description("validate"));
@@ -217,8 +156,10 @@ void add_validate_command(CLI::App& app) {
       "10 % of the calibration's speed (its speed reference before and after them), and a row "
       "short of --rounds such rounds runs again, up to 2 x --rounds rounds, so that the model is "
       "compared with the machine it was measured on, not with another tenant's slow spell");
-  command->add_option("--cluster", options->cluster, "the calibrated cluster file of this machine")
-      ->capture_default_str();
+  command->add_option(
+      "--cluster", options->cluster,
+      "the calibrated cluster file of this machine (default: local-cpu.json, or local-cuda.json "
+      "with --device cuda)");
   command->add_flag("--json", options->json, "print JSON instead of a table");
   command->add_flag("--ops", options->ops,
                     "also time every op of rank 0's last step and show, by backend call, the measured "

@@ -4,8 +4,6 @@
 
 namespace paradyse::cli {
 
-// `paradyse calibrate`: measure this machine into a cluster file (the local-cpu preset).
-void add_calibrate_command(CLI::App& app);
 // `paradyse validate`: run a plan for real, simulate it on the calibrated machine, print the error.
 void add_validate_command(CLI::App& app);
 

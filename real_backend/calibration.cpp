@@ -3,6 +3,7 @@
 #include "common/errors.hpp"
 #include "common/statistics.hpp"
 #include "common/units.hpp"
+#include "real_backend/device.hpp"
 #include "real_backend/kernel_probes.hpp"
 #include "real_backend/machine_speed.hpp"
 #include "real_backend/rank_timer.hpp"
@@ -38,11 +39,18 @@ constexpr double kGemmPointSeconds = 0.3;
 // Buffer sizes, in bytes as integers.
 constexpr auto kMiBytes = static_cast<int64_t>(kMiB);
 
-// FLOP/s of at::mm on square n×n matrices of `type`, by the GEMM's 2n³ FLOPs.
+// Tensors of `type` on the device the timer's ranks run on.
+at::TensorOptions on(const RankTimer& timer, at::ScalarType type = at::kFloat) {
+  return at::TensorOptions(type).device(timer.device());
+}
+
+// FLOP/s of at::mm on square n×n matrices of `type`, by the GEMM's 2n³ FLOPs, up to 2048 on a CPU and
+// 16384 on a GPU, whose GEMMs reach their peak only past the shapes of a small model's layers.
 Points gemm_flops_per_second(const RankTimer& timer, at::ScalarType type) {
   Points points;
-  for (int64_t n = 64; n <= 2048; n *= 2) {
-    const at::Tensor a = at::randn({n, n}).to(type), b = at::randn({n, n}).to(type);
+  const int64_t largest = timer.device().is_cuda() ? 16384 : 2048;
+  for (int64_t n = 64; n <= largest; n *= 2) {
+    const at::Tensor a = at::randn({n, n}, on(timer)).to(type), b = at::randn({n, n}, on(timer)).to(type);
     at::Tensor c = at::empty({n, n}, a.options());
     const double seconds = timer.median_s([&] { at::mm_out(c, a, b); });
     const double flops = 2.0 * static_cast<double>(n * n * n);
@@ -82,10 +90,10 @@ struct KernelPoints {
 // its inputs were just made; a cold one runs once per repetition after the caches are flushed.
 std::vector<KernelPoints> kernel_rates(Communicator& communicator, const RankTimer& timer,
                                        TorchBackend& backend, const ModelSpec& model, int64_t max_tokens,
-                                       double dispatch_s) {
+                                       double fixed_s) {
   const int degree = communicator.size();
-  // Written before each repetition of a cold call: larger than any CPU's last-level cache.
-  at::Tensor cache_flush = at::empty({256 * kMiBytes / 4});
+  // Written before each repetition of a cold call: larger than any CPU's last-level cache or GPU's L2.
+  at::Tensor cache_flush = at::empty({256 * kMiBytes / 4}, on(timer));
   std::vector<KernelPoints> rates;
   for (const KernelProbe& probe : kernel_probes(model, degree, max_tokens)) {
     KernelPoints& kernel = rates.emplace_back(KernelPoints{probe.kernel, probe.by_flops, {}});
@@ -99,13 +107,14 @@ std::vector<KernelPoints> kernel_rates(Communicator& communicator, const RankTim
       } else {
         const auto start = std::chrono::steady_clock::now();
         call();
+        synchronize(timer.device());
         const std::chrono::duration<double> once = std::chrono::steady_clock::now() - start;
         const double typical_s = median_over_ranks(communicator, once.count());
         const int batch = static_cast<int>(std::clamp(1e-3 / std::max(typical_s, 1e-9), 1.0, 100.0));
         seconds = timer.median_s(call, batch);
       }
-      // The host's dispatch is priced apart (the cluster's host block): the rate is of the rest.
-      kernel.rate_by_size.emplace_back(*size, *size / std::max(seconds - dispatch_s, 1e-9));
+      // An op's fixed cost is priced apart (the host block, or the kernel's launch): the rate is of the rest.
+      kernel.rate_by_size.emplace_back(*size, *size / std::max(seconds - fixed_s, 1e-9));
     }
   }
   return rates;
@@ -113,16 +122,37 @@ std::vector<KernelPoints> kernel_rates(Communicator& communicator, const RankTim
 
 // Bytes read and written per second by a 64 MiB copy: the rate memory-bound ops stream at.
 double copy_bytes_per_second(const RankTimer& timer) {
-  const at::Tensor source = at::rand({64 * kMiBytes / 4});
+  const at::Tensor source = at::rand({64 * kMiBytes / 4}, on(timer));
   at::Tensor target = at::empty_like(source);
   const double seconds = timer.median_s([&] { target.copy_(source); });
   return 2.0 * static_cast<double>(source.nbytes()) / seconds;
 }
 
-// The fixed cost of one op (the host's dispatch): an add of two 1-element tensors.
+// The fixed cost of one op to the host that issues it (its dispatch): an add of two 1-element
+// tensors, until the call returns (on a GPU the kernel runs later).
 double op_overhead_s(const RankTimer& timer) {
-  const at::Tensor a = at::ones({1}), b = at::ones({1});
-  return timer.median_s([&] { at::add(a, b); }, 100);
+  const at::Tensor a = at::ones({1}, on(timer)), b = at::ones({1}, on(timer));
+  return timer.median_s([&] { at::add(a, b); }, 100, {}, /*until_device=*/false);
+}
+
+// On a GPU, the device's fixed cost of one kernel: the time between events around 100 adds of
+// 1-element tensors queued behind a GEMM that keeps the stream busy while the host issues them, so
+// that the device runs them back to back. 0 on CPU, where the host's dispatch is an op's fixed cost.
+double kernel_launch_s(Communicator& communicator, const RankTimer& timer) {
+  if (!timer.device().is_cuda()) return 0;
+  const at::Tensor a = at::ones({1}, on(timer)), b = at::ones({1}, on(timer));
+  const at::Tensor big = at::randn({8192, 8192}, on(timer, at::kBFloat16));
+  constexpr int kAdds = 100;
+  DeviceClock clock(timer.device());
+  std::vector<double> samples;
+  for (int repeat = 0; repeat < 5; ++repeat) {
+    for (int i = 0; i < 4; ++i) at::mm(big, big);  // milliseconds: the adds queue behind them
+    const DeviceClock::Stamp start = clock.stamp();
+    for (int i = 0; i < kAdds; ++i) at::add(a, b);
+    const DeviceClock::Stamp end = clock.stamp();
+    samples.push_back((clock.seconds(end) - clock.seconds(start)) / kAdds);
+  }
+  return max_over_ranks(communicator, {median(std::move(samples))})[0];
 }
 
 struct Fabric {
@@ -140,6 +170,7 @@ struct Fabric {
 // reduce-scatter run as a step runs them, in its element type (`dtype`) through the communicator's
 // own implementation (on Gloo the reduce-scatter is an all-to-all and a sum in float32).
 Fabric measure_fabric(Communicator& communicator, const RankTimer& timer, at::ScalarType dtype) {
+  const at::TensorOptions of_step = on(timer, dtype);
   const double p = communicator.size();
   const double all_reduce_share = p > 1 ? 2 * (p - 1) / p : 1;
   const double all_to_all_share = p > 1 ? (p - 1) / p : 1;
@@ -147,22 +178,23 @@ Fabric measure_fabric(Communicator& communicator, const RankTimer& timer, at::Sc
   // Small collectives are timed 10 back to back: one alone is below the clock's resolution.
   const auto repetitions = [](int64_t bytes) { return bytes < 4 * kMiBytes ? 10 : 1; };
   auto all_gather_s = [&](int64_t bytes) {  // `bytes` gathered: every rank's 1/p of them
-    const at::Tensor input = at::zeros({bytes / element / communicator.size()}, dtype);
-    at::Tensor output = at::empty({input.numel() * communicator.size()}, dtype);
+    const at::Tensor input = at::zeros({bytes / element / communicator.size()}, of_step);
+    at::Tensor output = at::empty({input.numel() * communicator.size()}, of_step);
     return timer.median_s([&] { communicator.all_gather(input, output)->wait(); }, repetitions(bytes));
   };
   auto reduce_scatter_s = [&](int64_t bytes) {  // `bytes` reduced: every rank keeps 1/p of them
-    const at::Tensor input = at::zeros({bytes / element / communicator.size() * communicator.size()}, dtype);
-    at::Tensor output = at::empty({input.numel() / communicator.size()}, dtype);
+    const at::Tensor input =
+        at::zeros({bytes / element / communicator.size() * communicator.size()}, of_step);
+    at::Tensor output = at::empty({input.numel() / communicator.size()}, of_step);
     return timer.median_s([&] { communicator.reduce_scatter(input, output)->wait(); }, repetitions(bytes));
   };
   auto all_reduce_s = [&](int64_t bytes) {
-    at::Tensor buffer = at::zeros({bytes / 4});
+    at::Tensor buffer = at::zeros({bytes / 4}, on(timer));
     return timer.median_s([&] { communicator.all_reduce(buffer)->wait(); }, repetitions(bytes));
   };
   // Every rank sends to the next and receives from the one before, as a ring attention's step does.
   auto send_recv_s = [&](int64_t bytes) {
-    const at::Tensor send = at::zeros({bytes / element}, dtype);
+    const at::Tensor send = at::zeros({bytes / element}, of_step);
     at::Tensor recv = at::empty_like(send);
     const int rank = communicator.rank(), size = communicator.size();
     return timer.median_s(
@@ -180,7 +212,7 @@ Fabric measure_fabric(Communicator& communicator, const RankTimer& timer, at::Sc
     if (p > 1) fabric.send_recv_bandwidth.emplace_back(size, size / send_recv_s(bytes));
   }
   // all_to_all needs p equal chunks.
-  const at::Tensor input = at::zeros({largest / 4 / communicator.size() * communicator.size()});
+  const at::Tensor input = at::zeros({largest / 4 / communicator.size() * communicator.size()}, on(timer));
   at::Tensor output = at::empty_like(input);
   const double seconds = timer.median_s([&] { communicator.all_to_all(input, output)->wait(); });
   fabric.all_to_all_bus_bandwidth = all_to_all_share * static_cast<double>(input.nbytes()) / seconds;
@@ -194,8 +226,8 @@ constexpr int64_t kBusyGemmSize = 512;
 class BusyGemms {
  public:
   BusyGemms(const RankTimer& timer, at::ScalarType dtype)
-      : a_(at::randn({kBusyGemmSize, kBusyGemmSize}).to(dtype)),
-        b_(at::randn({kBusyGemmSize, kBusyGemmSize}).to(dtype)),
+      : a_(at::randn({kBusyGemmSize, kBusyGemmSize}, on(timer)).to(dtype)),
+        b_(at::randn({kBusyGemmSize, kBusyGemmSize}, on(timer)).to(dtype)),
         c_(at::empty({kBusyGemmSize, kBusyGemmSize}, a_.options())),
         one_s_(timer.median_s([this] { run(1); })) {}
   void run(int count) {
@@ -215,8 +247,8 @@ class BusyGemms {
 // share = (together_s − gemms_s) / gather_s.
 double measured_compute_contention(Communicator& communicator, const RankTimer& timer, at::ScalarType dtype) {
   const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
-  const at::Tensor input = at::zeros({16 * kMiBytes / element / communicator.size()}, dtype);
-  at::Tensor output = at::empty({input.numel() * communicator.size()}, dtype);
+  const at::Tensor input = at::zeros({16 * kMiBytes / element / communicator.size()}, on(timer, dtype));
+  at::Tensor output = at::empty({input.numel() * communicator.size()}, on(timer, dtype));
   const double gather_s = timer.median_s([&] { communicator.all_gather(input, output)->wait(); });
   BusyGemms busy(timer, dtype);
   const int gemms = static_cast<int>(std::clamp(std::ceil(2 * gather_s / busy.one_s()), 1.0, 10000.0));
@@ -245,9 +277,9 @@ class StepCollectives {
   StepCollectives(Communicator& communicator, at::ScalarType dtype, int64_t bytes)
       : input_(at::zeros({bytes / static_cast<int64_t>(c10::elementSize(dtype)) / communicator.size() *
                           communicator.size()},
-                         dtype)),
-        gathered_(at::empty({input_.numel() * communicator.size()}, dtype)),
-        scattered_(at::empty({input_.numel() / communicator.size()}, dtype)),
+                         at::TensorOptions(dtype).device(communicator.device()))),
+        gathered_(at::empty({input_.numel() * communicator.size()}, input_.options())),
+        scattered_(at::empty({input_.numel() / communicator.size()}, input_.options())),
         exchanged_(at::empty_like(input_)),
         reduced_(input_.clone()) {
     const int p = communicator.size(), rank = communicator.rank();
@@ -282,7 +314,8 @@ std::map<std::string, double> communication_issue_s(Communicator& communicator, 
   };
   std::map<std::string, double> seconds;
   for (const auto& [kind, issue] : collectives.kinds()) {
-    seconds[kind] = timer.median_s([&, &issue = issue] { in_flight.push_back(issue()); }, 1, wait_all);
+    seconds[kind] = timer.median_s([&, &issue = issue] { in_flight.push_back(issue()); }, 1, wait_all,
+                                   /*until_device=*/false);
     wait_all();
   }
   return seconds;
@@ -303,8 +336,10 @@ constexpr std::array<double, 4> kComputeBetweenSeconds{1e-3, 4e-3, 16e-3, 64e-3}
 // a step's kinds (StepCollectives) at kIssueBytes. Means, not medians: a step pays the long tail too.
 // As every figure, the slowest rank's: its GEMMs (the model's compute is the slowest rank's) and its
 // chain (ranks that meet at every collective finish the chain together).
+// On a GPU the host does not wait for collectives, so the chain would time their issue alone: not
+// measured there (0).
 double measured_synchronization_s(Communicator& communicator, const RankTimer& timer, at::ScalarType dtype) {
-  if (communicator.size() == 1) return 0;
+  if (communicator.size() == 1 || communicator.device().is_cuda()) return 0;
   const StepCollectives collectives(communicator, dtype, kIssueBytes);
   const std::size_t kinds = collectives.kinds().size();
   const auto collective = [&](std::size_t i) { collectives.kinds()[i % kinds].second()->wait(); };
@@ -346,21 +381,6 @@ std::string host_name() {
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
   return name;
-}
-
-std::string cpu_model() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);) {
-    const std::size_t colon = line.find(':');
-    if (line.rfind("model name", 0) != 0 || colon == std::string::npos) continue;
-    const std::size_t value = line.find_first_not_of(" \t", colon + 1);
-    if (value != std::string::npos) return line.substr(value);
-  }
-  return "CPU";
-}
-
-double physical_memory_bytes() {
-  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
 }
 
 // Four significant digits: measurements are not more precise than that, and the file stays readable.
@@ -423,7 +443,8 @@ constexpr std::array<const char*, 3> kGroupNames{"GEMM and attention", "kernels 
 // between and after its groups of figures.
 struct Measurements {
   Points gemm, attention, causal;
-  double dispatch_s = 0;
+  double dispatch_s = 0;  // the host's, per op
+  double launch_s = 0;    // the device's, per kernel (GPU)
   std::vector<KernelPoints> kernels;
   double copy = 0;
   Fabric fabric;
@@ -462,6 +483,7 @@ Measurements median_of(const std::vector<Measurements>& passes, const std::vecto
   m.attention = median_of(compute, [](const Measurements& p) -> const Points& { return p.attention; });
   m.causal = median_of(compute, [](const Measurements& p) -> const Points& { return p.causal; });
   m.dispatch_s = median_of(host, [](const Measurements& p) { return p.dispatch_s; });
+  m.launch_s = median_of(host, [](const Measurements& p) { return p.launch_s; });
   m.kernels = host.front().kernels;
   for (std::size_t k = 0; k < m.kernels.size(); ++k)
     m.kernels[k].rate_by_size =
@@ -498,7 +520,11 @@ Measurements measure_once(Communicator& communicator, const RankTimer& timer, To
   m.causal = attention_flops_per_second(timer, backend, shape, true, longest);
   reference();
   m.dispatch_s = op_overhead_s(timer);
-  m.kernels = kernel_rates(communicator, timer, backend, model, longest, m.dispatch_s);
+  m.launch_s = kernel_launch_s(communicator, timer);
+  // An op's fixed cost: on a GPU the kernel's launch (the host's dispatch overlaps the device's work);
+  // on a CPU, whose ops are synchronous, the host's dispatch.
+  const double fixed_s = communicator.device().is_cuda() ? m.launch_s : m.dispatch_s;
+  m.kernels = kernel_rates(communicator, timer, backend, model, longest, fixed_s);
   m.copy = copy_bytes_per_second(timer);
   reference();
   const at::ScalarType step_type = options.precision == Precision::mixed ? at::kBFloat16 : at::kFloat;
@@ -547,11 +573,14 @@ std::vector<std::vector<int>> passes_at_speed(const std::vector<std::vector<doub
   return kept;
 }
 
-std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& model,
-                                const CalibrationOptions& options) {
+std::string calibrate_local(Communicator& communicator, const ModelSpec& model,
+                            const CalibrationOptions& options) {
   const RankTimer timer(communicator, std::max(1, options.repeats));
   const int ranks = communicator.size();
+  const at::Device device = communicator.device();
+  const bool on_gpu = device.is_cuda();
   TorchBackendOptions backend_options;
+  backend_options.device = device;
   backend_options.precision = options.precision;
   TorchBackend backend(communicator, model, backend_options);
   // Every figure is the median of its samples at the machine's own speed, which lie a pass or more
@@ -621,14 +650,15 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
       std::to_string(shape.kv_heads) + " kv heads, FLOPs 3.5 x 4 heads d pairs, divided by the GEMM peak";
 
   Json gpu;
-  gpu["name"] = cpu_model() + " (" + std::to_string(ranks) + " ranks sharing it)";
+  const std::string device_model = device_name(device);
+  gpu["name"] = on_gpu ? device_model : device_model + " (" + std::to_string(ranks) + " ranks sharing it)";
   gpu["bf16_flops_per_second"] = rounded(gemm_peak);
-  gpu["hbm_bytes"] = static_cast<int64_t>(physical_memory_bytes() / ranks);
+  gpu["hbm_bytes"] = device_memory_bytes(device) / (on_gpu ? 1 : ranks);
   gpu["hbm_bytes_per_second"] = rounded(m.copy);
   gpu["gemm_efficiency_by_flops"] = curve(m.gemm, of_peak);
   gpu["attention_efficiency_by_seq"] = curve(m.attention, of_peak);
   gpu["causal_attention_efficiency_by_seq"] = curve(m.causal, of_peak);
-  gpu["kernel_launch_seconds"] = 0;
+  gpu["kernel_launch_seconds"] = rounded(m.launch_s);
   gpu["reserved_bytes"] = 0;
   gpu["allocator_fragmentation"] = 0;
   Json& measured_kernels = gpu["kernels"] = Json::object();
@@ -646,14 +676,20 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
   gpu["source"] = {
       {"bf16_flops_per_second", measured("the highest FLOP/s of at::mm on square n x n matrices, n = 64 to " +
                                          std::to_string(largest_n) + " doubling")},
-      {"hbm_bytes", "sysconf: the machine's physical memory (" + host + ") divided by its " +
-                        std::to_string(ranks) + " ranks"},
+      {"hbm_bytes", on_gpu ? "CUDA's device properties: the GPU's total memory"
+                           : "sysconf: the machine's physical memory (" + host + ") divided by its " +
+                                 std::to_string(ranks) + " ranks"},
       {"hbm_bytes_per_second", measured("copy_ of a 64 MiB tensor, bytes read + written per second")},
       {"gemm_efficiency_by_flops", measured("at::mm of n x n matrices (2 n^3 FLOPs), FLOP/s over the peak")},
       {"attention_efficiency_by_seq", measured(attention_what + ", non-causal, by s")},
       {"causal_attention_efficiency_by_seq", measured(attention_what + ", causal (s(s+1)/2 pairs), by s")},
-      {"kernel_launch_seconds", "none: on a CPU the host's dispatch (the host block) is an op's fixed cost"},
-      {"reserved_bytes", "none: CPU tensors have no device context"},
+      {"kernel_launch_seconds",
+       on_gpu ? measured("CUDA events around 100 at::add of two 1-element tensors queued behind 8192 x 8192 "
+                         "bf16 GEMMs, so that the device runs them back to back, per add")
+              : "none: on a CPU the host's dispatch (the host block) is an op's fixed cost"},
+      {"reserved_bytes", on_gpu ? "none: validate compares the bytes the backend's tensors hold; the CUDA "
+                                  "context and the allocator's cache are not counted"
+                                : "none: CPU tensors have no device context"},
       {"allocator_fragmentation",
        "none: validate compares the bytes the backend's tensors hold, not what the process's allocator "
        "keeps"}};
@@ -706,34 +742,41 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
                 communicator.name() + " all-gather of 16 MiB, timed alone and while the all-gather is in " +
                 "flight; (together - GEMMs alone) / all-gather alone")},
       {"synchronization_seconds",
-       measured("a chain on every rank of at::mm of " + busy_gemms + " matrices for " + compute_between +
-                " ms in turn, each followed by a " + communicator.name() + " collective of " +
-                std::to_string(kIssueBytes / 1024) + " KiB a rank (all-gather, reduce-scatter, all-reduce, " +
-                "all-to-all and send_recv in turn), no barrier between: the chain's time less its GEMMs', " +
-                "a collective, less a collective's back to back, the mean over the lengths")}};
+       on_gpu
+           ? std::string("none: on a GPU the host does not wait for collectives; not measured")
+           : measured(
+                 "a chain on every rank of at::mm of " + busy_gemms + " matrices for " + compute_between +
+                 " ms in turn, each followed by a " + communicator.name() + " collective of " +
+                 std::to_string(kIssueBytes / 1024) +
+                 " KiB a rank (all-gather, reduce-scatter, all-reduce, " +
+                 "all-to-all and send_recv in turn), no barrier between: the chain's time less its GEMMs', " +
+                 "a collective, less a collective's back to back, the mean over the lengths")}};
   Json inter = intra;
   for (Json& text : inter["source"]) text = "single machine: the intra-node figures";
 
   Json cluster;
-  cluster["name"] = "local-cpu";
+  cluster["name"] = on_gpu ? "local-cuda" : "local-cpu";
   cluster["description"] = !options.description.empty()
                                ? options.description
-                               : "this machine (" + host + "): " + cpu_model() + ", " +
-                                     std::to_string(ranks) + " CPU ranks of paradyse's real backend over " +
-                                     communicator.name() + ", " + type;
+                               : "this machine (" + host + "): " + device_model + ", " +
+                                     std::to_string(ranks) + (on_gpu ? " GPU" : " CPU") +
+                                     " ranks of paradyse's real backend over " + communicator.name() + ", " +
+                                     type;
   cluster["gpus_per_node"] = ranks;
   cluster["nics_per_node"] = 1;
-  cluster["source"] = {{"gpus_per_node", "the " + std::to_string(ranks) +
-                                             " ranks of the calibration, each standing for a GPU"},
+  cluster["source"] = {{"gpus_per_node", "the " + std::to_string(ranks) + " ranks of the calibration" +
+                                             (on_gpu ? ", one a GPU" : ", each standing for a GPU")},
                        {"nics_per_node", "assumed: one machine, no NIC between its ranks; 1 for the schema"}};
   cluster["gpu"] = std::move(gpu);
-  const std::string dispatch_what = "at::add of two 1-element tensors, the mean of 100 back to back";
+  const std::string dispatch_what =
+      "at::add of two 1-element tensors, the mean of 100 back to back" +
+      std::string(on_gpu ? ", until the calls return (the kernels run later)" : "");
   Json issue_s = Json::object();
   for (const auto& [kind, seconds] : m.issue_s) issue_s[kind] = rounded(seconds);
   cluster["host"] = {
       {"kernel_dispatch_seconds", rounded(m.dispatch_s)},
       {"communication_dispatch_seconds", rounded(m.dispatch_s)},
-      {"synchronous", true},
+      {"synchronous", !on_gpu},
       {"communication_dispatch_seconds_by_kind", issue_s},
       {"source",
        {{"kernel_dispatch_seconds", measured(dispatch_what)},
@@ -744,9 +787,11 @@ std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& mod
         {"communication_dispatch_seconds",
          "assumed: an op's dispatch, " + measured(dispatch_what) +
              ", for the kinds not measured by kind; the collective's own cost is its fabric's"},
-        {"synchronous",
-         "the CPU backend runs each op on the calling thread, and waits on a collective's "
-         "work (Gloo) when the program waits for it"}}}};
+        {"synchronous", on_gpu
+                            ? "the GPU backend queues kernels on a stream and returns; the host waits only "
+                              "where a step reads a value"
+                            : "the CPU backend runs each op on the calling thread, and waits on a "
+                              "collective's work (Gloo) when the program waits for it"}}}};
   cluster["intra_node"] = std::move(intra);
   cluster["inter_node"] = std::move(inter);
   const std::string reference = "measured by paradyse calibrate: " + reference_description(model, ranks);

@@ -1,8 +1,10 @@
-// Calibration: measures this machine as the real backend's CPU ranks use it and writes what it found
-// as a cluster description ("local-cpu") in the schema of hw_models/presets/*.json, so that the cost
-// model and the simulator can predict runs on it. Each figure is measured in the terms the cost model
-// prices it by (costmodel/op_time.cpp): GEMM and attention FLOP/s as the tracer counts FLOPs, copy
-// bandwidth for memory-bound ops, the fixed cost of one op, and all-reduce bus bandwidth by size.
+// Calibration: measures this machine as the real backend's ranks use it, on the communicator's
+// device, and writes what it found as a cluster description ("local-cpu", or "local-cuda" on GPUs) in
+// the schema of hw_models/presets/*.json, so that the cost model and the simulator can predict runs
+// on it. On a GPU every timing waits for the device, and an op's fixed cost is the kernel's launch
+// (events on the device) apart from the host's dispatch (the call's return). Each figure is measured in the
+// terms the cost model prices it by (costmodel/op_time.cpp): GEMM and attention FLOP/s as the tracer counts
+// FLOPs, copy bandwidth for memory-bound ops, the fixed cost of one op, and all-reduce bus bandwidth by size.
 #pragma once
 
 #include <functional>
@@ -37,8 +39,8 @@ struct CalibrationOptions {
 // 1). The figures are of the intra-op thread count the caller set (a training rank's share of the cores).
 // A pass takes about a minute on a 2-core machine at the default lengths; throws CommunicationError if the
 // group fails.
-std::string calibrate_local_cpu(Communicator& communicator, const ModelSpec& model,
-                                const CalibrationOptions& options);
+std::string calibrate_local(Communicator& communicator, const ModelSpec& model,
+                            const CalibrationOptions& options);
 
 // The machine's own speed, as the speed reference's time, from passes whose reference was timed at
 // `reference_s[pass]`: the speed it ran at most, the median of the largest set of timings within

@@ -2,12 +2,16 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <fstream>
 #include <string>
 
 #include "common/errors.hpp"
 
 #ifdef PARADYSE_TORCH_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAEvent.h>
@@ -38,7 +42,36 @@ at::Tensor on_host(const at::Tensor& t) {
   return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/false).contiguous();
 }
 
+namespace {
+
+std::string cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    const std::size_t colon = line.find(':');
+    if (line.rfind("model name", 0) != 0 || colon == std::string::npos) continue;
+    const std::size_t value = line.find_first_not_of(" \t", colon + 1);
+    if (value != std::string::npos) return line.substr(value);
+  }
+  return "CPU";
+}
+
+int64_t physical_memory_bytes() {
+  return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
+}
+
+}  // namespace
+
 #ifdef PARADYSE_TORCH_CUDA
+
+std::string device_name(const at::Device& device) {
+  return device.is_cuda() ? std::string(at::cuda::getDeviceProperties(device.index())->name) : cpu_model();
+}
+
+int64_t device_memory_bytes(const at::Device& device) {
+  return device.is_cuda()
+             ? static_cast<int64_t>(at::cuda::getDeviceProperties(device.index())->totalGlobalMem)
+             : physical_memory_bytes();
+}
 
 void synchronize(const at::Device& device) {
   if (!device.is_cuda()) return;
@@ -65,6 +98,14 @@ void reset_device_memory_peaks(const at::Device& device) {
 }
 
 #else  // a CPU-only LibTorch: the device is the CPU
+
+std::string device_name(const at::Device&) {
+  return cpu_model();
+}
+
+int64_t device_memory_bytes(const at::Device&) {
+  return physical_memory_bytes();
+}
 
 void synchronize(const at::Device&) {}
 

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace paradyse::real {
@@ -28,6 +29,11 @@ void synchronize(const at::Device& device);
 // after the kernels and the waited-for communications that wrote them): the one way a run reads
 // device memory, so that no read races the stream.
 at::Tensor on_host(const at::Tensor& t);
+
+// What the device is: the GPU's name and memory, or on CPU the processor's model and the machine's
+// physical memory.
+std::string device_name(const at::Device& device);
+int64_t device_memory_bytes(const at::Device& device);
 
 // A generator for random tensors made on `device` (Philox on a GPU), seeded with `seed`.
 at::Generator make_generator(const at::Device& device, uint64_t seed);

@@ -3,7 +3,9 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include <cstdlib>
 #include <functional>
+#include <mutex>
 #include <vector>
 
 namespace paradyse::real {
@@ -163,10 +165,20 @@ class GlooCommunicator final : public Communicator {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
 };
 
+// c10d's flight recorder (LibTorch 2.x) gathers a traceback at every collective a group issues: host
+// time a step would pay for a debugging record paradyse does not read. And LibTorch 2.11's recorder
+// adds each group to a map before it takes its lock, which ranks running as threads of one process
+// (the tests') race on. Off unless the user asks for it (TORCH_FR_BUFFER_SIZE set), before any group.
+void leave_flight_recorder_off() {
+  static std::once_flag once;
+  std::call_once(once, [] { setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/0); });
+}
+
 }  // namespace
 
 std::unique_ptr<Communicator> make_gloo_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                      int size, std::chrono::milliseconds timeout) {
+  leave_flight_recorder_off();
   return std::make_unique<GlooCommunicator>(store, rank, size, timeout);
 }
 

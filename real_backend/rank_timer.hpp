@@ -24,6 +24,9 @@ double median_over_ranks(Communicator& communicator, double value);
 // or, for a collective, often delayed by a whole scheduler tick (milliseconds) while the ranks'
 // threads share the cores, which would make the median of single runs a coin toss.
 //
+// On a GPU a repetition ends when the device has run what it queued (every stream), unless the timer
+// times the host's issue alone (`until_device`), as for what a call costs the thread that makes it.
+//
 // The result is the slowest rank's median: ranks meet at every collective of a step, so a step runs
 // at the pace of its slowest rank. On a machine whose cores run at different speeds (a virtual
 // machine's vCPUs share their host's cores with other tenants; on this project's development VM one
@@ -36,8 +39,9 @@ class RankTimer {
   RankTimer(Communicator& communicator, int repeats) : communicator_(communicator), repeats_(repeats) {}
 
   // `untimed` runs before each repetition (and before the barrier).
-  double median_s(const std::function<void()>& run, int batch = 1,
-                  const std::function<void()>& untimed = {}) const;
+  double median_s(const std::function<void()>& run, int batch = 1, const std::function<void()>& untimed = {},
+                  bool until_device = true) const;
+  at::Device device() const { return communicator_.device(); }
 
  private:
   Communicator& communicator_;

@@ -55,9 +55,11 @@ PhaseSpans phase_spans(const std::vector<PhaseTiming>& phases, std::size_t layer
 
 std::optional<std::string> device_unavailable(bool cuda, int local_ranks, bool gloo_on_device) {
   if (!cuda) return std::nullopt;
-  if (!at::hasCUDA())
-    return "this paradyse is built against a CPU-only LibTorch, which cannot run on GPUs: configure with "
-           "-DCMAKE_PREFIX_PATH=<a CUDA LibTorch>/share/cmake to use --device cuda (docs/gpu.md)";
+#ifndef PARADYSE_TORCH_CUDA
+  return "this paradyse is built against a CPU-only LibTorch, which cannot run on GPUs: configure with "
+         "-DCMAKE_PREFIX_PATH=<a CUDA LibTorch>/share/cmake to use --device cuda (docs/gpu.md)";
+#endif
+  if (!at::hasCUDA()) return "LibTorch has CUDA but cannot use it here: no GPU or no NVIDIA driver";
   const int gpus = visible_gpus();
   if (gpus == 0) return "LibTorch has CUDA but no GPU is visible (CUDA_VISIBLE_DEVICES?)";
   if (gloo_on_device) return std::nullopt;
@@ -258,19 +260,19 @@ RunReport merge_rounds(const std::vector<RunReport>& rounds, const SpeedMatch& m
   return merged;
 }
 
-std::optional<std::string> calibrate_on_rank(const RankEnvironment& env, const ModelSpec& model,
+std::optional<std::string> calibrate_on_rank(const RankEnvironment& env, const ModelSpec& model, bool cuda,
                                              bool mixed_precision, int64_t max_attention_tokens, int passes,
                                              bool any_speed, std::chrono::seconds timeout,
                                              const std::function<void(const std::string&)>& note) {
   prepare_process(env);
-  auto communicator = connect(env, at::kCPU, /*gloo_on_device=*/false, timeout);
+  auto communicator = connect(env, rank_device(env, cuda, false), /*gloo_on_device=*/false, timeout);
   CalibrationOptions options;
   options.note = note;
   options.precision = mixed_precision ? Precision::mixed : Precision::fp32;
   options.max_attention_tokens = max_attention_tokens;
   options.passes = passes;
   options.any_speed = any_speed;
-  std::string json = calibrate_local_cpu(*communicator, model, options);
+  std::string json = calibrate_local(*communicator, model, options);
   communicator->barrier();
   if (env.rank != 0) return std::nullopt;
   return json;

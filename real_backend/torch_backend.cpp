@@ -5,6 +5,7 @@
 
 #include "real_backend/held_bytes.hpp"
 #include "real_backend/host_allocator.hpp"
+#include "real_backend/varlen_attention.hpp"
 
 namespace paradyse::real {
 namespace {
@@ -345,18 +346,21 @@ Tensor TorchBackend::weight_grad(const Tensor& a, const Tensor& b) {
               DType::bf16);
 }
 
-AttentionOutput TorchBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                                const AttentionMask& mask) {
-  OpTimer timer(*this, Kernel::attention_forward);
-  const at::Tensor& tq = unwrap(q);
-  const int64_t b = q.size(0), sq = q.size(1), a = q.size(2), d = q.size(3), kv = k.size(2), g = a / kv;
+namespace {
+
+// The exact attention of q [b, s_q, a, d] against k and v [b, s_k, kv, d] under `mask`, on their
+// device: out [b, s_q, a, d] and lse [b, a, s_q], float32.
+std::pair<at::Tensor, at::Tensor> exact_attention_forward(const at::Tensor& tq, const at::Tensor& tk,
+                                                          const at::Tensor& tv, const AttentionMask& mask) {
+  const int64_t b = tq.size(0), sq = tq.size(1), a = tq.size(2), d = tq.size(3), kv = tk.size(2), g = a / kv;
+  const at::Device device = tq.device();
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  const at::Tensor k_heads = heads_first(unwrap(k)), v_heads = heads_first(unwrap(v));
-  const at::Tensor allowed = allowed_pairs(mask, options_.device);
+  const at::Tensor k_heads = heads_first(tk), v_heads = heads_first(tv);
+  const at::Tensor allowed = allowed_pairs(mask, device);
   // Rows no tile reaches (a document with no key here) stay empty: output 0, log-sum-exp −inf.
-  at::Tensor out = at::zeros({b, kv, g, sq, d}, at::TensorOptions(at::kFloat).device(options_.device));
+  at::Tensor out = at::zeros({b, kv, g, sq, d}, at::TensorOptions(at::kFloat).device(device));
   at::Tensor lse = at::full({b, kv, g, sq}, -std::numeric_limits<float>::infinity(), out.options());
-  for (const AttentionTile& tile : attention_tiles(mask, b * a, options_.device)) {
+  for (const AttentionTile& tile : attention_tiles(mask, b * a, device)) {
     const int64_t n = tile.queries.numel();
     const at::Tensor qb = grouped_queries(tq.index_select(1, tile.queries), kv);
     const at::Tensor s = masked_scores(qb, tile_keys(k_heads, tile), tile_of(allowed, tile), g, scale);
@@ -366,33 +370,29 @@ AttentionOutput TorchBackend::attention_forward(const Tensor& q, const Tensor& k
     lse.index_copy_(3, tile.queries, row_lse);
   }
   // [b, kv, g, s, d] is [b, a, s, d] with a = kv·g: back to [b, s, a, d].
-  return {make(out.view({b, a, sq, d}).permute({0, 2, 1, 3}).to(storage_type(DType::bf16)).contiguous(),
-               DType::bf16),
-          make(lse.view({b, a, sq}), DType::fp32)};
+  return {out.view({b, a, sq, d}).permute({0, 2, 1, 3}), lse.view({b, a, sq})};
 }
 
-AttentionGrads TorchBackend::attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k,
-                                                const Tensor& v, const Tensor& out, const Tensor& lse,
-                                                const AttentionMask& mask) {
-  OpTimer timer(*this, Kernel::attention_backward);
-  const int64_t b = q.size(0), sq = q.size(1), a = q.size(2), d = q.size(3), kv = k.size(2), g = a / kv;
+// Its gradients from d_out and the forward's out and lse: d_q, d_k, d_v float32, shaped as q, k, v.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> exact_attention_backward(
+    const at::Tensor& d_out, const at::Tensor& tq, const at::Tensor& tk, const at::Tensor& tv,
+    const at::Tensor& out, const at::Tensor& lse, const AttentionMask& mask) {
+  const int64_t b = tq.size(0), sq = tq.size(1), a = tq.size(2), d = tq.size(3), kv = tk.size(2), g = a / kv;
+  const at::Device device = tq.device();
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  const at::Tensor k_heads = heads_first(unwrap(k)), v_heads = heads_first(unwrap(v));
-  const at::Tensor allowed = allowed_pairs(mask, options_.device);
-  const at::Tensor lse_grouped = unwrap(lse).view({b, kv, g, sq});
+  const at::Tensor k_heads = heads_first(tk), v_heads = heads_first(tv);
+  const at::Tensor allowed = allowed_pairs(mask, device);
+  const at::Tensor lse_grouped = lse.view({b, kv, g, sq});
   // D = rowsum(dO ∘ O): the softmax backward's correction, FlashAttention's "delta".
-  const at::Tensor delta = (unwrap(d_out).to(at::kFloat) * unwrap(out).to(at::kFloat))
-                               .sum(-1)
-                               .permute({0, 2, 1})
-                               .reshape({b, kv, g, sq});
-  at::Tensor d_q = at::zeros({b, kv, g, sq, d}, at::TensorOptions(at::kFloat).device(options_.device));
-  at::Tensor d_k = at::zeros({b, kv, k.size(1), d}, d_q.options());
+  const at::Tensor delta =
+      (d_out.to(at::kFloat) * out.to(at::kFloat)).sum(-1).permute({0, 2, 1}).reshape({b, kv, g, sq});
+  at::Tensor d_q = at::zeros({b, kv, g, sq, d}, at::TensorOptions(at::kFloat).device(device));
+  at::Tensor d_k = at::zeros({b, kv, tk.size(1), d}, d_q.options());
   at::Tensor d_v = at::zeros_like(d_k);
-  for (const AttentionTile& tile : attention_tiles(mask, b * a, options_.device)) {
+  for (const AttentionTile& tile : attention_tiles(mask, b * a, device)) {
     const int64_t n = tile.queries.numel();
-    const at::Tensor qb = grouped_queries(unwrap(q).index_select(1, tile.queries), kv);  // [b, kv, g·n, d]
-    const at::Tensor dob =
-        grouped_queries(unwrap(d_out).index_select(1, tile.queries), kv);  // [b, kv, g·n, d]
+    const at::Tensor qb = grouped_queries(tq.index_select(1, tile.queries), kv);      // [b, kv, g·n, d]
+    const at::Tensor dob = grouped_queries(d_out.index_select(1, tile.queries), kv);  // [b, kv, g·n, d]
     const at::Tensor k_tile = tile_keys(k_heads, tile);
     const at::Tensor s = masked_scores(qb, k_tile, tile_of(allowed, tile), g, scale);
     const at::Tensor p = probabilities(s, lse_grouped.index_select(3, tile.queries)).view({b, kv, g * n, -1});
@@ -410,10 +410,94 @@ AttentionGrads TorchBackend::attention_backward(const Tensor& d_out, const Tenso
       d_v.add_(d_v_tile);
     }
   }
+  return {d_q.view({b, a, sq, d}).permute({0, 2, 1, 3}), d_k.permute({0, 2, 1, 3}),
+          d_v.permute({0, 2, 1, 3})};
+}
+
+// The exact attention as a variable-length kernel: each packed sequence on its own.
+VarlenKernels exact_varlen_kernels() {
+  const auto each = [](const VarlenCall& c, const auto& body) {
+    int64_t q_row = 0, k_row = 0;
+    for (std::size_t i = 0; i < c.q_lengths.size(); ++i) {
+      const int64_t nq = c.q_lengths[i], nk = c.k_lengths[i];
+      const AttentionMask mask{c.causal, {TokenRange{0, nq}}, {TokenRange{0, nk}}, nullptr};
+      body(mask, q_row, nq, k_row, nk);
+      q_row += nq;
+      k_row += nk;
+    }
+  };
+  const auto one = [](const at::Tensor& rows, int64_t start, int64_t n) {  // [n, heads, d] → [1, n, heads, d]
+    return rows.narrow(0, start, n).unsqueeze(0);
+  };
+  VarlenKernels kernels;
+  kernels.forward = [each, one](const VarlenCall& c) {
+    std::vector<at::Tensor> outs, lses;
+    each(c, [&](const AttentionMask& mask, int64_t q_row, int64_t nq, int64_t k_row, int64_t nk) {
+      auto [out, lse] =
+          exact_attention_forward(one(c.q, q_row, nq), one(c.k, k_row, nk), one(c.v, k_row, nk), mask);
+      outs.push_back(out.squeeze(0));
+      lses.push_back(lse.squeeze(0));
+    });
+    return VarlenForward{at::cat(outs, 0).to(c.q.scalar_type()), at::cat(lses, 1)};
+  };
+  kernels.backward = [each, one](const VarlenCall& c, const at::Tensor& d_out, const VarlenForward& merged) {
+    std::vector<at::Tensor> d_qs, d_ks, d_vs;
+    each(c, [&](const AttentionMask& mask, int64_t q_row, int64_t nq, int64_t k_row, int64_t nk) {
+      auto [d_q, d_k, d_v] = exact_attention_backward(
+          one(d_out, q_row, nq), one(c.q, q_row, nq), one(c.k, k_row, nk), one(c.v, k_row, nk),
+          one(merged.out, q_row, nq), merged.lse.narrow(1, q_row, nq).unsqueeze(0), mask);
+      d_qs.push_back(d_q.squeeze(0));
+      d_ks.push_back(d_k.squeeze(0));
+      d_vs.push_back(d_v.squeeze(0));
+    });
+    return VarlenGrads{at::cat(d_qs, 0), at::cat(d_ks, 0), at::cat(d_vs, 0)};
+  };
+  return kernels;
+}
+
+}  // namespace
+
+const VarlenKernels* TorchBackend::varlen_kernels(const at::Tensor& q) const {
+  if (!options_.varlen_attention.value_or(options_.device.is_cuda())) return nullptr;
+  static const std::optional<VarlenKernels> flash = flash_kernels();
+  static const VarlenKernels exact = exact_varlen_kernels();
+  const int64_t d = q.size(-1);
+  const bool flash_runs = flash && q.is_cuda() && q.scalar_type() == at::kBFloat16 && d % 8 == 0 && d <= 256;
+  return flash_runs ? &*flash : &exact;
+}
+
+AttentionOutput TorchBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                const AttentionMask& mask) {
+  OpTimer timer(*this, Kernel::attention_forward);
+  const at::Tensor &tq = unwrap(q), &tk = unwrap(k), &tv = unwrap(v);
   const at::ScalarType type = storage_type(DType::bf16);
-  return {make(d_q.view({b, a, sq, d}).permute({0, 2, 1, 3}).to(type).contiguous(), DType::bf16),
-          make(d_k.permute({0, 2, 1, 3}).to(type).contiguous(), DType::bf16),
-          make(d_v.permute({0, 2, 1, 3}).to(type).contiguous(), DType::bf16)};
+  if (const VarlenKernels* kernels = varlen_kernels(tq))
+    if (const auto tiles = varlen_tiles(mask)) {
+      const VarlenForward f = tiled_attention_forward(
+          tq, tk, tv, *tiles, 1.0 / std::sqrt(static_cast<double>(q.size(3))), *kernels);
+      return {make(f.out.to(type), DType::bf16), make(f.lse, DType::fp32)};
+    }
+  auto [out, lse] = exact_attention_forward(tq, tk, tv, mask);
+  return {make(out.to(type).contiguous(), DType::bf16), make(lse, DType::fp32)};
+}
+
+AttentionGrads TorchBackend::attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k,
+                                                const Tensor& v, const Tensor& out, const Tensor& lse,
+                                                const AttentionMask& mask) {
+  OpTimer timer(*this, Kernel::attention_backward);
+  const at::Tensor &tq = unwrap(q), &tk = unwrap(k), &tv = unwrap(v);
+  const at::ScalarType type = storage_type(DType::bf16);
+  if (const VarlenKernels* kernels = varlen_kernels(tq))
+    if (const auto tiles = varlen_tiles(mask)) {
+      const VarlenGrads g =
+          tiled_attention_backward(unwrap(d_out), tq, tk, tv, unwrap(out), unwrap(lse), *tiles,
+                                   1.0 / std::sqrt(static_cast<double>(q.size(3))), *kernels);
+      return {make(g.d_q.to(type), DType::bf16), make(g.d_k.to(type), DType::bf16),
+              make(g.d_v.to(type), DType::bf16)};
+    }
+  auto [d_q, d_k, d_v] = exact_attention_backward(unwrap(d_out), tq, tk, tv, unwrap(out), unwrap(lse), mask);
+  return {make(d_q.to(type).contiguous(), DType::bf16), make(d_k.to(type).contiguous(), DType::bf16),
+          make(d_v.to(type).contiguous(), DType::bf16)};
 }
 
 void TorchBackend::merge_attention(Tensor& out, Tensor& lse, const AttentionOutput& block) {

@@ -4,8 +4,9 @@
 // Element types: a tensor keeps its logical DType (what the tracer counts bytes by); its storage
 // is that type under Precision::mixed (bf16 activations and weights, fp32 where the strategies ask
 // for it) or float32 throughout under Precision::fp32, which tests use to compare with a reference
-// at float32's tolerance. Attention is computed exactly (scores materialised per block of queries,
-// in float32), masked by token position as AttentionMask says.
+// at float32's tolerance. Attention is FlashAttention-2 on a GPU in bf16 (varlen_attention.hpp), else
+// computed exactly (scores materialised per block of queries, in float32), masked by token position as
+// AttentionMask says.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -14,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -23,6 +25,7 @@
 #include "real_backend/device.hpp"
 #include "real_backend/held_bytes.hpp"
 #include "real_backend/model_weights.hpp"
+#include "real_backend/varlen_attention.hpp"
 #include "strategies/backend.hpp"
 #include "strategies/program.hpp"
 
@@ -36,6 +39,10 @@ struct TorchBackendOptions {
   uint64_t weight_seed = 1;
   double learning_rate = 1e-4;  // AdamW, β = (0.9, 0.999), ε = 1e-8, no weight decay
   bool profile_ops = false;     // time every op (ops_timed())
+  // Attention as variable-length tiles (varlen_attention.hpp): FlashAttention-2 where it runs (CUDA,
+  // bf16), else the exact attention tile by tile. Off: the exact attention over the whole mask, which
+  // is what CPUs run (tiling adds copies and saves nothing there). Unset: on on a GPU.
+  std::optional<bool> varlen_attention;
 };
 
 // One communication call as the strategy issued it, counted as the tracer counts it (Op).
@@ -181,6 +188,9 @@ class TorchBackend final : public Backend {
   Pending start(OpKind kind, const Tensor& input, InFlight flight, Tensor result, int root = -1, int to = -1,
                 int from = -1, CommGroup group = CommGroup::parallel);
   Communicator& communicator(CommGroup group);
+  // The kernels attention runs on q's device and type, or null for the exact attention (varlen_attention
+  // off).
+  const VarlenKernels* varlen_kernels(const at::Tensor& q) const;
   Communicator& subgroup(const RankSet& ranks);  // made on first use
   at::TensorOptions options(DType dtype) const;
 

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -197,7 +198,18 @@ TEST_CASE("validate: asks for a calibration when the cluster file is missing", "
   const RunResult r = run_paradyse("validate --ranks 2 --seq 64 --cluster /nonexistent/local-cpu.json");
   CHECK(r.exit_code == 2);
   CHECK(r.out.empty());
-  CHECK_THAT(r.err, Catch::Contains("paradyse calibrate --ranks 2"));
+  CHECK_THAT(r.err, Catch::Contains("paradyse calibrate --ranks 2 --device cpu"));
+}
+
+TEST_CASE("calibrate: a device this build cannot run on is refused before any rank starts", "[real][cli]") {
+  TempDir dir;
+  const std::string out = dir.file("local-cuda.json");
+  const RunResult r = run_paradyse("calibrate --ranks 1 --device cuda --out " + out);
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK_THAT(r.err, Catch::Contains("--device") &&
+                        (Catch::Contains("CPU-only LibTorch") || Catch::Contains("cannot use it here")));
+  CHECK_FALSE(std::filesystem::exists(out));
 }
 
 }  // namespace paradyse::testing

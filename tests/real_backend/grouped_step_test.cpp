@@ -176,7 +176,7 @@ void check_against(const GroupedResult& actual, const ReferenceStep& expected) {
 }  // namespace
 
 TEST_CASE("groups training different micro-batches with different plans compute what one device computes",
-          "[real]") {
+          "[real][numerics]") {
   const bool gqa = GENERATE(false, true);
   const bool causal = GENERATE(true, false);
   const int shard = GENERATE(kJob, 2);  // fully sharded, or two shard groups of 2 (hybrid)
@@ -209,7 +209,7 @@ TEST_CASE("groups training different micro-batches with different plans compute 
 }
 
 TEST_CASE("hybrid sharding: gradients clipped by the norm of the whole gradient, each shard counted once",
-          "[real]") {
+          "[real][numerics]") {
   // Two shard groups of 2: each shard is held twice and the final norm by every rank; summed over the
   // job without weights, the norm would count them 2 and 4 times.
   const ModelSpec model = tiny_model(true, true, kLayers);
@@ -235,7 +235,7 @@ TEST_CASE("hybrid sharding: gradients clipped by the norm of the whole gradient,
 }
 
 TEST_CASE("a grouped step's groups must cover the job, in rank order, at degrees their strategies allow",
-          "[real]") {
+          "[real][numerics]") {
   const ModelSpec model = tiny_model(false, true, kLayers);
   const auto spec_of = [&](std::vector<std::pair<int, int>> groups, const char* strategy, int64_t tokens) {
     GroupedStepSpec spec;
