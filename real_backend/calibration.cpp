@@ -287,10 +287,13 @@ class StepCollectives {
     kinds_ = {{"all_gather", [&c, this] { return c.all_gather(input_, gathered_); }},
               {"reduce_scatter", [&c, this] { return c.reduce_scatter(input_, scattered_); }},
               {"all_reduce", [&c, this] { return c.all_reduce(reduced_); }},
-              {"all_to_all", [&c, this] { return c.all_to_all(input_, exchanged_); }},
-              {"send_recv", [&c, this, p, rank] {
-                 return c.send_recv(input_, (rank + 1) % p, exchanged_, (rank + p - 1) % p);
-               }}};
+              {"all_to_all", [&c, this] { return c.all_to_all(input_, exchanged_); }}};
+    // A lone rank has no peer to exchange with (Gloo connects no rank to itself), and a step of one
+    // rank sends nothing.
+    if (p > 1)
+      kinds_.emplace_back("send_recv", [&c, this, p, rank] {
+        return c.send_recv(input_, (rank + 1) % p, exchanged_, (rank + p - 1) % p);
+      });
   }
   StepCollectives(const StepCollectives&) = delete;
   StepCollectives& operator=(const StepCollectives&) = delete;

@@ -72,7 +72,8 @@ TEST_CASE("the local rank comes from the launcher's variables, else it is the ra
   }
 }
 
-TEST_CASE("a CPU rank's device is the CPU, and CUDA without a GPU is refused before any rank starts", "[real]") {
+TEST_CASE("a CPU rank's device is the CPU, and CUDA without a GPU is refused before any rank starts",
+          "[real]") {
   real::RankEnvironment env;
   CHECK(real::rank_device(env, /*cuda=*/false, /*gloo_on_device=*/false) == at::Device(at::kCPU));
   CHECK_FALSE(real::device_unavailable(false, 4, false));

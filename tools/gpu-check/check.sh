@@ -4,19 +4,22 @@
 # `calibrate --device cuda` and every strategy's steps at degree 1 from 1K to 16K tokens through
 # `validate --device cuda` on that calibration; the same steps in eager PyTorch
 # (hw_models/measure/gpu_training_step.py); and one results table (results.md): validate's errors,
-# and the C++ step's speed as a ratio to eager PyTorch's. With --device cpu it rehearses the same on the CPU (short
-# lengths, no eager PyTorch step), so that a GPU is needed only to run it.
+# and the C++ step's speed as a ratio to eager PyTorch's. With --device cpu it rehearses the same on
+# the CPU (tiny models, short lengths, no eager PyTorch step), so that a GPU is needed only to run it.
 #
 # usage: tools/gpu-check/check.sh --bin DIR [--device cuda|cpu] [--out DIR] [--seq LIST] [--steps N]
+#                                 [--models LIST]
 #   --bin     folder holding paradyse-real and real_backend_tests: a build's, or make-bundle.sh's
 #             bin/ (its lib/ beside it is put on the library path)
 #   --device  cuda (default) or cpu
 #   --out     results folder (default out/gpu-check)
 #   --seq     lengths of the timed steps (default 1024,2048,4096,8192,16384; cpu: 128,256)
 #   --steps   measured steps per length (default 3)
+#   --models  models to calibrate and validate on: files in hw_models/measure/ (their eager PyTorch
+#             steps are timed too) or presets (default gpt-h2048-8l,gpt-h4096-4l; cpu: tiny-gpt,tiny-llama)
 set -u
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-bin="" device=cuda out=out/gpu-check seq="" steps=3
+bin="" device=cuda out=out/gpu-check seq="" steps=3 models=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) bin=$2; shift 2 ;;
@@ -24,15 +27,18 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --seq) seq=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
-    *) sed -n 2,15p "$0" >&2; exit 2 ;;
+    --models) models=$2; shift 2 ;;
+    *) sed -n 2,18p "$0" >&2; exit 2 ;;
   esac
 done
 [ -n "$bin" ] && [ -x "$bin/paradyse-real" ] || { echo "check: --bin must hold paradyse-real" >&2; exit 2; }
 case "$device" in cuda | cpu) ;; *) echo "check: --device is cuda or cpu, got '$device'" >&2; exit 2 ;; esac
 bin=$(cd "$bin" && pwd)
 [ -n "$seq" ] || { [ "$device" = cuda ] && seq=1024,2048,4096,8192,16384 || seq=128,256; }
+[ -n "$models" ] || { [ "$device" = cuda ] && models=gpt-h2048-8l,gpt-h4096-4l || models=tiny-gpt,tiny-llama; }
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+rm -f "$out"/numerics.txt "$out"/local-*.json "$out"/validate-*.json "$out"/eager-*.json "$out"/results.md
 log="$out/log.txt"
 : >"$log"
 say() { printf '%s\n' "$*" | tee -a "$log"; }
@@ -65,8 +71,9 @@ say "numerics: exit $numerics_status in $(( $(date +%s) - start )) s"
 # 2. Each model: this device calibrated by paradyse's own backend, every strategy's steps at degree 1
 # validated against the simulator on that calibration, and 3. the same steps in eager PyTorch.
 longest=${seq##*,}
-for model in gpt-h2048-8l gpt-h4096-4l; do
+for model in $(echo "$models" | tr , ' '); do
   config="$repo/hw_models/measure/$model.json"
+  [ -f "$config" ] || config=$model  # a preset
   start=$(date +%s)
   "$real" calibrate --device "$device" --ranks 1 --model "$config" --max-seq "$longest" --passes 1 --any-speed \
     --out "$out/local-$device-$model.json" >>"$log" 2>&1
@@ -75,7 +82,7 @@ for model in gpt-h2048-8l gpt-h4096-4l; do
   "$real" validate --device "$device" --ranks 1 --model "$config" --plan all --seq "$seq" --steps "$steps" \
     --rounds 1 --any-speed --cluster "$out/local-$device-$model.json" --json >"$out/validate-$model.json" 2>>"$log"
   say "validate $model: exit $? in $(( $(date +%s) - start )) s"
-  if [ "$device" = cuda ]; then
+  if [ "$device" = cuda ] && [ -f "$config" ]; then
     start=$(date +%s)
     python3 "$repo/hw_models/measure/gpu_training_step.py" --model "$config" --seq "$seq" --warmup 2 \
       --steps "$steps" --out "$out/eager-$model.json" 2>>"$log"
