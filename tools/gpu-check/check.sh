@@ -56,14 +56,15 @@ python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.versio
 [ -f "$bin/../built-against.json" ] && say "bundle built against $(cat "$bin/../built-against.json")"
 "$real" run --help >/dev/null 2>>"$log" || { say "paradyse-real does not start (see $log)"; exit 1; }
 
-# 0. One step, to fail fast when the basics do not hold.
-"$real" run --device "$device" --ranks 1 --seq 1024 --steps 1 >>"$log" 2>&1
+# Each step has a bound of its own (exit 124 when it ran out), so that one that hangs leaves the
+# others their time. 0. One step, to fail fast when the basics do not hold.
+timeout 120 "$real" run --device "$device" --ranks 1 --seq 1024 --steps 1 >>"$log" 2>&1
 say "smoke step: exit $?"
 
 # 1. Numerics: every strategy against the one-device reference, on the device.
 say "== numerics"
 start=$(date +%s)
-PARADYSE_TEST_DEVICE=$device "$bin/real_backend_tests" "[numerics]" >"$out/numerics.txt" 2>&1
+PARADYSE_TEST_DEVICE=$device timeout 300 "$bin/real_backend_tests" "[numerics]" >"$out/numerics.txt" 2>&1
 numerics_status=$?
 tail -n 3 "$out/numerics.txt" | tee -a "$log"
 say "numerics: exit $numerics_status in $(( $(date +%s) - start )) s"
@@ -75,16 +76,16 @@ for model in $(echo "$models" | tr , ' '); do
   config="$repo/hw_models/measure/$model.json"
   [ -f "$config" ] || config=$model  # a preset
   start=$(date +%s)
-  "$real" calibrate --device "$device" --ranks 1 --model "$config" --max-seq "$longest" --passes 1 --any-speed \
+  timeout 240 "$real" calibrate --device "$device" --ranks 1 --model "$config" --max-seq "$longest" --passes 1 --any-speed \
     --out "$out/local-$device-$model.json" >>"$log" 2>&1
   say "calibrate $model: exit $? in $(( $(date +%s) - start )) s"
   start=$(date +%s)
-  "$real" validate --device "$device" --ranks 1 --model "$config" --plan all --seq "$seq" --steps "$steps" \
+  timeout 300 "$real" validate --device "$device" --ranks 1 --model "$config" --plan all --seq "$seq" --steps "$steps" \
     --rounds 1 --any-speed --cluster "$out/local-$device-$model.json" --json >"$out/validate-$model.json" 2>>"$log"
   say "validate $model: exit $? in $(( $(date +%s) - start )) s"
   if [ "$device" = cuda ] && [ -f "$config" ]; then
     start=$(date +%s)
-    python3 "$repo/hw_models/measure/gpu_training_step.py" --model "$config" --seq "$seq" --warmup 2 \
+    timeout 240 python3 "$repo/hw_models/measure/gpu_training_step.py" --model "$config" --seq "$seq" --warmup 2 \
       --steps "$steps" --out "$out/eager-$model.json" 2>>"$log"
     say "eager $model: exit $? in $(( $(date +%s) - start )) s"
   fi
