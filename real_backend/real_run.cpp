@@ -56,9 +56,11 @@ PhaseSpans phase_spans(const std::vector<PhaseTiming>& phases, std::size_t layer
 std::optional<std::string> device_unavailable(bool cuda, int local_ranks, bool gloo_on_device) {
   if (!cuda) return std::nullopt;
 #ifndef PARADYSE_TORCH_CUDA
+  (void)local_ranks;
+  (void)gloo_on_device;
   return "this paradyse is built against a CPU-only LibTorch, which cannot run on GPUs: configure with "
          "-DCMAKE_PREFIX_PATH=<a CUDA LibTorch>/share/cmake to use --device cuda (docs/gpu.md)";
-#endif
+#else
   if (!at::hasCUDA()) return "LibTorch has CUDA but cannot use it here: no GPU or no NVIDIA driver";
   const int gpus = visible_gpus();
   if (gpus == 0) return "LibTorch has CUDA but no GPU is visible (CUDA_VISIBLE_DEVICES?)";
@@ -72,6 +74,7 @@ std::optional<std::string> device_unavailable(bool cuda, int local_ranks, bool g
          "through it; --gloo-on-device stages them through the host";
 #else
   return std::nullopt;
+#endif
 #endif
 }
 

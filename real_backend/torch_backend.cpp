@@ -504,14 +504,12 @@ void TorchBackend::merge_attention(Tensor& out, Tensor& lse, const AttentionOutp
   OpTimer timer(*this, Kernel::merge_attention);
   at::Tensor o = unwrap(out), l = unwrap(lse);
   const at::Tensor bo = unwrap(block.out), bl = unwrap(block.lse);
-  const at::Tensor merged = at::logaddexp(l, bl);
-  // Rows that no block has reached yet keep −inf and weight 0 instead of NaN.
-  const at::Tensor safe = at::where(at::isinf(merged), at::zeros_like(merged), merged);
-  auto weight = [&](const at::Tensor& part_lse) {  // [b, a, s] → [b, s, a, 1]
-    return at::exp(part_lse - safe).permute({0, 2, 1}).unsqueeze(-1);
-  };
-  o.copy_(o.to(at::kFloat) * weight(l) + bo.to(at::kFloat) * weight(bl));
-  l.copy_(merged);
+  const LseMerge merged = merge_lse(l, bl);
+  const auto as_out = [](const at::Tensor& weight) {
+    return weight.permute({0, 2, 1}).unsqueeze(-1);
+  };  // [b, a, s] → [b, s, a, 1]
+  o.copy_(o.to(at::kFloat) * as_out(merged.weight_a) + bo.to(at::kFloat) * as_out(merged.weight_b));
+  l.copy_(merged.lse);
 }
 
 Tensor TorchBackend::scores(const Tensor& q, const Tensor& k) {

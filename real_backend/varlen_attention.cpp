@@ -6,8 +6,6 @@
 #include <limits>
 #include <map>
 
-#include "common/errors.hpp"
-
 namespace paradyse::real {
 namespace {
 
@@ -127,6 +125,12 @@ at::Tensor rows_of(const at::Tensor& t) {
 
 }  // namespace
 
+LseMerge merge_lse(const at::Tensor& lse_a, const at::Tensor& lse_b) {
+  const at::Tensor merged = at::logaddexp(lse_a, lse_b);
+  const at::Tensor safe = at::where(at::isinf(merged), at::zeros_like(merged), merged);
+  return {merged, at::exp(lse_a - safe), at::exp(lse_b - safe)};
+}
+
 std::optional<std::vector<VarlenTile>> varlen_tiles(const AttentionMask& mask) {
   const DocumentEnds* ends = mask.document_ends.get();
   const std::vector<Run> queries = runs_of(mask.queries, ends), keys = runs_of(mask.keys, ends);
@@ -165,14 +169,9 @@ VarlenForward tiled_attention_forward(const at::Tensor& q, const at::Tensor& k, 
       lse = std::move(part_lse);
       continue;
     }
-    // log(e^a + e^b), and each part weighted by its share; rows neither has reached stay 0 and −inf.
-    const at::Tensor merged = at::logaddexp(lse, part_lse);
-    const at::Tensor safe = at::where(at::isinf(merged), at::zeros_like(merged), merged);
-    const auto weight = [&](const at::Tensor& share_lse) {
-      return at::exp(share_lse - safe).t().unsqueeze(-1);
-    };
-    out = out * weight(lse) + part_out * weight(part_lse);
-    lse = merged;
+    const LseMerge merged = merge_lse(lse, part_lse);  // [heads, rows] → [rows, heads, 1] below
+    out = out * merged.weight_a.t().unsqueeze(-1) + part_out * merged.weight_b.t().unsqueeze(-1);
+    lse = merged.lse;
   }
   if (!out.defined()) {  // no pair at all
     out = at::zeros({b * s_q, heads, d}, fp32);

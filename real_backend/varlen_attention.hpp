@@ -56,6 +56,14 @@ struct VarlenKernels {
       backward;
 };
 
+// Two partial attentions of the same queries over disjoint keys, merged by their log-sum-exps (float32,
+// any layout, the same for both): the merged lse = log(e^a + e^b), and each part's weight
+// exp(lse_part − merged) in that layout. Rows neither part reached keep −inf and weight 0, not NaN.
+struct LseMerge {
+  at::Tensor lse, weight_a, weight_b;
+};
+LseMerge merge_lse(const at::Tensor& lse_a, const at::Tensor& lse_b);
+
 // ATen's FlashAttention-2 (CUDA, bf16 or fp16, head dims a multiple of 8 up to 256) where this
 // LibTorch has it; nullopt elsewhere.
 std::optional<VarlenKernels> flash_kernels();
