@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -49,6 +50,17 @@ void check_output_path(const std::string& path, OutputKind kind, const std::stri
   while (target.has_relative_path() && target.filename().empty()) target = target.parent_path();  // "out/"
   const fs::path name = target.filename();
   if (name.empty() || name == "." || name == "..") fail("its last part is not a name");
+  // The file system's bounds on a name and a path, with room for the ".partial" and ".lock" names
+  // written beside the output.
+  constexpr std::size_t kSuffixBytes = 16;
+  for (const fs::path& part : target)
+    if (part.native().size() + (part == name ? kSuffixBytes : 0) > NAME_MAX)
+      fail("a part of it is " + std::to_string(part.native().size()) +
+           " bytes long, and a name may have at most " +
+           std::to_string(NAME_MAX - (part == name ? kSuffixBytes : 0)) + " here");
+  if (path.size() + kSuffixBytes >= PATH_MAX)
+    fail("it is " + std::to_string(path.size()) + " bytes long, and a path may have at most " +
+         std::to_string(PATH_MAX - kSuffixBytes - 1));
   std::error_code error;
   const fs::file_status status = fs::status(target, error);
   if (kind == OutputKind::folder && fs::exists(status) && !fs::is_directory(status))

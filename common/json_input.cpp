@@ -1,12 +1,14 @@
 #include "common/json_input.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <vector>
 
 #include "common/errors.hpp"
+#include "common/input_file.hpp"
+#include "common/limits.hpp"
 
 namespace paradyse::json_input {
 namespace {
@@ -34,7 +36,12 @@ Json parse(std::string_view text, const std::string& source, int line) {
     std::string last_key;
   };
   std::vector<OpenObject> open;
-  const auto reject_duplicates = [&](int, Json::parse_event_t event, Json& parsed) {
+  const auto reject_duplicates = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth)
+      throw InputError(source, line, "",
+                       "expected objects and arrays nested at most " + std::to_string(kMaxJsonDepth) +
+                           " deep, got deeper nesting");
     if (event == Json::parse_event_t::object_start) {
       std::string path = open.empty() ? "" : open.back().path;
       if (!open.empty() && !open.back().last_key.empty())
@@ -79,11 +86,7 @@ std::string valid_utf8(std::string_view text) {
 }
 
 Json load_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path, 0, "", "cannot open the file for reading");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse(buffer.str(), path);
+  return parse(read_input_file(path, {.kind = "JSON", .max_bytes = kMaxSettingsFileBytes}), path);
 }
 
 Object::Object(const Json& json, std::string source, std::string prefix)
@@ -143,6 +146,16 @@ double Object::fraction(std::string_view key) const {
   double value = number(key);
   if (value < 0 || value > 1) fail(key, "expected a number in [0, 1], got " + describe(at(key)));
   return value;
+}
+
+double Object::number_in(std::string_view key, double low, double high, std::string_view unit) const {
+  const double value = number(key);
+  if (value >= low && value <= high) return value;
+  std::string hint;
+  for (const auto& [scale, prefix] : {std::pair{1e12, "T"}, {1e9, "G"}})
+    if (hint.empty() && value * scale >= low && value * scale <= high)
+      hint = fmt::format(" (a figure in {}{}? the field takes {}: {:g})", prefix, unit, unit, value * scale);
+  fail(key, fmt::format("expected {:g} to {:g} {}, got {}{}", low, high, unit, describe(at(key)), hint));
 }
 
 int64_t Object::positive_integer(std::string_view key) const {

@@ -37,6 +37,8 @@ class Object {
   double number(std::string_view key) const;           // any finite number
   double positive_number(std::string_view key) const;  // > 0
   double fraction(std::string_view key) const;         // in [0, 1]
+  // In [low, high] `unit`; a value that would be in range given in G or T of the unit says so.
+  double number_in(std::string_view key, double low, double high, std::string_view unit) const;
   int64_t positive_integer(std::string_view key) const;
   std::string string(std::string_view key) const;
   bool boolean(std::string_view key) const;

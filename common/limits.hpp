@@ -11,8 +11,24 @@ namespace paradyse {
 // rank) approach int64's range, and a trace of such lengths describes no dataset. Every length a
 // user gives (traces, --seq, --max-len, sweep axes) is checked against it.
 inline constexpr int64_t kMaxSequenceTokens = int64_t{1} << 30;
+// Sequences one run trains (a compare, after sampling, the limit and splitting): every policy keeps a
+// result of about 400 bytes per sequence in memory, so 2^21 of them under seven policies take about
+// 6 GB. --limit, --sample or a longer --max-len trains fewer.
+inline constexpr int64_t kMaxRunSequences = int64_t{1} << 21;
 // Micro-batches of one global batch: each is traced in full by the simulator.
 inline constexpr int64_t kMaxMicroBatches = 1024;
+
+// Input files are read whole; a file larger than its bound is refused before it can take the machine's
+// memory (/dev/zero given as a trace, a log given as a model). Settings files (models, clusters, sweep
+// specs, published tables, profiles, fitted models): 64 MiB, a thousand times the largest preset.
+// Traces: 4 GiB, about 400 million lengths of plain text. A trace line longer than 16 MiB holds no
+// length (a JSONL line carries a sample's metadata, not its text).
+inline constexpr int64_t kMaxSettingsFileBytes = int64_t{64} << 20;
+inline constexpr int64_t kMaxTraceFileBytes = int64_t{4} << 30;
+inline constexpr int64_t kMaxTraceLineBytes = int64_t{16} << 20;
+// JSON nesting: no file paradyse reads nests deeper than 6; past 64 the input is not one of them, and
+// nlohmann's printing and destruction of a value recurse once per level.
+inline constexpr int kMaxJsonDepth = 64;
 
 // "2^30 tokens (1,073,741,824)", for error messages.
 inline std::string max_sequence_tokens_text() {

@@ -30,7 +30,7 @@ namespace {
 
 constexpr const char* format_name = "paradyse-learned-cost-model";
 constexpr int64_t format_version = 1;
-constexpr std::size_t min_points = 5;  // a line with AICc needs n > 4
+constexpr std::size_t min_points = kMinProfiledLengths;
 
 // The three fitted quantities, in the order of every per-target array.
 enum Target : std::size_t { iteration_time, peak_memory, saved_bytes, num_targets };

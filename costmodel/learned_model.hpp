@@ -32,6 +32,9 @@
 
 namespace paradyse::costmodel {
 
+// The fewest profiled lengths a (strategy, recompute) needs: a line with AICc needs n > 4.
+inline constexpr std::size_t kMinProfiledLengths = 5;
+
 struct LearnedPrediction {
   double iteration_time_s = 0;
   double peak_memory_bytes = 0;

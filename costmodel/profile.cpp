@@ -2,6 +2,8 @@
 // before writing, so every file paradyse writes reads back, and reads back to the same points.
 #include "costmodel/profile.hpp"
 
+#include <fmt/format.h>
+
 #include "common/atomic_file.hpp"
 #include "common/csv.hpp"
 
@@ -19,6 +21,8 @@
 #include <tuple>
 
 #include "common/errors.hpp"
+#include "common/input_file.hpp"
+#include "common/limits.hpp"
 #include "strategies/strategy.hpp"
 
 namespace paradyse::costmodel {
@@ -91,22 +95,29 @@ void check_name(const Place& place, Column column, const std::string& value) {
   if (value.empty()) place.fail(column, "expected a non-empty name, got ''");
 }
 
-void check_positive(const Place& place, Column column, double value) {
-  if (!std::isfinite(value) || !(value > 0))
-    place.fail(column, "expected a positive number, got '" + exact_text(value) + "'");
+void check_range(const Place& place, Column column, double value, double low, double high) {
+  if (!(value >= low && value <= high))
+    place.fail(column,
+               fmt::format("expected a number from {:g} to {:g}, got '{}'", low, high, exact_text(value)));
 }
 
 // The rules a row must follow on its own; the ones across rows (same header fields, no duplicate)
 // are checked by the callers, which know the earlier rows.
 void check_point(const Place& place, const ProfilePoint& point) {
   check_name(place, strategy_column, point.strategy);
+  if (find_strategy(point.strategy) == nullptr)
+    place.fail(strategy_column,
+               "unknown strategy '" + point.strategy + "'; expected one of: " + strategy_names());
   if (!parse_recompute(point.recompute))
     place.fail(recompute_column, "expected none, selective or full, got '" + point.recompute + "'");
-  if (point.seq <= 0)
-    place.fail(seq_column, "expected a positive integer, got '" + std::to_string(point.seq) + "'");
-  check_positive(place, iteration_time_column, point.iteration_time_s);
-  check_positive(place, peak_memory_column, point.peak_memory_bytes);
-  check_positive(place, saved_bytes_column, point.saved_bytes_per_layer);
+  if (point.seq <= 0 || point.seq > kMaxSequenceTokens)
+    place.fail(seq_column, "expected a positive integer of at most " + max_sequence_tokens_text() +
+                               ", got '" + std::to_string(point.seq) + "'");
+  // What one training step of one length can take; far outside, a unit slip or a broken measurement
+  // that would overflow the fitted polynomials.
+  check_range(place, iteration_time_column, point.iteration_time_s, 1e-9, 1e6);
+  check_range(place, peak_memory_column, point.peak_memory_bytes, 1, 1e15);
+  check_range(place, saved_bytes_column, point.saved_bytes_per_layer, 1, 1e15);
 }
 
 void check_header_fields(const Place& place, const Profile& profile) {
@@ -236,12 +247,7 @@ void write_profile(const Profile& profile, const std::string& path) {
 }
 
 Profile read_profile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, 0, "", "cannot open the file for reading");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw InputError(path, 0, "", "read error");
-  const std::string text = std::move(buffer).str();
+  const std::string text = read_input_file(path, {.kind = "profile", .max_bytes = kMaxSettingsFileBytes});
 
   csv::Reader reader(text, path);
   std::vector<std::string> cells;

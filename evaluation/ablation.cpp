@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <filesystem>
+#include <set>
 
 #include "common/atomic_file.hpp"
 #include "costmodel/learned_model.hpp"
@@ -37,9 +38,26 @@ std::vector<Variant> variants(const PolicyOptions& full, const ModelSpec& model,
 
 AblationResult run_ablation(const AblationRequest& request, const Progress& progress) {
   check_engine(request.job.engine);
+  const std::set<int64_t> distinct(request.profile_lengths.begin(), request.profile_lengths.end());
+  if (distinct.size() < costmodel::kMinProfiledLengths)
+    throw InputError("--profile-seq", 0, "",
+                     "expected at least " + std::to_string(costmodel::kMinProfiledLengths) +
+                         " distinct lengths to fit the learned cost model to, got " +
+                         std::to_string(distinct.size()));
   const JobTrace run = load_job_trace(request.job);
   const PolicySet base = request.policy.build(request.machine);
   std::filesystem::create_directories(request.out);
+  // The profile and the fitted model are written first, for the variants to load; a run that fails
+  // after them takes them away again.
+  struct RemoveUnlessKept {
+    std::vector<std::string> paths;
+    bool keep = false;
+    ~RemoveUnlessKept() {
+      std::error_code ignored;
+      if (!keep)
+        for (const std::string& path : paths) std::filesystem::remove(path, ignored);
+    }
+  } written;
 
   StepEngine engine(base.model, base.cluster, base.degree, request.job.engine, request.job.grid_ratio);
   AblationResult result{base.model.name,
@@ -52,6 +70,7 @@ AblationResult run_ablation(const AblationRequest& request, const Progress& prog
                         {}};
   const costmodel::Profile profile = profile_uniform_plans(
       engine.estimator(), engine.simulator(), base.degree, 1, paper_strategies(), request.profile_lengths);
+  written.paths = {result.profile_path, result.costmodel_path};
   costmodel::write_profile(profile, result.profile_path);
   costmodel::LearnedModel::fit(profile).save(result.costmodel_path);
 
@@ -75,6 +94,7 @@ AblationResult run_ablation(const AblationRequest& request, const Progress& prog
     const double full_s = result.variants.front().result.total_s;
     variant.relative_to_full_pct = full_s > 0 ? 100 * (variant.result.total_s / full_s - 1) : 0;
   }
+  written.keep = true;
   return result;
 }
 

@@ -50,9 +50,7 @@ JobTrace load_job_trace(const CompareJob& job) {
   return out;
 }
 
-CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
+CheckedCompareJob check_compare_job(const CompareJob& job) {
   check_engine(job.engine);
   if (job.grid_ratio != 0 && !(job.grid_ratio > 1 && job.grid_ratio <= 2))
     throw InputError(
@@ -67,28 +65,29 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
     throw InputError("--global-batch", 0, "",
                      fmt::format("expected between 1 and {} sequences a step, got {}", kMaxMicroBatches,
                                  job.global_batch));
-  const int64_t global_batch_tokens = length_or_zero(job.global_batch_tokens, "--global-batch-tokens");
-  const int64_t micro_batch_tokens = length_or_zero(job.micro_batch_tokens, "--micro-batch-tokens");
-  if ((global_batch_tokens > 0) != (micro_batch_tokens > 0))
+  CheckedCompareJob checked;
+  checked.global_batch_tokens = length_or_zero(job.global_batch_tokens, "--global-batch-tokens");
+  checked.micro_batch_tokens = length_or_zero(job.micro_batch_tokens, "--micro-batch-tokens");
+  const int64_t global_batch_tokens = checked.global_batch_tokens;
+  if ((global_batch_tokens > 0) != (checked.micro_batch_tokens > 0))
     throw InputError(global_batch_tokens > 0 ? "--micro-batch-tokens" : "--global-batch-tokens", 0, "",
                      "packed training needs both --global-batch-tokens and --micro-batch-tokens");
   if (global_batch_tokens > 0 && job.global_batch != 1)
     throw InputError("--global-batch", 0, "",
                      "expected 1 with --global-batch-tokens: a global batch is counted in sequences or in "
                      "tokens, not both");
-  const std::vector<GroupPolicy> group_policies = parse_group_policies(job.group_policies);
-  if (!group_policies.empty() && global_batch_tokens == 0)
+  checked.group_policies = parse_group_policies(job.group_policies);
+  if (!checked.group_policies.empty() && global_batch_tokens == 0)
     throw InputError("--group-policies", 0, "",
                      "group policies assign a global batch's sequences to groups of GPUs: they need packed "
                      "training (--global-batch-tokens and --micro-batch-tokens)");
-  const JobTrace run = load_job_trace(job);
-  const traces::Trace& trace = run.trace;
-  const traces::PreparedTrace& prepared = run.prepared;
-  PolicySet set = job.policies.build(job.machine, job.cluster ? &*job.cluster : nullptr);
-  const int shard_degree = parse_shard_group(job.shard_group, set.cluster, set.degree);
-  if (!group_policies.empty()) {
+  checked.trace = load_job_trace(job);
+  checked.set = job.policies.build(job.machine, job.cluster ? &*job.cluster : nullptr);
+  const PolicySet& set = checked.set;
+  checked.shard_degree = parse_shard_group(job.shard_group, set.cluster, set.degree);
+  if (!checked.group_policies.empty()) {
     try {
-      selector::check_group_job(set.model, set.cluster, set.degree, shard_degree);
+      selector::check_group_job(set.model, set.cluster, set.degree, checked.shard_degree);
     } catch (const InputError& e) {
       throw InputError(
           "--group-policies", 0, "",
@@ -100,13 +99,24 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
   } else if (job.shard_group != "job") {
     throw InputError("--shard-group", 0, "", "a shard group is for --group-policies, and there are none");
   }
-  const traces::TrainingSchedule schedule =
+  const std::vector<int64_t>& lengths = checked.trace.prepared.lengths;
+  checked.schedule =
       global_batch_tokens > 0
-          ? traces::packed_steps(prepared.lengths,
+          ? traces::packed_steps(lengths,
                                  {.global_batch_tokens = global_batch_tokens,
-                                  .micro_batch_tokens = micro_batch_tokens,
+                                  .micro_batch_tokens = checked.micro_batch_tokens,
                                   .quantum = SequenceLayout::required_multiple(set.degree, set.model.causal)})
-          : traces::unpacked_steps(prepared.lengths, job.global_batch);
+          : traces::unpacked_steps(lengths, job.global_batch);
+  return checked;
+}
+
+CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const CheckedCompareJob checked = check_compare_job(job);
+  const PolicySet& set = checked.set;
+  const traces::TrainingSchedule& schedule = checked.schedule;
+  const std::vector<GroupPolicy>& group_policies = checked.group_policies;
 
   StepEngine engine(set.model, set.cluster, set.degree, job.engine, job.grid_ratio);
   // Priced before anything runs: a group policy that can train nothing is an input error.
@@ -115,7 +125,7 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
     costs.push_back(group_costs(group_policy, engine,
                                 {.recompute_choices = job.policies.recompute_choices,
                                  .degrees = job.group_sizes,
-                                 .shard_degree = shard_degree},
+                                 .shard_degree = checked.shard_degree},
                                 largest_step_tokens(schedule)));
   std::vector<selector::Policy*> policies;
   for (auto& policy : set.policies) policies.push_back(policy.get());
@@ -126,14 +136,14 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
   description.model = set.model.name;
   description.cluster = set.cluster.name;
   description.degree = set.degree;
-  if (!group_policies.empty()) description.shard_degree = shard_degree;
+  if (!group_policies.empty()) description.shard_degree = checked.shard_degree;
   description.global_batch = job.global_batch;
-  description.global_batch_tokens = global_batch_tokens;
-  description.micro_batch_tokens = micro_batch_tokens;
-  description.trace = trace.name;
-  description.trace_about = trace.description;
-  description.preparation = prepared.description;
-  description.sorted = run.sorted;
+  description.global_batch_tokens = checked.global_batch_tokens;
+  description.micro_batch_tokens = checked.micro_batch_tokens;
+  description.trace = checked.trace.trace.name;
+  description.trace_about = checked.trace.trace.description;
+  description.preparation = checked.trace.prepared.description;
+  description.sorted = checked.trace.sorted;
   description.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   return out;
 }

@@ -7,6 +7,7 @@
 
 #include "evaluation/compare.hpp"
 #include "evaluation/compare_report.hpp"
+#include "evaluation/group_compare.hpp"
 #include "traces/prepare.hpp"
 #include "traces/trace.hpp"
 
@@ -55,7 +56,21 @@ struct CompareJobResult {
   RunDescription description;
 };
 
-// Every input is checked before anything is computed: InputError naming the flag or file.
+// A job whose every input is checked: its trace prepared, its policies built, its steps laid out.
+struct CheckedCompareJob {
+  JobTrace trace;
+  PolicySet set;
+  std::vector<GroupPolicy> group_policies;
+  int shard_degree = 0;
+  int64_t global_batch_tokens = 0;  // 0: not packed
+  int64_t micro_batch_tokens = 0;
+  traces::TrainingSchedule schedule;
+};
+// Checks every input, computing nothing that takes time: InputError naming the flag or file. A
+// sweep checks all its points with it before it runs one.
+CheckedCompareJob check_compare_job(const CompareJob& job);
+
+// check_compare_job, then every step timed by the engine.
 CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress = {});
 
 }  // namespace paradyse::evaluation

@@ -189,7 +189,8 @@ std::pair<double, double> common_time_s(const PolicyResult& a, const PolicyResul
 const PolicyResult* best_static(const CompareResult& result) {
   const PolicyResult* best = nullptr;
   for (const PolicyResult& p : result.policies) {
-    if (!p.policy.starts_with("static:")) continue;
+    // A static that trains nothing is no baseline: a speedup over it would read 0.00x.
+    if (!p.policy.starts_with("static:") || p.trained == 0) continue;
     if (best == nullptr || p.trained > best->trained ||
         (p.trained == best->trained && p.total_s < best->total_s))
       best = &p;

@@ -61,7 +61,8 @@ void write_compare_outputs(const CompareResult& result, const RunDescription& ru
 // seconds `b` took over them: policies that split a step differently (group policies) compare too.
 std::pair<double, double> common_time_s(const PolicyResult& a, const PolicyResult& b);
 
-// The static policy that trains the most micro-batches, then in the least time; null when none.
+// The static policy that trains the most micro-batches, then in the least time; null when none trains
+// any.
 const PolicyResult* best_static(const CompareResult& result);
 
 // A group policy against a baseline: tokens/s over the baseline's, and the baseline's time over its

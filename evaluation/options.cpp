@@ -66,7 +66,8 @@ std::vector<int64_t> parse_lengths(const std::string& text, const std::string& f
   return lengths;
 }
 
-std::vector<const Strategy*> parse_strategies(const std::string& text, const std::string& flag) {
+std::vector<const Strategy*> parse_strategies(const std::string& text, const std::string& flag,
+                                              Repeats repeats) {
   if (text == "all") return all_strategies();
   std::vector<const Strategy*> strategies;
   std::size_t start = 0;
@@ -77,6 +78,9 @@ std::vector<const Strategy*> parse_strategies(const std::string& text, const std
     if (strategy == nullptr)
       throw InputError(flag, 0, "",
                        "unknown strategy '" + name + "'; expected 'all' or one of: " + strategy_names());
+    if (repeats == Repeats::refused &&
+        std::find(strategies.begin(), strategies.end(), strategy) != strategies.end())
+      throw InputError(flag, 0, "", "expected each strategy once, got '" + name + "' twice");
     strategies.push_back(strategy);
     start = end + 1;
   }
@@ -85,7 +89,7 @@ std::vector<const Strategy*> parse_strategies(const std::string& text, const std
 
 Plan parse_plan(const std::string& text, const ModelSpec& model, Recompute recompute) {
   if (text == "all") throw InputError("--plan", 0, "", "expected one strategy or one per layer, got 'all'");
-  const std::vector<const Strategy*> strategies = parse_strategies(text, "--plan");
+  const std::vector<const Strategy*> strategies = parse_strategies(text, "--plan", Repeats::allowed);
   if (strategies.size() == 1) return uniform_plan(*strategies.front(), model.num_layers, recompute);
   if (strategies.size() != static_cast<std::size_t>(model.num_layers))
     throw InputError("--plan", 0, "",
@@ -161,6 +165,26 @@ PolicySet PolicyOptions::build(const MachineOptions& machine, const hw::ClusterS
   for (const std::string& name : names)
     if (!seen.insert(name).second)
       throw InputError("--policy", 0, "", "expected each policy once, got '" + name + "' twice");
+  // A policy with no strategy that runs at this degree would count every sequence out of memory: the
+  // degree is the error, and the message says what would run.
+  for (const std::string& name : names) {
+    if (name.starts_with("static:")) continue;
+    const auto candidates = [&](bool two_d) {
+      std::vector<const Strategy*> kept;
+      for (const Strategy* s : selector::candidate_strategies(two_d))
+        if (std::find(paradyse.excluded.begin(), paradyse.excluded.end(), s) == paradyse.excluded.end())
+          kept.push_back(s);
+      return kept;
+    };
+    const bool two_d = name.ends_with("-2d");
+    const auto why = none_can_run(set.model, set.degree, candidates(two_d), set.cluster.num_gpus());
+    if (!why) continue;
+    const bool two_d_runs = !two_d && !none_can_run(set.model, set.degree, candidates(true), 0);
+    throw InputError(
+        "--degree", 0, "",
+        name + " cannot run: " + *why +
+            (two_d_runs ? " (--policy all-2d gives paradyse and optimal the 2-D strategies too)" : ""));
+  }
   for (const std::string& name : names) {
     set.policies.push_back(selector::make_policy(name, *set.source, paradyse, optimal));
     const Strategy* strategy = name.starts_with("static:") ? find_strategy(name.substr(7)) : nullptr;

@@ -68,8 +68,11 @@ struct PolicyOptions {
 int64_t parse_length(const std::string& text, const std::string& flag);
 // Comma-separated lengths, each as parse_length reads it.
 std::vector<int64_t> parse_lengths(const std::string& text, const std::string& flag);
-// "all", or comma-separated strategy names.
-std::vector<const Strategy*> parse_strategies(const std::string& text, const std::string& flag);
+// "all", or comma-separated strategy names; a name given twice is refused unless a list may repeat
+// names (a plan's layers).
+enum class Repeats : bool { refused, allowed };
+std::vector<const Strategy*> parse_strategies(const std::string& text, const std::string& flag,
+                                              Repeats repeats = Repeats::refused);
 Recompute parse_recompute_flag(const std::string& text);
 // One strategy name (every layer), or a comma-separated name per layer of `model`.
 Plan parse_plan(const std::string& text, const ModelSpec& model, Recompute recompute);

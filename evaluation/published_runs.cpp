@@ -7,6 +7,7 @@
 
 #include "common/errors.hpp"
 #include "common/json_input.hpp"
+#include "common/limits.hpp"
 #include "common/statistics.hpp"
 #include "costmodel/estimate.hpp"
 #include "hw_models/cluster.hpp"
@@ -62,6 +63,9 @@ PublishedRun read_run(const Object& run, const std::string& source) {
   if (degree > 1 << 20) run.fail("degree", "expected at most 1048576 GPUs, got " + std::to_string(degree));
   r.degree = static_cast<int>(degree);
   r.seq = run.positive_integer("seq");
+  if (r.seq > kMaxSequenceTokens)
+    run.fail("seq",
+             "expected a length of at most " + max_sequence_tokens_text() + ", got " + std::to_string(r.seq));
   if (run.has("batch")) r.batch = run.positive_integer("batch");
   if (run.has("micro_batches")) r.micro_batches = run.positive_integer("micro_batches");
   if (run.has("gradients_clipped")) r.gradients_clipped = run.boolean("gradients_clipped");
@@ -85,8 +89,12 @@ std::vector<PublishedRun> read_table(const Json& json, const std::string& where)
   const Json& runs = table.json().at("runs");
   if (!runs.is_array() || runs.empty()) table.fail("runs", "expected a non-empty array of runs");
   std::vector<PublishedRun> out;
-  for (std::size_t i = 0; i < runs.size(); ++i)
-    out.push_back(read_run(Object(runs[i], where, "runs[" + std::to_string(i) + "]"), source));
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const std::string place = "runs[" + std::to_string(i) + "]";
+    out.push_back(read_run(Object(runs[i], where, place), source));
+    out.back().file = where;
+    out.back().place = place;
+  }
   return out;
 }
 
@@ -125,30 +133,36 @@ std::vector<PublishedPrediction> predict_published_runs(const std::vector<Publis
            std::unique_ptr<costmodel::Estimator>>
       estimators;
   for (const PublishedRun& run : runs) {
-    std::unique_ptr<costmodel::Estimator>& found =
-        estimators[{run.model, run.attention_kernel, run.loss_kernel, run.cluster}];
-    if (!found)
-      found = std::make_unique<costmodel::Estimator>(
-          load_model(run.model, {.causal = std::nullopt,
-                                 .attention_kernel = run.attention_kernel,
-                                 .loss_kernel = run.loss_kernel}),
-          hw::load_cluster(run.cluster));
-    costmodel::Estimator& estimator = *found;
-    const costmodel::EstimateRequest request{.tokens = run.seq,
-                                             .degree = run.degree,
-                                             .batch = run.batch,
-                                             .micro_batches = run.micro_batches,
-                                             .gradients_clipped = run.gradients_clipped};
-    const costmodel::Estimate estimate = estimator.estimate(*run.strategy, request, run.recompute);
-    PublishedPrediction p{run, estimate.time.total_s, 0, estimate.fits};
-    if (run.measure != PublishedMeasure::iteration) {
-      const costmodel::CostTable table = estimator.cost_table({{run.strategy, run.recompute}}, request);
-      PARADYSE_CHECK(table.candidates.size() == 1, "no layer cost for a plan the estimate priced");
-      const costmodel::LayerCost& layer = table.candidates.front().layer;
-      p.predicted_s = run.measure == PublishedMeasure::layer_forward ? layer.forward_s : layer.backward_s;
+    // A run whose model, cluster, degree or length cannot be priced is named by its file and place.
+    try {
+      std::unique_ptr<costmodel::Estimator>& found =
+          estimators[{run.model, run.attention_kernel, run.loss_kernel, run.cluster}];
+      if (!found)
+        found = std::make_unique<costmodel::Estimator>(
+            load_model(run.model, {.causal = std::nullopt,
+                                   .attention_kernel = run.attention_kernel,
+                                   .loss_kernel = run.loss_kernel}),
+            hw::load_cluster(run.cluster));
+      costmodel::Estimator& estimator = *found;
+      const costmodel::EstimateRequest request{.tokens = run.seq,
+                                               .degree = run.degree,
+                                               .batch = run.batch,
+                                               .micro_batches = run.micro_batches,
+                                               .gradients_clipped = run.gradients_clipped};
+      const costmodel::Estimate estimate = estimator.estimate(*run.strategy, request, run.recompute);
+      PublishedPrediction p{run, estimate.time.total_s, 0, estimate.fits};
+      if (run.measure != PublishedMeasure::iteration) {
+        const costmodel::CostTable table = estimator.cost_table({{run.strategy, run.recompute}}, request);
+        PARADYSE_CHECK(table.candidates.size() == 1, "no layer cost for a plan the estimate priced");
+        const costmodel::LayerCost& layer = table.candidates.front().layer;
+        p.predicted_s = run.measure == PublishedMeasure::layer_forward ? layer.forward_s : layer.backward_s;
+      }
+      p.error = (p.predicted_s - run.measured_s) / run.measured_s;
+      out.push_back(std::move(p));
+    } catch (const InputError& e) {
+      if (run.file.empty()) throw;
+      throw InputError(run.file, 0, run.place, e.what());
     }
-    p.error = (p.predicted_s - run.measured_s) / run.measured_s;
-    out.push_back(std::move(p));
   }
   return out;
 }

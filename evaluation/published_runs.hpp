@@ -27,6 +27,8 @@ struct PublishedRun {
   std::string name;    // "22B layer forward, TP 8"
   std::string source;  // the table's source
   std::string table;   // where in it: "Table 4, Baseline no recompute"
+  std::string file;    // the file it was read from, and its place there: "runs[3]"
+  std::string place;
   std::string cluster;
   std::string model;
   std::optional<AttentionKernel> attention_kernel;  // the model's own when absent

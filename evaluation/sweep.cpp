@@ -13,6 +13,7 @@
 #include <optional>
 #include <sstream>
 
+#include "common/atomic_file.hpp"
 #include "common/child_processes.hpp"
 #include "common/csv.hpp"
 #include "common/errors.hpp"
@@ -47,7 +48,8 @@ Json run_point(const SweepSpec& spec, const SweepPoint& point) {
   for (const PolicyResult& p : run.result.policies) {
     if (p.policy != "paradyse" && p.policy != "optimal") continue;
     const auto [static_s, seconds] = best != nullptr ? common_time_s(*best, p) : std::pair{0.0, 0.0};
-    row["speedup_" + p.policy] = seconds > 0 ? static_s / seconds : 0.0;
+    // Left out where no static trains anything both train: the sweep's table then says "-".
+    if (seconds > 0) row["speedup_" + p.policy] = static_s / seconds;
   }
   // The best group policy over the same static, on the steps both train whole.
   for (const GroupSpeedup& speedup : group_speedups(run.result))
@@ -160,6 +162,7 @@ void plot(const std::vector<Json>& rows, const std::vector<std::string>& policie
   std::string tics = "set xtics rotate by -20 (";
   std::string paradyse, optimal, groups;
   std::vector<std::string> longest(policies.size());
+  bool any_trained = false;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Json& row = rows[i];
     tics += fmt::format("{}{} {}", i == 0 ? "" : ", ", gnuplot::quoted(row.at("id").get<std::string>()), i);
@@ -171,8 +174,11 @@ void plot(const std::vector<Json>& rows, const std::vector<std::string>& policie
                              ? row.at("policies").at(policies[p]).at("max_len_before_oom")
                              : Json(0);
       longest[p] += fmt::format("{}\n", cell.get<int64_t>());
+      any_trained = any_trained || cell.get<int64_t>() > 0;
     }
   }
+  // On a log axis, bars of 0 are points gnuplot cannot place; with none above 0 the plot says so.
+  if (!any_trained) std::fill(longest.begin(), longest.end(), std::string());
   tics += ")";
   gnuplot::Plot speedup{
       .png = dir / "speedup.png",
@@ -223,10 +229,12 @@ void write_outputs(const SweepSpec& spec, const std::vector<Json>& rows, const f
         cells.push_back(row.at("policies").contains(p) ? csv_cell(row.at("policies").at(p).at(f)) : "");
     csv += csv::row(cells);
   }
-  std::ofstream(dir / "sweep.csv") << csv;
-  std::ofstream(dir / "sweep.json") << Json{{"spec", spec.path}, {"axes", spec.axes}, {"rows", rows}}.dump(2)
-                                    << "\n";
+  // The plots first: the tables appear, whole, only once everything else has been drawn.
   plot(rows, policies, dir);
+  write_file_atomically((dir / "sweep.csv").string(), [&](std::ostream& out) { out << csv; });
+  write_file_atomically((dir / "sweep.json").string(), [&](std::ostream& out) {
+    out << Json{{"spec", spec.path}, {"axes", spec.axes}, {"rows", rows}}.dump(2) << "\n";
+  });
 }
 
 }  // namespace

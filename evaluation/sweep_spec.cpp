@@ -5,9 +5,13 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 
 #include "common/errors.hpp"
+#include "common/input_file.hpp"
 #include "common/json_input.hpp"
+#include "common/limits.hpp"
 #include "common/units.hpp"
 #include "evaluation/group_compare.hpp"
 #include "traces/trace.hpp"
@@ -77,13 +81,16 @@ void check_value(const std::string& path, const std::string& field, const Json& 
       if (!value.is_string() || value.get<std::string>().empty()) fail("a non-empty string");
       break;
     case Kind::count:
-      if (!value.is_number_integer() || value.get<int64_t>() < 1) fail("a positive integer");
+      // Counts of nodes, GPUs and sequences: past 2^31 - 1 a typo, and past an int.
+      if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > INT32_MAX)
+        fail("a positive integer up to 2147483647");
       break;
     case Kind::non_negative_count:
       if (!value.is_number_integer() || value.get<int64_t>() < 0) fail("a non-negative integer");
       break;
     case Kind::factor:
-      if (!value.is_number() || !(value.get<double>() > 0)) fail("a positive number");
+      if (!value.is_number() || !(value.get<double>() > 0) || !std::isfinite(value.get<double>()))
+        fail("a positive finite number");
       break;
     case Kind::length:
       if (!(value.is_number_integer() && value.get<int64_t>() >= 1) &&
@@ -114,7 +121,8 @@ Json from_toml(const toml::node& node) {
 Json read_spec(const std::string& path) {
   if (path.ends_with(".toml")) {
     try {
-      return from_toml(toml::parse_file(path));
+      return from_toml(toml::parse(
+          read_input_file(path, {.kind = "sweep spec", .max_bytes = kMaxSettingsFileBytes}), path));
     } catch (const toml::parse_error& e) {
       throw InputError(path, static_cast<int>(e.source().begin.line), "", std::string(e.description()));
     }
@@ -247,20 +255,11 @@ SweepSpec load_sweep_spec(const std::string& path, bool plan_only) {
     if (a == 0) break;
   }
   spec.text = Json{{"base", spec.base}, {"axes", axes}}.dump();
-  // Every point's machine, policies and trace are read once now, so that a bad preset, degree or file
-  // fails before anything runs.
-  std::vector<std::string> traces_read;
+  // Every point is checked as its compare would check it, so that a bad preset, degree, file or
+  // setting fails before any point runs and leaves nothing behind.
   for (const SweepPoint& point : spec.points) {
     try {
-      const CompareJob job = spec.job(point);
-      const PolicySet set = job.policies.build(job.machine, job.cluster ? &*job.cluster : nullptr);
-      (void)parse_group_policies(job.group_policies);
-      (void)parse_shard_group(job.shard_group, set.cluster, set.degree);
-      if (!job.lengths.empty() ||
-          std::find(traces_read.begin(), traces_read.end(), job.trace) != traces_read.end())
-        continue;
-      (void)traces::load_trace(job.trace);
-      traces_read.push_back(job.trace);
+      (void)check_compare_job(spec.job(point));
     } catch (const InputError& e) {
       throw InputError(path, 0, "", "point '" + point.id + "': " + e.what());
     }

@@ -70,18 +70,20 @@ void add_compare_command(CLI::App& app) {
           "bundled trace (github-code-like, repo-level-code, grch38, grch38-char) or a file: one length "
           "per line, .csv (--column), .jsonl (--field) or .pb")
       ->capture_default_str();
-  command->add_option("--column", options->job.column, "CSV column holding the length")
-      ->capture_default_str();
-  command->add_option("--field", options->job.field, "JSONL field holding the length")->capture_default_str();
+  const TraceFormatFlags formats =
+      add_trace_format_options(*command, options->job.column, options->job.field);
   command
       ->add_option("--order", options->job.order, "dataset, sorted (short to long, the paper's) or shuffled")
       ->capture_default_str();
   command->add_option("--seed", options->job.seed, "seed of --order shuffled and --sample")
       ->capture_default_str();
-  command->add_option("--max-len", options->job.max_len, "cap on sequence length: 4096, 16K, 1M (0: none)")
-      ->capture_default_str();
+  CLI::Option* max_len =
+      command
+          ->add_option("--max-len", options->job.max_len, "cap on sequence length: 4096, 16K, 1M (0: none)")
+          ->capture_default_str();
   command->add_option("--over", options->job.over, "what happens above --max-len: drop, truncate or split")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(max_len);
   command->add_option("--limit", options->job.limit, "train only the first N sequences (0: all)")
       ->capture_default_str();
   command->add_option("--sample", options->job.sample, "keep each sequence with this probability")
@@ -137,7 +139,10 @@ void add_compare_command(CLI::App& app) {
   command->add_option("--out", options->out, "folder for the report, tables and plots")
       ->capture_default_str();
   command->add_flag("--json", options->json, "print summary.json instead of the table");
-  command->callback([options] { run(*options); });
+  command->callback([options, formats] {
+    formats.check(options->job.trace);
+    run(*options);
+  });
 }
 
 }  // namespace paradyse::cli

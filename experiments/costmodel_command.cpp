@@ -60,7 +60,14 @@ struct FitOptions {
 void fit(const FitOptions& options) {
   check_output_path(options.out, OutputKind::file, "--out");
   const costmodel::Profile profile = costmodel::read_profile(options.profile);
-  const costmodel::LearnedModel model = costmodel::LearnedModel::fit(profile);
+  const costmodel::LearnedModel model = [&] {
+    try {
+      return costmodel::LearnedModel::fit(profile);
+    } catch (const InputError& e) {  // the fit knows the profile's contents, not its file
+      if (!e.file().empty()) throw;
+      throw InputError(options.profile, 0, e.field(), e.message());
+    }
+  }();
   model.save(options.out);
   fmt::print("fitted {} on {} (degree {}, batch {}) from {} points of {}; wrote {}\n", profile.model,
              profile.cluster, profile.degree, profile.batch, profile.points.size(), options.profile,

@@ -94,17 +94,20 @@ void run(const EstimateOptions& options) {
       evaluation::parse_strategies(options.strategies, "--strategy");
   const Recompute recompute = evaluation::parse_recompute_flag(options.recompute);
   costmodel::Estimator estimator(options.machine.load_model(), options.machine.load_cluster());
-  const int degree = options.degree == 0 ? estimator.cluster().num_gpus() : options.degree;
+  const int gpus = estimator.cluster().num_gpus();
+  const int degree = options.degree == 0 ? gpus : options.degree;
+  if (degree > gpus)
+    throw InputError("--degree", 0, "",
+                     "expected a degree between 1 and the " + std::to_string(gpus) + " GPUs of " +
+                         estimator.cluster().name + ", got " + std::to_string(degree));
+  if (auto why = none_can_run(estimator.model(), degree, strategies, gpus))
+    throw InputError(strategies.size() == 1 ? "--strategy" : "--degree", 0, "", *why);
   const bool single = strategies.size() == 1 && micro_batches.size() == 1;
 
   std::vector<EstimateRow> rows;
   for (const Strategy* strategy : strategies) {
+    // In a list of which some run, one that cannot is a row that says why.
     const auto why = estimator.unsupported(*strategy, degree);
-    // One named strategy that cannot run is an error; in a list it is a row that says why.
-    if (why && strategies.size() == 1)
-      throw InputError("--strategy", 0, "",
-                       std::string(strategy->name()) + " cannot run " + estimator.model().name +
-                           " at degree " + std::to_string(degree) + ": " + *why);
     for (const MicroBatch& micro_batch : micro_batches) {
       const int64_t tokens = micro_batch.tokens();
       if (why) {

@@ -3,18 +3,30 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstdint>
+#include <filesystem>
+
+#include "common/errors.hpp"
 
 namespace paradyse::cli {
 
-CLI::Validator positive_whole_number() {
+CLI::Validator whole_number_in(int64_t low, int64_t high) {
   return CLI::Validator(
-      [](std::string& text) -> std::string {
+      [low, high](std::string& text) -> std::string {
         long long value = 0;
         const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-        if (error == std::errc() && end == text.data() + text.size() && value > 0) return "";
-        return "expected a positive whole number, got '" + text + "'";
+        if (error == std::errc() && end == text.data() + text.size() && value >= low && value <= high)
+          return "";
+        return (low == 1
+                    ? "expected a positive whole number up to " + std::to_string(high)
+                    : "expected a whole number from " + std::to_string(low) + " to " + std::to_string(high)) +
+               ", got '" + text + "'";
       },
-      "POSITIVE");
+      low == 1 ? "POSITIVE" : "");
+}
+
+CLI::Validator positive_whole_number(int64_t max) {
+  return whole_number_in(1, max);
 }
 
 void add_model_overrides(CLI::App& command, std::string& attention, std::string& attention_kernel,
@@ -127,6 +139,22 @@ std::vector<MicroBatch> parse_micro_batches(const std::string& lengths, const st
   for (const int64_t tokens : evaluation::parse_lengths(lengths, "--seq"))
     micro_batches.push_back(MicroBatch::sequence(tokens));
   return micro_batches;
+}
+
+TraceFormatFlags add_trace_format_options(CLI::App& command, std::string& column, std::string& field) {
+  return {command.add_option("--column", column, "CSV trace: the column holding the length")
+              ->capture_default_str(),
+          command.add_option("--field", field, "JSONL trace: the field holding the length")
+              ->capture_default_str()};
+}
+
+void TraceFormatFlags::check(const std::string& trace) const {
+  const std::string extension = std::filesystem::path(trace).extension().string();
+  for (const auto& [option, format] : {std::pair{column, ".csv"}, {field, ".jsonl"}})
+    if (option != nullptr && option->count() > 0 && extension != format)
+      throw InputError(option->get_name(), 0, "",
+                       "expected only with a " + std::string(format) +
+                           " trace, which it reads, got the trace '" + trace + "'");
 }
 
 }  // namespace paradyse::cli

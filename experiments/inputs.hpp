@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+
 #include "evaluation/options.hpp"
 #include "strategies/micro_batch.hpp"
 
@@ -15,8 +17,10 @@ void add_model_overrides(CLI::App& command, std::string& attention, std::string&
                          std::string& loss_kernel);
 void add_machine_options(CLI::App& command, evaluation::MachineOptions& options);
 // A count flag's check: CLI11's PositiveNumber names the whole double range in its message; this one
-// says what was expected.
-CLI::Validator positive_whole_number();
+// says what was expected. No count paradyse takes reaches 2^31: a larger one is a typo, and would not
+// fit an int flag.
+CLI::Validator positive_whole_number(int64_t max = INT32_MAX);
+CLI::Validator whole_number_in(int64_t low, int64_t high);
 // --degree (unset: every GPU of the cluster) and --batch, both positive.
 void add_degree_and_batch_options(CLI::App& command, int& degree, int64_t& batch);
 // --policy, --costmodel, --degree, --batch, --gamma, --exclude and the ablation switches.
@@ -29,5 +33,14 @@ void add_documents_option(CLI::App& command, std::string& documents);
 // named in that error).
 std::vector<MicroBatch> parse_micro_batches(const std::string& lengths, const std::string& documents,
                                             const std::string& others = "");
+
+// --column and --field, which only a .csv and a .jsonl trace read.
+struct TraceFormatFlags {
+  CLI::Option* column = nullptr;
+  CLI::Option* field = nullptr;
+  // InputError when --column or --field was given for a trace of another format, which would ignore it.
+  void check(const std::string& trace) const;
+};
+TraceFormatFlags add_trace_format_options(CLI::App& command, std::string& column, std::string& field);
 
 }  // namespace paradyse::cli

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
+#include "common/printable_text.hpp"
 #include "experiments/bench_command.hpp"
 #include "experiments/command_line.hpp"
 #include "experiments/command_table.hpp"
@@ -15,7 +16,7 @@ int main(int argc, char** argv) {
   try {
     paradyse::cli::hand_over(argc, argv);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "paradyse: error: {}\n", e.what());
+    fmt::print(stderr, "paradyse: error: {}\n", paradyse::printable_text(e.what()));
     return 2;
   }
   CLI::App app{

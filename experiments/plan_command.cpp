@@ -24,7 +24,7 @@ struct PlanOptions {
   std::string lengths;
   std::string documents;  // one packed micro-batch instead of lengths
   bool longest = false;
-  int64_t max_seq = 16 * 1024 * 1024;
+  std::string max_seq = "16M";
   bool json = false;
 };
 
@@ -42,7 +42,7 @@ void run(const PlanOptions& options) {
   const std::vector<MicroBatch> micro_batches =
       options.longest ? std::vector<MicroBatch>{}
                       : parse_micro_batches(options.lengths, options.documents, "--longest");
-  if (options.max_seq < 1) throw InputError("--max-seq", 0, "", "expected a positive token count");
+  const int64_t max_seq = evaluation::parse_length(options.max_seq, "--max-seq");
   evaluation::PolicySet set = options.policies.build(options.machine);
 
   if (options.longest) {
@@ -51,7 +51,7 @@ void run(const PlanOptions& options) {
       fmt::print("longest length each policy plans within memory ({} on {}, cost model {}):\n",
                  set.model.name, set.cluster.name, set.source->name());
     for (auto& policy : set.policies) {
-      const auto [tokens, decision] = selector::longest_length(*policy, options.max_seq);
+      const auto [tokens, decision] = selector::longest_length(*policy, max_seq);
       if (options.json) {
         found.push_back({policy->name(), tokens, plan_runs_name(decision.plan)});
         continue;
@@ -165,7 +165,8 @@ void add_plan_command(CLI::App& app) {
   add_documents_option(*command, options->documents);
   command->add_flag("--longest", options->longest,
                     "print the longest length each policy plans within memory");
-  command->add_option("--max-seq", options->max_seq, "longest length --longest tries")->capture_default_str();
+  command->add_option("--max-seq", options->max_seq, "longest length --longest tries (e.g. 16M)")
+      ->capture_default_str();
   command->add_flag("--json", options->json, "print JSON instead of a table");
   command->callback([options] { run(*options); });
 }

@@ -22,7 +22,8 @@ void RealRunOptions::add_to(CLI::App& command) {
   add_model_overrides(command, attention, attention_kernel, loss_kernel);
   command.add_option("--plan", plan, "one strategy for every layer, or one per layer, comma-separated")
       ->capture_default_str();
-  command.add_option("--layers", layers, "layers to run (default: the model's)");
+  command.add_option("--layers", layers, "layers to run (default: the model's)")
+      ->check(positive_whole_number());
   command.add_option("--recompute", recompute, "none, selective or full, for every layer")
       ->capture_default_str();
   seq_option = command.add_option("--seq", seq, "tokens per sequence, comma-separated (16K = 16384)")
@@ -31,10 +32,14 @@ void RealRunOptions::add_to(CLI::App& command) {
   command.add_option("--batch", batch, "sequences per step")
       ->check(positive_whole_number())
       ->capture_default_str();
+  // A million steps of the smallest model take hours; more is a typo, whose count would overflow.
+  constexpr int64_t kMaxSteps = 1'000'000;
   command.add_option("--steps", steps, "measured steps per length (the median is reported)")
-      ->check(positive_whole_number())
+      ->check(positive_whole_number(kMaxSteps))
       ->capture_default_str();
-  command.add_option("--warmup", warmup, "unmeasured steps first, per length")->capture_default_str();
+  command.add_option("--warmup", warmup, "unmeasured steps first, per length")
+      ->check(whole_number_in(0, kMaxSteps))
+      ->capture_default_str();
   command
       .add_option("--device", device,
                   "cpu (Gloo) or cuda (NCCL, one rank per GPU, ranks mapped to GPUs by local rank; needs a "
@@ -58,15 +63,11 @@ void RealRunOptions::add_to(CLI::App& command) {
 ModelSpec RealRunOptions::load_model() const {
   ModelSpec spec =
       paradyse::load_model(model, evaluation::model_overrides(attention, attention_kernel, loss_kernel));
-  if (layers < 0)
-    throw InputError("--layers", 0, "",
-                     "expected a positive number of layers, got " + std::to_string(layers));
-  if (layers > 0) spec.num_layers = layers;
+  if (layers > 0) spec.num_layers = layers;  // 0: not given
   return spec;
 }
 
 real::RunRequest RealRunOptions::request(const ModelSpec& spec) const {
-  if (warmup < 0) throw InputError("--warmup", 0, "", "expected 0 or more, got " + std::to_string(warmup));
   real::RunRequest r;
   r.model = &spec;
   r.plan = evaluation::parse_plan(plan, spec, evaluation::parse_recompute_flag(recompute));

@@ -11,6 +11,7 @@
 
 #include "common/atomic_file.hpp"
 #include "common/errors.hpp"
+#include "experiments/inputs.hpp"
 #include "traces/stats.hpp"
 #include "traces/trace.hpp"
 
@@ -95,11 +96,6 @@ void convert(const TraceOptions& options) {
   fmt::print(")\n");
 }
 
-void add_read_options(CLI::App& command, traces::ReadOptions& read) {
-  command.add_option("--column", read.column, "CSV: the column holding the length")->capture_default_str();
-  command.add_option("--field", read.field, "JSONL: the field holding the length")->capture_default_str();
-}
-
 }  // namespace
 
 void add_trace_command(CLI::App& app) {
@@ -121,9 +117,13 @@ void add_trace_command(CLI::App& app) {
       "samples in each of the paper's length buckets (K = 1024 tokens)");
   stats_command->add_option("trace", stats_options->input, "a bundled trace name or a trace file")
       ->required();
-  add_read_options(*stats_command, stats_options->read);
+  const TraceFormatFlags stats_formats =
+      add_trace_format_options(*stats_command, stats_options->read.column, stats_options->read.field);
   stats_command->add_flag("--json", stats_options->json, "print JSON instead of a table");
-  stats_command->callback([stats_options] { stats(*stats_options); });
+  stats_command->callback([stats_options, stats_formats] {
+    stats_formats.check(stats_options->input);
+    stats(*stats_options);
+  });
 
   auto convert_options = std::make_shared<TraceOptions>();
   CLI::App* convert_command =
@@ -131,8 +131,12 @@ void add_trace_command(CLI::App& app) {
   convert_command->add_option("trace", convert_options->input, "a bundled trace name or a trace file")
       ->required();
   convert_command->add_option("out", convert_options->out, "the file to write, ending in .pb")->required();
-  add_read_options(*convert_command, convert_options->read);
-  convert_command->callback([convert_options] { convert(*convert_options); });
+  const TraceFormatFlags convert_formats =
+      add_trace_format_options(*convert_command, convert_options->read.column, convert_options->read.field);
+  convert_command->callback([convert_options, convert_formats] {
+    convert_formats.check(convert_options->input);
+    convert(*convert_options);
+  });
 }
 
 }  // namespace paradyse::cli

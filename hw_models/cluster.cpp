@@ -2,9 +2,11 @@
 //
 // {"name", "description", "gpus_per_node", "nics_per_node", "gpu": {...}, "host": {...} (optional),
 //  "intra_node": {...}, "inter_node": {...}, "source": {...}}. Keys carry units and values are SI (bytes,
-//  seconds, FLOP/s,
-// bytes/s). Every block has a `source` object with exactly one text per figure of that block, so a
-// number cannot be added without saying where it came from; unknown and missing keys are errors.
+// seconds, FLOP/s, bytes/s). Every block has a `source` object with exactly one text per figure of that
+// block, so a number cannot be added without saying where it came from; unknown and missing keys are
+// errors. Every figure lies in a range that any real machine, GPU or CPU, has: one outside it is a typo
+// or a unit slip (312 for 312 TFLOP/s, 1e-300) that would turn every time it prices into nonsense or
+// infinity far from the file that caused it.
 #include "hw_models/cluster.hpp"
 
 #include <algorithm>
@@ -14,6 +16,8 @@
 #include <initializer_list>
 #include <map>
 #include <system_error>
+
+#include <fmt/format.h>
 
 #include "common/errors.hpp"
 #include "common/json_input.hpp"
@@ -133,24 +137,35 @@ int count(const Object& block, std::string_view key) {
   return static_cast<int>(value);
 }
 
-// x > 0 on top of json_input's checks (x strictly increasing, y > 0): the curve is read in log(x).
-Curve positive_curve(const Object& block, std::string_view key) {
+// x > 0 on top of json_input's checks (x strictly increasing, y > 0): the curve is read in log(x). Every
+// y within [low, high] `unit`, as figure() checks a single figure.
+Curve positive_curve(const Object& block, std::string_view key, double low, double high,
+                     std::string_view unit) {
   std::vector<std::pair<double, double>> points = block.curve(key);
   if (points.empty()) block.fail(key, "expected at least one [x, y] point, got []");
   if (points.front().first <= 0)
     block.fail(key, "expected x > 0 in every point (the curve is read in log x), got " +
                         json_input::Json(points.front().first).dump());
+  for (const auto& [x, y] : points)
+    if (y < low || y > high)
+      block.fail(key, fmt::format("expected y from {:g} to {:g}{}{}, got {:g} at {:g}", low, high,
+                                  unit.empty() ? "" : " ", unit, y, x));
   return Curve(std::move(points));
 }
 
-// A fraction of peak by size: y in (0, 1].
+// A fraction of peak by size: y in (0, 1]; below a thousandth of peak no kernel or collective runs.
 Curve efficiency_curve(const Object& block, std::string_view key) {
-  Curve curve = positive_curve(block, key);
-  for (const auto& [x, y] : curve.points())
-    if (y > 1)
-      block.fail(key, "expected fractions of peak in (0, 1], got " + json_input::Json(y).dump() + " at " +
-                          json_input::Json(x).dump());
-  return curve;
+  return positive_curve(block, key, 1e-3, 1, "of peak");
+}
+
+// A bandwidth by size, in bytes/s.
+Curve bandwidth_curve(const Object& block, std::string_view key) {
+  return positive_curve(block, key, 1e3, 1e14, "bytes/s");
+}
+
+// A factor on a time: from a thousandth to a thousand times.
+Curve factor_curve(const Object& block, std::string_view key) {
+  return positive_curve(block, key, 1e-3, 1e3, "");
 }
 
 // "kernels": {"softmax": {"bytes_per_second_by_bytes": [[x, y], ...], "source": {...}}, ...}
@@ -164,7 +179,8 @@ std::map<std::string, KernelRate> read_kernel_rates(const Object& kernels) {
       kernels.fail(name, "expected exactly one of bytes_per_second_by_bytes and flops_per_second_by_flops");
     const std::string_view curve = by_flops ? "flops_per_second_by_flops" : "bytes_per_second_by_bytes";
     require_sources(kernel, {curve});
-    rates[name] = KernelRate{by_flops, positive_curve(kernel, curve)};
+    rates[name] = KernelRate{by_flops, by_flops ? positive_curve(kernel, curve, 1e6, 1e17, "FLOP/s")
+                                                : bandwidth_curve(kernel, curve)};
   }
   return rates;
 }
@@ -183,8 +199,8 @@ GemmTiles read_gemm_tiles(const Object& tiles) {
 GpuSpec::AttentionOccupancy read_attention_occupancy(const Object& factors) {
   factors.require_keys({"forward", "backward", "causal_forward", "causal_backward", "source"});
   require_sources(factors, {"forward", "backward", "causal_forward", "causal_backward"});
-  return {positive_curve(factors, "forward"), positive_curve(factors, "backward"),
-          positive_curve(factors, "causal_forward"), positive_curve(factors, "causal_backward")};
+  return {factor_curve(factors, "forward"), factor_curve(factors, "backward"),
+          factor_curve(factors, "causal_forward"), factor_curve(factors, "causal_backward")};
 }
 
 GpuSpec read_gpu(const Object& gpu) {
@@ -208,9 +224,9 @@ GpuSpec read_gpu(const Object& gpu) {
              "expected only with gemm_tiles, whose streaming_multiprocessors it counts by");
   GpuSpec spec;
   spec.name = non_empty_string(gpu, "name");
-  spec.bf16_flops_per_second = gpu.positive_number("bf16_flops_per_second");
-  spec.hbm_bytes = gpu.positive_number("hbm_bytes");
-  spec.hbm_bytes_per_second = gpu.positive_number("hbm_bytes_per_second");
+  spec.bf16_flops_per_second = gpu.number_in("bf16_flops_per_second", 1e9, 1e17, "FLOP/s");
+  spec.hbm_bytes = gpu.number_in("hbm_bytes", 1e8, 1e14, "bytes");
+  spec.hbm_bytes_per_second = gpu.number_in("hbm_bytes_per_second", 1e9, 1e14, "bytes/s");
   if (tiles)
     spec.gemm_tiles = read_gemm_tiles(gpu.object("gemm_tiles"));
   else
@@ -218,10 +234,10 @@ GpuSpec read_gpu(const Object& gpu) {
   spec.attention_efficiency_by_seq = efficiency_curve(gpu, "attention_efficiency_by_seq");
   spec.causal_attention_efficiency_by_seq = efficiency_curve(gpu, "causal_attention_efficiency_by_seq");
   if (gpu.has("attention_dropout_time_factor_by_seq"))
-    spec.attention_dropout_time_factor_by_seq = positive_curve(gpu, "attention_dropout_time_factor_by_seq");
+    spec.attention_dropout_time_factor_by_seq = factor_curve(gpu, "attention_dropout_time_factor_by_seq");
   if (gpu.has("attention_time_factor_by_blocks_per_sm"))
     spec.attention_occupancy = read_attention_occupancy(gpu.object("attention_time_factor_by_blocks_per_sm"));
-  spec.kernel_launch_s = non_negative_number(gpu, "kernel_launch_seconds");
+  spec.kernel_launch_s = gpu.number_in("kernel_launch_seconds", 0, 1e-2, "s");
   spec.reserved_bytes = non_negative_number(gpu, "reserved_bytes");
   if (spec.reserved_bytes >= spec.hbm_bytes)
     gpu.fail("reserved_bytes", "expected less than hbm_bytes (" + json_input::Json(spec.hbm_bytes).dump() +
@@ -240,8 +256,8 @@ HostSpec read_host(const Object& host) {
                     {kByCall, kByKind});
   require_sources(host, {"kernel_dispatch_seconds", "communication_dispatch_seconds", "synchronous"},
                   {kByCall, kByKind});
-  HostSpec spec{non_negative_number(host, "kernel_dispatch_seconds"),
-                non_negative_number(host, "communication_dispatch_seconds"),
+  HostSpec spec{host.number_in("kernel_dispatch_seconds", 0, 0.1, "s"),
+                host.number_in("communication_dispatch_seconds", 0, 0.1, "s"),
                 host.boolean("synchronous"),
                 {},
                 {}};
@@ -250,7 +266,7 @@ HostSpec read_host(const Object& host) {
     if (!host.has(key)) continue;
     const Object entries = host.object(key);
     for (const auto& [name, value] : entries.json().items())
-      (*seconds)[name] = non_negative_number(entries, name);
+      (*seconds)[name] = entries.number_in(name, 0, 0.1, "s");
   }
   return spec;
 }
@@ -275,17 +291,17 @@ FabricSpec read_fabric(const Object& fabric) {
                   {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds"},
                   {kAllGather, kReduceScatter, kSendRecv, kContention, kSynchronization});
   FabricSpec spec;
-  spec.bytes_per_second = fabric.positive_number("bytes_per_second");
+  spec.bytes_per_second = fabric.number_in("bytes_per_second", 1e6, 1e14, "bytes/s");
   // No cap at bytes_per_second: all-reduce with NVLink SHARP beats the per-direction link rate.
-  spec.bus_bandwidth_by_bytes = positive_curve(fabric, "bus_bandwidth_by_bytes");
+  spec.bus_bandwidth_by_bytes = bandwidth_curve(fabric, "bus_bandwidth_by_bytes");
   spec.all_to_all_efficiency = fabric.fraction("all_to_all_efficiency");
   if (spec.all_to_all_efficiency == 0)
     fabric.fail("all_to_all_efficiency", "expected a fraction above 0, got 0");
-  spec.latency_s = non_negative_number(fabric, "latency_seconds");
+  spec.latency_s = fabric.number_in("latency_seconds", 0, 1, "s");
   for (auto [key, curve] : {std::pair{kAllGather, &spec.all_gather_bus_bandwidth_by_bytes},
                             {kReduceScatter, &spec.reduce_scatter_bus_bandwidth_by_bytes},
                             {kSendRecv, &spec.send_recv_bandwidth_by_bytes}}) {
-    if (fabric.has(key)) *curve = positive_curve(fabric, key);
+    if (fabric.has(key)) *curve = bandwidth_curve(fabric, key);
   }
   if (fabric.has(kContention)) {
     spec.compute_contention = fabric.fraction(kContention);
@@ -293,7 +309,7 @@ FabricSpec read_fabric(const Object& fabric) {
       fabric.fail(kContention,
                   "expected a share of the compute below 1 (at 1 no compute would progress), got 1");
   }
-  if (fabric.has(kSynchronization)) spec.synchronization_s = non_negative_number(fabric, kSynchronization);
+  if (fabric.has(kSynchronization)) spec.synchronization_s = fabric.number_in(kSynchronization, 0, 1, "s");
   return spec;
 }
 

@@ -197,8 +197,8 @@ std::shared_ptr<const Network> read_network(const json_input::Object& block, int
                              "\"");
       (e == 0 ? out.a : out.b) = found->second;
     }
-    out.bytes_per_second = link.number("bytes_per_second");
-    out.latency_s = link.number("latency_seconds");
+    out.bytes_per_second = link.number_in("bytes_per_second", 1e6, 1e14, "bytes/s");
+    out.latency_s = link.number_in("latency_seconds", 0, 1, "s");
   }
   return std::make_shared<const Network>(static_cast<int>(nodes), gpus, std::move(switches), std::move(links),
                                          block.source());

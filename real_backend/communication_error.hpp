@@ -6,6 +6,10 @@
 
 namespace paradyse::real {
 
+// The exit status of a run whose ranks lost each other: a rank's communication failed, or the
+// launcher saw a rank killed.
+inline constexpr int kLostRankStatus = 4;
+
 class CommunicationError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -120,7 +120,9 @@ int launch_local_ranks(int ranks, std::chrono::seconds grace) {
     if (ended->status != 0 && result == 0) {
       std::cerr << "paradyse: rank " << ended->id << " of " << ranks << " " << describe_exit(ended->status)
                 << (children.running() > 0 ? "; stopping the other ranks" : "") << "\n";
-      result = exit_code(ended->status);
+      // A rank killed by a signal lost the run its peers: the status of a run whose ranks lost each
+      // other (4). A rank that exited on its own says why with its status (2: input, 3: internal).
+      result = WIFSIGNALED(ended->status) ? kLostRankStatus : exit_code(ended->status);
       deadline = std::chrono::steady_clock::now() + grace;
     }
   }

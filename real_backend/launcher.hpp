@@ -6,6 +6,8 @@
 // Project types only: LibTorch stays in this folder's sources.
 #pragma once
 
+#include "real_backend/communication_error.hpp"
+
 #include <chrono>
 #include <optional>
 #include <string>
@@ -30,8 +32,8 @@ std::optional<RankEnvironment> rank_from_environment();
 // Starts `ranks` copies of this very command line on this machine and waits for them. If a rank
 // fails (non-zero exit or a signal), the others get `grace` to notice (their communicator fails as
 // soon as a peer's connection drops) and are then killed, so a dead rank never leaves the rest
-// hanging. Returns the exit status for the whole run: 0, or the failed rank's status (128 + signal
-// when it was killed), after writing to stderr which rank failed and how.
+// hanging. Returns the exit status for the whole run: 0, the failed rank's status when it exited, or
+// kLostRankStatus (4) when it was killed by a signal, after writing to stderr which rank failed and how.
 int launch_local_ranks(int ranks, std::chrono::seconds grace);
 
 }  // namespace paradyse::real

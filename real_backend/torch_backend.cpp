@@ -64,22 +64,42 @@ at::Tensor documents_of(const at::Tensor& positions, const DocumentEnds& ends) {
                           /*right=*/true);
 }
 
-// [s_q, s_k] true where the pair is computed: within one document and, for a causal mask, key ≤ query.
-at::Tensor allowed_pairs(const AttentionMask& mask, const at::Device& device) {
-  const at::Tensor q = positions(mask.queries, device), k = positions(mask.keys, device);
-  at::Tensor allowed = mask.causal
-                           ? k.unsqueeze(0) <= q.unsqueeze(1)
-                           : at::ones({q.size(0), k.size(0)}, at::TensorOptions(at::kBool).device(device));
-  if (mask.document_ends)
-    allowed.logical_and_(documents_of(k, *mask.document_ends).unsqueeze(0) ==
-                         documents_of(q, *mask.document_ends).unsqueeze(1));
-  return allowed;
-}
+// Which (query, key) pairs a mask computes: within one document and, for a causal mask, key ≤ query.
+// Kept as positions and documents, not as an [s_q, s_k] matrix: the exact attention asks for one tile
+// at a time, and a whole matrix of a long sequence would be its largest buffer by far (a 1M-token
+// sequence's is 2^40 bytes), one the traced programs and the memory check know nothing of.
+class PairMask {
+ public:
+  PairMask(const AttentionMask& mask, const at::Device& device)
+      : causal_(mask.causal), q_(positions(mask.queries, device)), k_(positions(mask.keys, device)) {
+    if (mask.document_ends) {
+      q_document_ = documents_of(q_, *mask.document_ends);
+      k_document_ = documents_of(k_, *mask.document_ends);
+    }
+  }
 
-// Queries per block of the exact attention: its fp32 score block stays under about 64 MiB.
-int64_t query_block(int64_t batch_heads, int64_t keys) {
-  const int64_t budget = int64_t{16} << 20;  // floats
-  return std::max<int64_t>(1, budget / std::max<int64_t>(1, batch_heads * keys));
+  // [n_q, n_k] of the query and key indices given (`keys` undefined: all keys).
+  at::Tensor pairs(const at::Tensor& queries, const at::Tensor& keys) const {
+    const auto pick = [](const at::Tensor& all, const at::Tensor& indices) {
+      return indices.defined() ? all.index_select(0, indices) : all;
+    };
+    const at::Tensor q = pick(q_, queries), k = pick(k_, keys);
+    at::Tensor allowed = causal_ ? k.unsqueeze(0) <= q.unsqueeze(1)
+                                 : at::ones({q.size(0), k.size(0)}, q.options().dtype(at::kBool));
+    if (q_document_.defined())
+      allowed.logical_and_(pick(k_document_, keys).unsqueeze(0) == pick(q_document_, queries).unsqueeze(1));
+    return allowed;
+  }
+
+ private:
+  bool causal_;
+  at::Tensor q_, k_, q_document_, k_document_;
+};
+
+// Queries per block of the exact attention: its fp32 score block stays under `block_bytes`.
+int64_t query_block(int64_t batch_heads, int64_t keys, int64_t block_bytes) {
+  const int64_t floats = block_bytes / static_cast<int64_t>(sizeof(float));
+  return std::max<int64_t>(1, floats / std::max<int64_t>(1, batch_heads * keys));
 }
 
 // A piece of the exact attention: some queries against some keys (int64 indices into q's and k's
@@ -91,7 +111,7 @@ struct AttentionTile {
 // Blocks of queries against every key; with documents, each document's queries (in blocks) against
 // that document's keys alone, as a variable-length kernel runs: pairs across documents cost nothing.
 std::vector<AttentionTile> attention_tiles(const AttentionMask& mask, int64_t batch_heads,
-                                           const at::Device& device) {
+                                           const at::Device& device, int64_t block_bytes) {
   const at::TensorOptions indices = at::TensorOptions(at::kLong).device(device);
   std::vector<std::pair<at::Tensor, at::Tensor>> groups;  // (queries, keys) of one document, or of all
   if (!mask.document_ends) {
@@ -110,17 +130,11 @@ std::vector<AttentionTile> attention_tiles(const AttentionMask& mask, int64_t ba
   std::vector<AttentionTile> tiles;
   for (const auto& [queries, keys] : groups) {
     const int64_t key_count = keys.defined() ? keys.numel() : mask.key_count();
-    const int64_t block = query_block(batch_heads, key_count);
+    const int64_t block = query_block(batch_heads, key_count, block_bytes);
     for (int64_t start = 0; start < queries.numel(); start += block)
       tiles.push_back({queries.narrow(0, start, std::min(block, queries.numel() - start)), keys});
   }
   return tiles;
-}
-
-// The tile's rows (and columns) of a [s_q, s_k] mask.
-at::Tensor tile_of(const at::Tensor& allowed, const AttentionTile& tile) {
-  const at::Tensor rows = allowed.index_select(0, tile.queries);
-  return tile.keys.defined() ? rows.index_select(1, tile.keys) : rows;
 }
 
 // The tile's keys (or values) of [b, heads, s_k, d].
@@ -351,19 +365,21 @@ namespace {
 // The exact attention of q [b, s_q, a, d] against k and v [b, s_k, kv, d] under `mask`, on their
 // device: out [b, s_q, a, d] and lse [b, a, s_q], float32.
 std::pair<at::Tensor, at::Tensor> exact_attention_forward(const at::Tensor& tq, const at::Tensor& tk,
-                                                          const at::Tensor& tv, const AttentionMask& mask) {
+                                                          const at::Tensor& tv, const AttentionMask& mask,
+                                                          int64_t block_bytes) {
   const int64_t b = tq.size(0), sq = tq.size(1), a = tq.size(2), d = tq.size(3), kv = tk.size(2), g = a / kv;
   const at::Device device = tq.device();
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const at::Tensor k_heads = heads_first(tk), v_heads = heads_first(tv);
-  const at::Tensor allowed = allowed_pairs(mask, device);
+  const PairMask allowed(mask, device);
   // Rows no tile reaches (a document with no key here) stay empty: output 0, log-sum-exp −inf.
   at::Tensor out = at::zeros({b, kv, g, sq, d}, at::TensorOptions(at::kFloat).device(device));
   at::Tensor lse = at::full({b, kv, g, sq}, -std::numeric_limits<float>::infinity(), out.options());
-  for (const AttentionTile& tile : attention_tiles(mask, b * a, device)) {
+  for (const AttentionTile& tile : attention_tiles(mask, b * a, device, block_bytes)) {
     const int64_t n = tile.queries.numel();
     const at::Tensor qb = grouped_queries(tq.index_select(1, tile.queries), kv);
-    const at::Tensor s = masked_scores(qb, tile_keys(k_heads, tile), tile_of(allowed, tile), g, scale);
+    const at::Tensor s =
+        masked_scores(qb, tile_keys(k_heads, tile), allowed.pairs(tile.queries, tile.keys), g, scale);
     const at::Tensor row_lse = at::logsumexp(s, -1);  // [b, kv, g, n]
     const at::Tensor p = probabilities(s, row_lse).view({b, kv, g * n, -1});
     out.index_copy_(3, tile.queries, at::matmul(p, tile_keys(v_heads, tile)).view({b, kv, g, n, d}));
@@ -376,12 +392,12 @@ std::pair<at::Tensor, at::Tensor> exact_attention_forward(const at::Tensor& tq, 
 // Its gradients from d_out and the forward's out and lse: d_q, d_k, d_v float32, shaped as q, k, v.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> exact_attention_backward(
     const at::Tensor& d_out, const at::Tensor& tq, const at::Tensor& tk, const at::Tensor& tv,
-    const at::Tensor& out, const at::Tensor& lse, const AttentionMask& mask) {
+    const at::Tensor& out, const at::Tensor& lse, const AttentionMask& mask, int64_t block_bytes) {
   const int64_t b = tq.size(0), sq = tq.size(1), a = tq.size(2), d = tq.size(3), kv = tk.size(2), g = a / kv;
   const at::Device device = tq.device();
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const at::Tensor k_heads = heads_first(tk), v_heads = heads_first(tv);
-  const at::Tensor allowed = allowed_pairs(mask, device);
+  const PairMask allowed(mask, device);
   const at::Tensor lse_grouped = lse.view({b, kv, g, sq});
   // D = rowsum(dO ∘ O): the softmax backward's correction, FlashAttention's "delta".
   const at::Tensor delta =
@@ -389,12 +405,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> exact_attention_backward(
   at::Tensor d_q = at::zeros({b, kv, g, sq, d}, at::TensorOptions(at::kFloat).device(device));
   at::Tensor d_k = at::zeros({b, kv, tk.size(1), d}, d_q.options());
   at::Tensor d_v = at::zeros_like(d_k);
-  for (const AttentionTile& tile : attention_tiles(mask, b * a, device)) {
+  for (const AttentionTile& tile : attention_tiles(mask, b * a, device, block_bytes)) {
     const int64_t n = tile.queries.numel();
     const at::Tensor qb = grouped_queries(tq.index_select(1, tile.queries), kv);      // [b, kv, g·n, d]
     const at::Tensor dob = grouped_queries(d_out.index_select(1, tile.queries), kv);  // [b, kv, g·n, d]
     const at::Tensor k_tile = tile_keys(k_heads, tile);
-    const at::Tensor s = masked_scores(qb, k_tile, tile_of(allowed, tile), g, scale);
+    const at::Tensor s = masked_scores(qb, k_tile, allowed.pairs(tile.queries, tile.keys), g, scale);
     const at::Tensor p = probabilities(s, lse_grouped.index_select(3, tile.queries)).view({b, kv, g * n, -1});
     const at::Tensor d_p = at::matmul(dob, tile_keys(v_heads, tile).transpose(-1, -2));  // [b, kv, g·n, s_k]
     const at::Tensor d_s = (p * (d_p - delta.index_select(3, tile.queries).reshape({b, kv, g * n, 1})))
@@ -433,8 +449,8 @@ VarlenKernels exact_varlen_kernels() {
   kernels.forward = [each, one](const VarlenCall& c) {
     std::vector<at::Tensor> outs, lses;
     each(c, [&](const AttentionMask& mask, int64_t q_row, int64_t nq, int64_t k_row, int64_t nk) {
-      auto [out, lse] =
-          exact_attention_forward(one(c.q, q_row, nq), one(c.k, k_row, nk), one(c.v, k_row, nk), mask);
+      auto [out, lse] = exact_attention_forward(one(c.q, q_row, nq), one(c.k, k_row, nk), one(c.v, k_row, nk),
+                                                mask, TorchBackendOptions{}.attention_block_bytes);
       outs.push_back(out.squeeze(0));
       lses.push_back(lse.squeeze(0));
     });
@@ -445,7 +461,8 @@ VarlenKernels exact_varlen_kernels() {
     each(c, [&](const AttentionMask& mask, int64_t q_row, int64_t nq, int64_t k_row, int64_t nk) {
       auto [d_q, d_k, d_v] = exact_attention_backward(
           one(d_out, q_row, nq), one(c.q, q_row, nq), one(c.k, k_row, nk), one(c.v, k_row, nk),
-          one(merged.out, q_row, nq), merged.lse.narrow(1, q_row, nq).unsqueeze(0), mask);
+          one(merged.out, q_row, nq), merged.lse.narrow(1, q_row, nq).unsqueeze(0), mask,
+          TorchBackendOptions{}.attention_block_bytes);
       d_qs.push_back(d_q.squeeze(0));
       d_ks.push_back(d_k.squeeze(0));
       d_vs.push_back(d_v.squeeze(0));
@@ -477,7 +494,7 @@ AttentionOutput TorchBackend::attention_forward(const Tensor& q, const Tensor& k
           tq, tk, tv, *tiles, 1.0 / std::sqrt(static_cast<double>(q.size(3))), *kernels);
       return {make(f.out.to(type), DType::bf16), make(f.lse, DType::fp32)};
     }
-  auto [out, lse] = exact_attention_forward(tq, tk, tv, mask);
+  auto [out, lse] = exact_attention_forward(tq, tk, tv, mask, options_.attention_block_bytes);
   return {make(out.to(type).contiguous(), DType::bf16), make(lse, DType::fp32)};
 }
 
@@ -495,7 +512,8 @@ AttentionGrads TorchBackend::attention_backward(const Tensor& d_out, const Tenso
       return {make(g.d_q.to(type), DType::bf16), make(g.d_k.to(type), DType::bf16),
               make(g.d_v.to(type), DType::bf16)};
     }
-  auto [d_q, d_k, d_v] = exact_attention_backward(unwrap(d_out), tq, tk, tv, unwrap(out), unwrap(lse), mask);
+  auto [d_q, d_k, d_v] = exact_attention_backward(unwrap(d_out), tq, tk, tv, unwrap(out), unwrap(lse), mask,
+                                                  options_.attention_block_bytes);
   return {make(d_q.to(type).contiguous(), DType::bf16), make(d_k.to(type).contiguous(), DType::bf16),
           make(d_v.to(type).contiguous(), DType::bf16)};
 }
@@ -540,7 +558,7 @@ Tensor TorchBackend::scores_transposed_times(const Tensor& p, const Tensor& x) {
 
 Tensor TorchBackend::softmax(const Tensor& scores, double scale, const AttentionMask& mask) {
   OpTimer timer(*this, Kernel::softmax);
-  const at::Tensor allowed = allowed_pairs(mask, options_.device);
+  const at::Tensor allowed = PairMask(mask, options_.device).pairs(at::Tensor(), at::Tensor());
   const at::Tensor s = (unwrap(scores).to(at::kFloat) * scale)
                            .masked_fill_(allowed.logical_not(), -std::numeric_limits<float>::infinity());
   return make(at::softmax(s, -1).to(storage_type(DType::bf16)), DType::bf16);

@@ -43,6 +43,10 @@ struct TorchBackendOptions {
   // bf16), else the exact attention tile by tile. Off: the exact attention over the whole mask, which
   // is what CPUs run (tiling adds copies and saves nothing there). Unset: on on a GPU.
   std::optional<bool> varlen_attention;
+  // The exact attention computes a block of queries against their keys at a time: the block's fp32
+  // scores take at most this (one query row at least). Its working set is a few times this, whatever
+  // the sequence's length; larger blocks mean fewer, larger GEMMs.
+  int64_t attention_block_bytes = int64_t{64} << 20;
 };
 
 // One communication call as the strategy issued it, counted as the tracer counts it (Op).

@@ -5,6 +5,7 @@
 #include <simgrid/kernel/routing/NetZoneImpl.hpp>
 
 #include <algorithm>
+#include <csignal>
 #include <functional>
 #include <memory>
 #include <string>
@@ -108,6 +109,9 @@ Platform::Platform(const hw::ClusterSpec& cluster, int num_gpus) {
                  "a platform of " + std::to_string(num_gpus) + " GPUs on a cluster of " +
                      std::to_string(cluster.num_gpus()));
   engine_ = std::make_unique<sg4::Engine>("paradyse");
+  // SimGrid's own Ctrl-C handler prints its state and exits 1; interrupted, paradyse ends as any
+  // program does (the shell's 130), leaving nothing under its outputs' final names.
+  std::signal(SIGINT, SIG_DFL);
   configure_once();
 
   // Only the nodes the job uses, of the built-in fat tree; all of a graph's.

@@ -22,7 +22,8 @@
 // default (n_inner, resid_pdrop, hidden_dropout_prob, tie_word_embeddings, num_key_value_heads)
 // take that same default when absent, so the file means here what it means in transformers.
 // Position embeddings, BERT's token-type embeddings and pooler, and biases are not modelled (the
-// header's parameter counts say so).
+// header's parameter counts say so). Keys that turn on what changes a layer's cost beyond that
+// (a sliding window, experts, latent attention) are refused by name.
 //
 // Dropout: hidden dropout after attention and after the MLP (GPT-2's resid_pdrop; BERT's and the
 // generic block's hidden_dropout_prob, or hidden_dropout as Megatron-LM names it), attention dropout on
@@ -216,6 +217,36 @@ AttentionKernel read_attention_kernel(const Object& config) {
                   in_quotes(name));
 }
 
+// Keys that change what a layer costs in a way paradyse does not model: priced as the dense, full
+// attention block, such a model would be wrong by far (a 4K window at 64K tokens is a sixteenth of the
+// attention work), so a config that turns one on is refused by name. Off (null, false, equal to the
+// dense block's own value) they are ignored like any other key.
+void refuse_unmodelled(const Object& config, const std::string& model_type) {
+  const Json& json = config.json();
+  const auto on = [&](std::string_view key) {
+    return json.contains(key) && !json.at(std::string(key)).is_null();
+  };
+  // Qwen2 configs carry a sliding_window that only use_sliding_window turns on.
+  const bool window =
+      on("sliding_window") && (model_type != "qwen2" || json.value("use_sliding_window", false));
+  if (window)
+    config.fail(
+        "sliding_window",
+        "sliding-window attention is not modelled: paradyse prices attention over the whole sequence, "
+        "the same only up to the window; set it to null to price full attention, got " +
+            json.at("sliding_window").dump());
+  for (std::string_view key : {"num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok"})
+    if (on(key) && !(json.at(std::string(key)).is_number_integer() && json.at(std::string(key)) <= 1))
+      config.fail(key, "mixture-of-experts layers are not modelled (paradyse prices a dense MLP), got " +
+                           json.at(std::string(key)).dump());
+  for (std::string_view key : {"kv_lora_rank", "q_lora_rank"})
+    if (on(key))
+      config.fail(key,
+                  "multi-head latent attention is not modelled (paradyse prices multi-head and "
+                  "grouped-query attention), got " +
+                      json.at(std::string(key)).dump());
+}
+
 ModelSpec read_config(const Json& json, const std::string& file) {
   const Object config(json, file);
   const std::string model_type = config.has("model_type") ? config.string("model_type") : "";
@@ -230,6 +261,7 @@ ModelSpec read_config(const Json& json, const std::string& file) {
   ModelSpec spec = model_type == "gpt2" || json.contains("n_embd")
                        ? read_gpt2_style(config)
                        : read_hidden_size_style(config, model_type);
+  refuse_unmodelled(config, model_type);
   spec.attention_kernel = read_attention_kernel(config);
   return spec;
 }

@@ -84,6 +84,47 @@ std::optional<std::string> whole_heads(const ModelSpec& model, int degree) {
   return std::nullopt;
 }
 
+std::optional<std::string> none_can_run(const ModelSpec& model, int degree,
+                                        const std::vector<const Strategy*>& candidates, int max_degree) {
+  std::vector<std::pair<std::string, std::string>> reasons;  // reason, the strategies it stops
+  for (const Strategy* strategy : candidates) {
+    const std::optional<std::string> why = strategy->unsupported(model, degree);
+    if (!why) return std::nullopt;
+    auto same = std::find_if(reasons.begin(), reasons.end(), [&](const auto& r) { return r.first == *why; });
+    if (same == reasons.end()) same = reasons.insert(reasons.end(), {*why, ""});
+    same->second.append(same->second.empty() ? "" : ", ").append(strategy->name());
+  }
+  std::string names;
+  for (const Strategy* strategy : candidates)
+    names.append(names.empty() ? "" : ", ").append(strategy->name());
+  std::string text = (candidates.size() == 1 ? names : "none of " + names) +
+                     (candidates.size() == 1 ? " cannot" : " can") + " run " + model.name + " at degree " +
+                     std::to_string(degree) + ": ";
+  for (std::size_t r = 0; r < reasons.size(); ++r) {
+    text.append(r == 0 ? "" : "; ");
+    if (reasons.size() > 1) text.append(reasons[r].second).append(": ");
+    text.append(reasons[r].first);
+  }
+  // Every strategy splits the hidden size's rows over its ranks: only its divisors can run.
+  std::string degrees;
+  for (int64_t p = 1; p <= std::min<int64_t>(max_degree, model.hidden); ++p)
+    if (model.hidden % p == 0 && std::any_of(candidates.begin(), candidates.end(), [&](const Strategy* s) {
+          return !s->unsupported(model, static_cast<int>(p));
+        }))
+      degrees.append(degrees.empty() ? "" : ", ").append(std::to_string(p));
+  const std::string they = candidates.size() == 1 ? "It runs" : "They run";
+  if (max_degree > 0)
+    text.append(degrees.empty() ? ". " + they + " at no degree up to " + std::to_string(max_degree)
+                                : ". " + they + " at degrees " + degrees);
+  std::string others;
+  for (const Strategy* strategy : all_strategies())
+    if (std::find(candidates.begin(), candidates.end(), strategy) == candidates.end() &&
+        !strategy->unsupported(model, degree))
+      others.append(others.empty() ? "" : ", ").append(strategy->name());
+  if (!others.empty()) text.append("; at degree " + std::to_string(degree) + " these run: " + others);
+  return text;
+}
+
 Plan uniform_plan(const Strategy& strategy, int64_t num_layers, Recompute recompute) {
   return Plan(static_cast<std::size_t>(num_layers), LayerChoice{&strategy, recompute});
 }

@@ -132,6 +132,12 @@ std::optional<std::string> layout_rows(const ModelSpec& model, int degree);
 std::optional<std::string> two_groups(std::string_view name, int inner, std::string_view inner_kind,
                                       std::string_view one_group, int degree);
 
+// Why none of `candidates` can run `model` at `degree` (each distinct reason once, with the strategies
+// it stops), and what would: the degrees up to `max_degree` at which one of them runs, and the other
+// strategies that run at `degree`. nullopt when one of them can.
+std::optional<std::string> none_can_run(const ModelSpec& model, int degree,
+                                        const std::vector<const Strategy*>& candidates, int max_degree);
+
 // Every strategy, by name; nullptr for an unknown name.
 const Strategy* find_strategy(std::string_view name);
 // The 1-D strategies, then the 2-D ones; not every one runs at every degree (Strategy::unsupported).

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/errors.hpp"
+#include "common/limits.hpp"
 
 namespace paradyse::traces {
 namespace {
@@ -112,7 +113,22 @@ PreparedTrace prepare(const Trace& trace, const PrepareOptions& options) {
   if (options.limit > 0 && options.limit < sampled) kept.resize(static_cast<std::size_t>(options.limit));
   const auto limited = static_cast<int64_t>(kept.size());
 
+  // Counted before any is made: a cap of a few tokens would split a trace into billions of pieces.
+  int64_t sequences = 0;
+  for (int64_t length : kept)
+    sequences += options.max_len > 0 && length > options.max_len
+                     ? (options.over == OverRule::split ? (length + options.max_len - 1) / options.max_len
+                        : options.over == OverRule::truncate ? 1
+                                                             : 0)
+                     : 1;
+  if (sequences > kMaxRunSequences)
+    throw InputError(options.over == OverRule::split && options.max_len > 0 ? "--max-len" : "--limit", 0, "",
+                     "expected a run of at most " + std::to_string(kMaxRunSequences) + " sequences, got " +
+                         std::to_string(sequences) +
+                         " (--limit, --sample or a longer --max-len trains fewer)");
+
   PreparedTrace prepared;
+  prepared.lengths.reserve(static_cast<std::size_t>(sequences));
   for (int64_t length : kept) {
     if (options.max_len == 0 || length <= options.max_len) {
       prepared.lengths.push_back(length);

@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string_view>
 
 #include "common/errors.hpp"
+#include "common/input_file.hpp"
 #include "common/json_input.hpp"
 #include "common/limits.hpp"
+#include "common/printable_text.hpp"
 #include "traces/readers.hpp"
 
 namespace paradyse::traces {
@@ -62,14 +62,11 @@ std::string read_file(const std::string& path) {
     throw InputError(
         path, 0, "",
         "expected a trace file or a bundled trace name (" + bundled_names_text() + "), got no such file");
-  if (std::filesystem::is_directory(path, error))
-    throw InputError(path, 0, "", "expected a trace file, got a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, 0, "", "expected a readable trace file, got one that cannot be opened");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(path, 0, "", "expected a readable trace file, got a read error");
-  return std::move(text).str();
+  // A .pb trace is binary: its bytes have no lines.
+  const bool lines = std::filesystem::path(path).extension() != ".pb";
+  return read_input_file(
+      path,
+      {.kind = "trace", .max_bytes = kMaxTraceFileBytes, .max_line_bytes = lines ? kMaxTraceLineBytes : 0});
 }
 
 }  // namespace
@@ -156,8 +153,8 @@ void require_samples(const Trace& trace, const std::string& source) {
 
 std::string quoted_text(std::string_view text) {
   constexpr std::size_t shown = 40;
-  if (text.size() <= shown) return "'" + std::string(text) + "'";
-  return "'" + std::string(text.substr(0, shown)) + "...' (" + std::to_string(text.size()) + " characters)";
+  if (text.size() <= shown) return "'" + printable_text(text) + "'";
+  return "'" + printable_text(text.substr(0, shown)) + "...' (" + std::to_string(text.size()) + " bytes)";
 }
 
 }  // namespace detail

@@ -55,13 +55,13 @@ Profile sample_profile() {
                   .batch = 2,
                   .source = "analytic",
                   .points = {}};
-  // Values whose shortest decimal form is long, tiny, huge or not exactly representable.
+  // Values whose shortest decimal form is long, at the ends of the ranges a profile takes, or not
+  // exactly representable.
   profile.points = {
-      {"megatron_ts", "none", 1024, 0.1, 1.0 / 3.0, 2.0 / 7.0},
-      {"megatron_ts", "selective", 1024, 1e-300, 4.9406564584124654e-324, 1.7976931348623157e308},
+      {"megatron_ts", "none", 1024, 0.1, 1.0 / 3.0 + 1, 2.0 / 7.0 + 1},
+      {"megatron_ts", "selective", 1024, std::nextafter(1e-9, 1.0), 1.0, std::nextafter(1e15, 0.0)},
       {"ulysses_z", "full", 624000, 12.345678901234567, 85899345920.0, 123456789.00000001},
-      {"metp", "none", 3, std::nextafter(1.0, 2.0), 0.30000000000000004, 6.02214076e23},
-      {"ring,\"zig\"", "none", 1024, 0.2, 1.0, 2.0},
+      {"metp", "none", 3, std::nextafter(1.0, 2.0), 1.3000000000000003, 6.02214076e14},
   };
   return profile;
 }

@@ -95,7 +95,7 @@ TEST_CASE("sweep spec: group policies as a base key, their shard group as an axi
   testing::TempDir dir;
   const SweepSpec spec = load_sweep_spec(
       dir.write("groups.toml",
-                "[base]\nglobal_batch_tokens = \"1M\"\nmicro_batch_tokens = \"64K\"\n"
+                "[base]\nglobal_batch_tokens = \"1M\"\nmicro_batch_tokens = \"64K\"\nmax_len = \"1M\"\n"
                 "group_policies = \"flexsp,groups\"\n[axes]\nshard_group = [\"job\", \"node\"]\n"));
   REQUIRE(spec.points.size() == 2);
   CHECK(spec.job(spec.points.at(0)).group_policies == "flexsp,groups");

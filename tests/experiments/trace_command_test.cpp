@@ -89,7 +89,7 @@ TEST_CASE("trace: bad inputs fail with a clear message and no output", "[experim
       {"trace convert github-code-like " + (dir / "out.txt").string(),
        "expected an output file name ending in .pb"},
       {"trace convert no/such/trace.txt " + (dir / "out.pb").string(), "no/such/trace.txt"},
-      {"trace", "A subcommand is required"},
+      {"trace", "expected a subcommand of 'paradyse trace' (list, stats, convert), got none"},
       {"trace stats", "trace is required"},
   };
   for (const Case& c : cases) {

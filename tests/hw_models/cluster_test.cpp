@@ -275,6 +275,23 @@ TEST_CASE("load_cluster: bad input is an InputError naming the file and field", 
                                          [](auto& json) { json["intra_node"]["latency_seconds"] = -1e-5; });
     CHECK_THAT(load_error(path).what(), Contains("intra_node.latency_seconds"));
   }
+  SECTION("figures outside any machine's range") {
+    const std::vector<std::pair<std::function<void(paradyse::json_input::Json&)>, std::string>> cases = {
+        {[](auto& json) { json["gpu"]["bf16_flops_per_second"] = 1e-300; }, "gpu.bf16_flops_per_second"},
+        {[](auto& json) { json["gpu"]["hbm_bytes"] = 1e30; }, "gpu.hbm_bytes"},
+        {[](auto& json) { json["inter_node"]["bytes_per_second"] = 25; }, "inter_node.bytes_per_second"},
+        {[](auto& json) { json["intra_node"]["latency_seconds"] = 20; }, "intra_node.latency_seconds"},
+        {[](auto& json) { json["intra_node"]["bus_bandwidth_by_bytes"][0][1] = 1e-300; },
+         "intra_node.bus_bandwidth_by_bytes"},
+        {[](auto& json) { json["gpu"]["attention_efficiency_by_seq"][0][1] = 1e-9; },
+         "gpu.attention_efficiency_by_seq"}};
+    for (const auto& [edit, field] : cases) {
+      INFO(field);
+      const InputError e = load_error(write_edited_a100(dir, "range.json", edit));
+      CHECK(e.field() == field);
+      CHECK_THAT(e.message(), Contains("expected"));
+    }
+  }
   SECTION("a non-monotone curve") {
     std::string path = write_edited_a100(dir, "non-monotone.json", [](auto& json) {
       auto& curve = json["intra_node"]["bus_bandwidth_by_bytes"];

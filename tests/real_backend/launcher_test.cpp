@@ -4,7 +4,6 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
-#include <csignal>
 
 #include "tests/experiments/run_paradyse.hpp"
 
@@ -25,8 +24,8 @@ TEST_CASE("launcher: a rank killed mid-step stops the others with an error inste
   const RunResult r = run_with_killed_rank(1, 7);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   INFO(r.err);
-  CHECK(r.exit_code == 128 + SIGKILL);  // the failed rank's status is the run's
-  CHECK(r.out.empty());                 // rank 0 reported nothing
+  CHECK(r.exit_code == 4);  // a run that lost a rank
+  CHECK(r.out.empty());     // rank 0 reported nothing
   CHECK_THAT(r.err, Catch::Contains("rank 1 of 2 was killed by signal 9"));
   // Rank 0 stopped on its own, with its communicator's error, not killed by the launcher later.
   CHECK_THAT(r.err,

@@ -3,6 +3,7 @@
 // over the whole mask, forward and backward; on a GPU, FlashAttention-2's tiles against the same.
 #include <memory>
 
+#include "real_backend/host_allocator.hpp"
 #include "real_backend/varlen_attention.hpp"
 #include "tests/real_backend/rank_group.hpp"
 #include "tests/real_backend/real_helpers.hpp"
@@ -158,6 +159,31 @@ TEST_CASE("on a GPU, FlashAttention's tiles compute what the exact attention com
   at::manual_seed(5);
   for (const AttentionMask& mask : ring_masks(causal))
     check_tiled(mask, at::kBFloat16, test_device(), 2e-2, true);
+}
+
+TEST_CASE("the exact attention holds a tile's mask at a time, never a whole [s_q, s_k] one", "[real]") {
+  // One head of 8 dims over 8K causal tokens in blocks of 4 MiB of scores: the whole mask would be
+  // 64 MiB, the tiles' working set (a block and the few of its size made from it in backward) is far
+  // under half of it.
+  constexpr int64_t s = 8 * 1024;
+  const AttentionMask mask{true, rows({{0, s}}), rows({{0, s}}), nullptr};
+  real::TorchBackendOptions options;
+  options.device = at::Device(at::kCPU);
+  options.varlen_attention = false;
+  options.attention_block_bytes = int64_t{4} << 20;
+  const int64_t peak = run_ranks<int64_t>(
+      1, tiny_model(true, true),
+      [&](real::TorchBackend& be) {
+        const auto make = [&] { return be.wrap(at::randn({1, s, 1, 8}), DType::bf16); };
+        const Tensor q = make(), k = make(), v = make();
+        const int64_t before = real::HostAllocator::in_use_bytes();
+        real::HostAllocator::reset_peak();
+        const AttentionOutput f = be.attention_forward(q, k, v, mask);
+        (void)be.attention_backward(make(), q, k, v, f.out, f.lse, mask);
+        return real::HostAllocator::peak_bytes() - before;
+      },
+      options)[0];
+  CHECK(peak < s * s / 2);
 }
 
 }  // namespace paradyse::testing

@@ -196,3 +196,21 @@ TEST_CASE("prepare and its parsers: bad options are InputErrors naming the flag"
   REQUIRE(parse_over_rule("split") == OverRule::split);
   REQUIRE_THROWS_WITH(parse_over_rule("pad"), "--over: expected drop, truncate or split, got 'pad'");
 }
+
+TEST_CASE("prepare: a run of more sequences than a compare holds is refused before they are made",
+          "[traces]") {
+  // Split into pieces of one token, 2^11 samples of 2^11 tokens are 2^22 sequences: twice the bound.
+  const Trace trace{"long", "crafted", std::vector<int64_t>(2048, 2048), 0};
+  PrepareOptions options;
+  options.max_len = 1;
+  options.over = OverRule::split;
+  try {
+    prepare(trace, options);
+    FAIL("4194304 sequences prepared");
+  } catch (const InputError& e) {
+    CHECK(e.file() == "--max-len");
+    CHECK_THAT(e.message(), Catch::StartsWith("expected a run of at most 2097152 sequences, got 4194304"));
+  }
+  options.max_len = 2;  // 2^21 pieces: at the bound
+  CHECK(prepare(trace, options).lengths.size() == std::size_t{1} << 21);
+}
