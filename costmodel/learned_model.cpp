@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,8 +91,9 @@ Booster make_booster(const DMatrix* train) {
   return Booster(handle, &XGBoosterFree);
 }
 
-// The forest's answers at `seq`, in one call.
-std::vector<float> predict_all(const Booster& booster, const std::vector<float>& seq) {
+// The forest's answers at `seq`, in one call; nothing when it does not answer with one value per row
+// (a model of several outputs or classes, as a hand-edited file may hold).
+std::optional<std::vector<float>> predict_all(const Booster& booster, const std::vector<float>& seq) {
   DMatrix matrix = make_dmatrix(seq);
   const bst_ulong* shape = nullptr;
   bst_ulong dimensions = 0;
@@ -101,7 +103,7 @@ std::vector<float> predict_all(const Booster& booster, const std::vector<float>&
                                             "\"iteration_end\": 0, \"strict_shape\": false}",
                                             &shape, &dimensions, &result),
                 "XGBoosterPredictFromDMatrix");
-  PARADYSE_CHECK(dimensions == 1 && shape[0] == seq.size(), "one prediction per row");
+  if (dimensions != 1 || shape[0] != seq.size()) return std::nullopt;
   return std::vector<float>(result, result + seq.size());
 }
 
@@ -216,8 +218,11 @@ class Forest {
         inside_step_index.push_back(k);
       }
     }
-    forest.log_values_ = predict_all(booster, at_steps);
-    const std::vector<float> check = predict_all(booster, inside_steps);
+    const std::optional<std::vector<float>> at_values = predict_all(booster, at_steps);
+    const std::optional<std::vector<float>> check_values = predict_all(booster, inside_steps);
+    if (!at_values || !check_values) fail("it does not answer one value per seq");
+    forest.log_values_ = *at_values;
+    const std::vector<float>& check = *check_values;
     for (std::size_t i = 0; i < check.size(); ++i)
       if (check[i] != forest.log_values_[inside_step_index[i]])
         fail("its answer changes at " + std::to_string(inside_steps[i]) + ", between two split thresholds");
