@@ -188,8 +188,21 @@ class Forest {
     try {
       for (const nlohmann::json& tree : model.at("learner").at("gradient_booster").at("model").at("trees")) {
         const nlohmann::json& left_children = tree.at("left_children");
+        const nlohmann::json& right_children = tree.at("right_children");
         const nlohmann::json& split_conditions = tree.at("split_conditions");
-        if (left_children.size() != split_conditions.size()) fail("a tree's arrays differ in length");
+        if (left_children.size() != split_conditions.size() || right_children.size() != left_children.size())
+          fail("a tree's arrays differ in length");
+        // XGBoost numbers a node's children after it; a child at or before its parent is a cycle, in
+        // which XGBoost's prediction would walk forever.
+        const auto size = static_cast<int64_t>(left_children.size());
+        for (int64_t node = 0; node < size; ++node) {
+          const int64_t left = left_children[node].get<int64_t>(),
+                        right = right_children[node].get<int64_t>();
+          if ((left == -1) != (right == -1) ||
+              (left != -1 && (left <= node || right <= node || left >= size || right >= size)))
+            fail("node " + std::to_string(node) + " of a tree has children " + std::to_string(left) +
+                 " and " + std::to_string(right) + ": expected both -1, or both after it in the tree");
+        }
         for (std::size_t node = 0; node < left_children.size(); ++node)
           if (left_children[node].get<int64_t>() != -1)  // a leaf's split_condition is its value
             forest.thresholds_.push_back(split_conditions[node].get<float>());
