@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "hw_models/cluster.hpp"
-#include "strategies/program.hpp"
+#include "program/program.hpp"
 
 namespace paradyse::costmodel {
 

@@ -13,7 +13,7 @@
 
 #include "costmodel/routed_collectives.hpp"
 #include "hw_models/cluster.hpp"
-#include "strategies/program.hpp"
+#include "program/program.hpp"
 
 namespace paradyse::costmodel {
 

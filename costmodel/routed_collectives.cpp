@@ -7,7 +7,7 @@
 #include "costmodel/collective_flows.hpp"
 #include "costmodel/op_time.hpp"
 #include "hw_models/rail_fat_tree.hpp"
-#include "strategies/backend.hpp"
+#include "program/backend.hpp"
 
 namespace paradyse::costmodel {
 

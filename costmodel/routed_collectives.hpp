@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "hw_models/cluster.hpp"
-#include "strategies/backend.hpp"
-#include "strategies/program.hpp"
+#include "program/backend.hpp"
+#include "program/program.hpp"
 
 namespace paradyse::costmodel {
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "program/backend.hpp"
 #include "real_backend/communication_error.hpp"
-#include "strategies/backend.hpp"
 
 namespace paradyse::real {
 

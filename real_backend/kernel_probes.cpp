@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "strategies/tracing_backend.hpp"
+#include "program/tracing_backend.hpp"
 #include "strategies/training_step.hpp"
 
 namespace paradyse::real {

@@ -8,8 +8,9 @@
 #include <optional>
 #include <vector>
 
-#include "strategies/backend.hpp"
-#include "strategies/program.hpp"
+#include "program/backend.hpp"
+#include "program/program.hpp"
+#include "strategies/model.hpp"
 
 namespace paradyse::real {
 

@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "program/tensor.hpp"
 #include "strategies/model.hpp"
-#include "strategies/tensor.hpp"
 
 namespace paradyse::real {
 

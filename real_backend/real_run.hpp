@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "program/backend.hpp"
 #include "real_backend/launcher.hpp"
-#include "strategies/backend.hpp"
 #include "strategies/strategy.hpp"
 
 namespace paradyse::real {

@@ -21,13 +21,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "program/backend.hpp"
+#include "program/program.hpp"
 #include "real_backend/communicator.hpp"
 #include "real_backend/device.hpp"
 #include "real_backend/held_bytes.hpp"
 #include "real_backend/model_weights.hpp"
 #include "real_backend/varlen_attention.hpp"
-#include "strategies/backend.hpp"
-#include "strategies/program.hpp"
 
 namespace paradyse::real {
 

@@ -1,8 +1,8 @@
 #include "strategies/grouped_step.hpp"
 
 #include "common/errors.hpp"
+#include "program/tracing_backend.hpp"
 #include "strategies/micro_batch_pass.hpp"
-#include "strategies/tracing_backend.hpp"
 
 namespace paradyse {
 namespace {

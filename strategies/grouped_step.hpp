@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "strategies/program.hpp"
+#include "program/program.hpp"
 #include "strategies/training_step.hpp"
 
 namespace paradyse {

@@ -10,10 +10,11 @@
 #include <string_view>
 #include <vector>
 
+#include "program/norm_kind.hpp"
+
 namespace paradyse {
 
 enum class MlpKind { gelu, swiglu };  // GELU: h → f → h; SwiGLU: h → 2f (gate, up) → f → h
-enum class NormKind { layer_norm, rms_norm };
 
 // The kernel that computes attention where a strategy runs it over whole rows of its heads
 // (MegatronTS, UlyssesZ). flash: FlashAttention-2, fused, nothing of size s² in memory, attention

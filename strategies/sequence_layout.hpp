@@ -21,17 +21,9 @@
 #include <memory>
 #include <vector>
 
+#include "program/attention_mask.hpp"
+
 namespace paradyse {
-
-struct TokenRange {
-  int64_t begin = 0;  // global position of the first token
-  int64_t length = 0;
-};
-using Positions = std::vector<TokenRange>;  // positions of a tensor's sequence dim, in order
-
-// End positions of a packed sequence's documents, ascending (FlashAttention's cu_seqlens without the
-// leading 0); the last is the sequence's length.
-using DocumentEnds = std::vector<int64_t>;
 
 class SequenceLayout {
  public:
@@ -73,27 +65,6 @@ class SequenceLayout {
   bool zigzag_;
   std::vector<int64_t> document_tokens_;
   std::shared_ptr<const DocumentEnds> document_ends_;
-};
-
-// Which (query, key) pairs attention computes: those within one document (all of them when there is one),
-// and of those all, or key position ≤ query position.
-struct AttentionMask {
-  bool causal = false;
-  Positions queries;                                  // positions of the query tensor's sequence dim
-  Positions keys;                                     // positions of the key tensor's sequence dim
-  std::shared_ptr<const DocumentEnds> document_ends;  // null: one document
-  // Probability that a computed pair's probability is dropped. A FlashAttention kernel draws these
-  // inside (and again in backward, from the same seed), so only its time depends on it; the real
-  // backend's reference kernels compute without it, as strategies are checked against each other.
-  double dropout = 0;
-  // Number of (query, key) pairs that are computed, per batch element and head.
-  double computed_pairs() const;
-  int64_t query_count() const;
-  int64_t key_count() const;
-  // The most keys of one document: what a variable-length kernel's longest tile row spans.
-  int64_t longest_document_keys() const;
-  // True when no pair is computed (a ring step that the causal mask or the documents skip entirely).
-  bool empty() const { return computed_pairs() == 0; }
 };
 
 }  // namespace paradyse

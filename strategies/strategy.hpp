@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "strategies/backend.hpp"
+#include "program/backend.hpp"
 #include "strategies/model.hpp"
 #include "strategies/sequence_layout.hpp"
 

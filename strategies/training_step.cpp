@@ -4,9 +4,9 @@
 #include <cmath>
 #include <limits>
 
+#include "program/tracing_backend.hpp"
 #include "strategies/grouped_step.hpp"
 #include "strategies/micro_batch_pass.hpp"
-#include "strategies/tracing_backend.hpp"
 
 namespace paradyse {
 namespace {

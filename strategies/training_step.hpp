@@ -11,8 +11,8 @@
 
 #include <vector>
 
+#include "program/program.hpp"
 #include "strategies/layer.hpp"
-#include "strategies/program.hpp"
 
 namespace paradyse {
 

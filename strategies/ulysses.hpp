@@ -2,7 +2,7 @@
 // parallel group: what UlyssesZ runs over its whole group and USP over each of its Ulysses groups.
 #pragma once
 
-#include "strategies/backend.hpp"
+#include "program/backend.hpp"
 
 namespace paradyse::ulysses {
 

@@ -10,8 +10,8 @@
 
 #include "costmodel/op_time.hpp"
 #include "hw_models/cluster.hpp"
+#include "program/tracing_backend.hpp"
 #include "strategies/library.hpp"
-#include "strategies/tracing_backend.hpp"
 #include "strategies/training_step.hpp"
 
 using namespace paradyse;

@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "strategies/tracing_backend.hpp"
+#include "program/tracing_backend.hpp"
 
 using namespace paradyse;
 

@@ -6,7 +6,7 @@
 #include <set>
 #include <string>
 
-#include "strategies/tracing_backend.hpp"
+#include "program/tracing_backend.hpp"
 
 #include "tests/real_backend/catch_after_torch.hpp"  // last: after LibTorch
 

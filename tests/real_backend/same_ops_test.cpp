@@ -1,9 +1,9 @@
 // The tracer and the real backend see the same ops: a whole training step of each strategy issues,
 // on every rank, the same communication calls in the same order (kind, group, bytes, peers) on
 // both backends, so what the simulator prices is what the real run does.
+#include "program/tracing_backend.hpp"
 #include "strategies/grouped_step.hpp"
 #include "strategies/library.hpp"
-#include "strategies/tracing_backend.hpp"
 #include "tests/real_backend/rank_group.hpp"
 #include "tests/real_backend/real_helpers.hpp"
 

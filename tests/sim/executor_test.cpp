@@ -7,10 +7,10 @@
 
 #include "common/units.hpp"
 #include "costmodel/program_cost.hpp"
+#include "program/tracing_backend.hpp"
 #include "sim/simulator.hpp"
 #include "strategies/library.hpp"
 #include "strategies/model.hpp"
-#include "strategies/tracing_backend.hpp"
 #include "tests/sim/sim_helpers.hpp"
 
 using namespace paradyse;

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "hw_models/cluster.hpp"
-#include "strategies/program.hpp"
+#include "program/program.hpp"
 
 namespace paradyse::testing {
 

@@ -1,4 +1,4 @@
-#include "strategies/backend.hpp"
+#include "program/backend.hpp"
 
 #include <string>
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "strategies/backend.hpp"
+#include "program/backend.hpp"
 
 namespace paradyse {
 

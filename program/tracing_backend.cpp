@@ -1,4 +1,4 @@
-#include "strategies/tracing_backend.hpp"
+#include "program/tracing_backend.hpp"
 
 #include <algorithm>
 #include <array>

@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
-#include "strategies/model.hpp"
-#include "strategies/sequence_layout.hpp"
-#include "strategies/tensor.hpp"
+#include "program/attention_mask.hpp"
+#include "program/norm_kind.hpp"
+#include "program/tensor.hpp"
 
 namespace paradyse {
 

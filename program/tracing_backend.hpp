@@ -3,8 +3,8 @@
 
 #include <memory>
 
-#include "strategies/backend.hpp"
-#include "strategies/program.hpp"
+#include "program/backend.hpp"
+#include "program/program.hpp"
 
 namespace paradyse {
 

@@ -1,6 +1,6 @@
-#include "strategies/tensor.hpp"
+#include "program/tensor.hpp"
 
-#include "strategies/backend.hpp"
+#include "program/backend.hpp"
 
 namespace paradyse {
 
