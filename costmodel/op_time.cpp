@@ -57,7 +57,7 @@ namespace {
 // The Kernel a cluster file's figure names under `field`: a compute call of the backend.
 std::size_t compute_call(const hw::ClusterSpec& cluster, const std::string& field, const std::string& name) {
   const std::optional<Kernel> kernel = kernel_named(name);
-  if (!kernel || *kernel == Kernel::communication || *kernel == Kernel::wait)
+  if (!kernel || !is_compute_call(*kernel))
     throw InputError(
         cluster.source, 0, field + "." + name,
         "expected the name of a compute call of the backend (linear, softmax, norm_forward, ...)");

@@ -11,29 +11,9 @@
 #include <vector>
 
 #include "program/backend.hpp"
+#include "program/op_table.hpp"
 
 namespace paradyse {
-
-enum class OpKind : uint8_t {
-  gemm,                // dims {m, n, k}
-  attention_forward,   // dims {batch·heads, s_q, s_k, head_dim}; flops count computed pairs only
-  attention_backward,  // same dims; FlashAttention's recompute counted (2.5× forward)
-  scores_gemm,         // unfused attention GEMM, dims {batch·heads, m, n, k}
-  memory_bound,        // norms, activations, softmax, merges, copies, optimizer: priced by bytes
-  all_gather,
-  reduce_scatter,
-  all_reduce,
-  all_to_all,
-  broadcast,
-  reduce,
-  send_recv,
-  wait,  // the compute stream waits for a communication op (its only dependency)
-};
-constexpr std::size_t kOpKindCount = static_cast<std::size_t>(OpKind::wait) + 1;
-std::string_view to_string(OpKind kind);
-constexpr bool is_communication(OpKind kind) {
-  return kind >= OpKind::all_gather && kind <= OpKind::send_recv;
-}
 
 // What a collective of `input_bytes` per rank over `degree` ranks counts, as Op documents below: the
 // one place both the tracer and the real backend take these numbers from.
@@ -42,48 +22,6 @@ struct CommunicationBytes {
   double bus_bytes = 0;
 };
 CommunicationBytes communication_bytes(OpKind kind, double input_bytes, int degree);
-
-// The backend call an op came from (Backend's method of that name): what a machine's per-kernel
-// figures are keyed by, since one call is one kernel on a GPU but several passes on a CPU.
-// `communication` is every collective and transfer (OpKind says which), `wait` a stream wait.
-enum class Kernel : uint8_t {
-  zeros,
-  cast,
-  concat,
-  linear,
-  matmul,
-  weight_grad,
-  attention_forward,
-  attention_backward,
-  merge_attention,
-  scores,
-  scores_times,
-  scores_transposed_times,
-  softmax,
-  softmax_backward,
-  norm_forward,
-  norm_backward,
-  gelu,
-  gelu_backward,
-  swiglu,
-  swiglu_backward,
-  dropout,
-  dropout_backward,
-  add,
-  add_,
-  embedding,
-  embedding_backward,
-  cross_entropy,
-  adam_step,
-  sum_of_squares,
-  scale_,
-  read_scalar,
-  communication,
-  wait,
-};
-constexpr std::size_t kKernelCount = static_cast<std::size_t>(Kernel::wait) + 1;
-std::string_view to_string(Kernel kernel);  // the Backend method's name
-std::optional<Kernel> kernel_named(std::string_view name);
 
 enum class Stream : uint8_t { compute, communication };
 

@@ -116,6 +116,11 @@ Tensor TracingBackend::allocate(const Shape& shape, DType dtype) {
   return t;
 }
 
+Op& TracingBackend::record(Kernel kernel, std::initializer_list<const Tensor*> inputs) {
+  PARADYSE_CHECK(call_info(kernel).op_kind.has_value(), "record() of a call whose op kind the call decides");
+  return record(*call_info(kernel).op_kind, kernel, inputs);
+}
+
 Op& TracingBackend::record(OpKind kind, Kernel kernel, std::initializer_list<const Tensor*> inputs) {
   Op op;
   op.kind = kind;
@@ -154,7 +159,7 @@ Tensor TracingBackend::gradient_buffer(const Shape& shape) {
 
 Tensor TracingBackend::zeros(const Shape& shape, DType dtype) {
   Tensor t = allocate(shape, dtype);
-  Op& op = record(OpKind::memory_bound, Kernel::zeros, {});
+  Op& op = record(Kernel::zeros, {});
   op.memory_bytes = static_cast<double>(t.bytes());
   produced_by(t, recorder_->next_op() - 1);
   return t;
@@ -182,7 +187,7 @@ Tensor TracingBackend::concat(const std::vector<Tensor>& parts, int dim) {
   shape[static_cast<std::size_t>(dim)] = 0;
   for (const Tensor& part : parts) shape[static_cast<std::size_t>(dim)] += part.size(dim);
   Tensor out = allocate(shape, parts[0].dtype());
-  Op& op = record(OpKind::memory_bound, Kernel::concat, {});
+  Op& op = record(Kernel::concat, {});
   for (const Tensor& part : parts) depend_on(op, part);
   op.memory_bytes = 2.0 * static_cast<double>(out.bytes());
   produced_by(out, recorder_->next_op() - 1);
@@ -191,7 +196,7 @@ Tensor TracingBackend::concat(const std::vector<Tensor>& parts, int dim) {
 
 Tensor TracingBackend::cast(const Tensor& x, DType dtype) {
   Tensor y = allocate(x.shape(), dtype);
-  Op& op = record(OpKind::memory_bound, Kernel::cast, {&x});
+  Op& op = record(Kernel::cast, {&x});
   op.memory_bytes = static_cast<double>(x.bytes() + y.bytes());
   produced_by(y, recorder_->next_op() - 1);
   return y;
@@ -210,7 +215,7 @@ Tensor TracingBackend::linear(const Tensor& x, const Tensor& w) {
   shape.back() = w.size(0);
   Tensor y = allocate(shape, DType::bf16);
   const int64_t m = leading(x), n = w.size(0), k = w.size(1);
-  Op& op = record(OpKind::gemm, Kernel::linear, {&x, &w});
+  Op& op = record(Kernel::linear, {&x, &w});
   op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   op.memory_bytes = gemm_bytes(m, n, k);
   op.dims = {m, n, k, 0};
@@ -225,7 +230,7 @@ Tensor TracingBackend::matmul(const Tensor& x, const Tensor& w) {
   shape.back() = w.size(1);
   Tensor y = allocate(shape, DType::bf16);
   const int64_t m = leading(x), n = w.size(1), k = w.size(0);
-  Op& op = record(OpKind::gemm, Kernel::matmul, {&x, &w});
+  Op& op = record(Kernel::matmul, {&x, &w});
   op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   op.memory_bytes = gemm_bytes(m, n, k);
   op.dims = {m, n, k, 0};
@@ -238,7 +243,7 @@ Tensor TracingBackend::weight_grad(const Tensor& a, const Tensor& b) {
                  "weight_grad " + to_string(a.shape()) + "ᵀ · " + to_string(b.shape()));
   const int64_t m = a.size(-1), n = b.size(-1), k = leading(a);
   Tensor y = allocate({m, n}, DType::bf16);
-  Op& op = record(OpKind::gemm, Kernel::weight_grad, {&a, &b});
+  Op& op = record(Kernel::weight_grad, {&a, &b});
   op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   op.memory_bytes = gemm_bytes(m, n, k);
   op.dims = {m, n, k, 0};
@@ -275,7 +280,7 @@ AttentionOutput TracingBackend::attention_forward(const Tensor& q, const Tensor&
   check_attention_shapes(q, k, v, mask);
   AttentionOutput result{allocate(q.shape(), DType::bf16),
                          allocate({q.size(0), q.size(2), q.size(1)}, DType::fp32)};
-  Op& op = record(OpKind::attention_forward, Kernel::attention_forward, {&q, &k, &v});
+  Op& op = record(Kernel::attention_forward, {&q, &k, &v});
   describe_attention(op, q, mask, 1.0);
   op.memory_bytes =
       static_cast<double>(q.bytes() + k.bytes() + v.bytes() + result.out.bytes() + result.lse.bytes());
@@ -290,7 +295,7 @@ AttentionGrads TracingBackend::attention_backward(const Tensor& d_out, const Ten
   check_attention_shapes(q, k, v, mask);
   AttentionGrads grads{allocate(q.shape(), DType::bf16), allocate(k.shape(), DType::bf16),
                        allocate(v.shape(), DType::bf16)};
-  Op& op = record(OpKind::attention_backward, Kernel::attention_backward, {&d_out, &q, &k, &v, &out, &lse});
+  Op& op = record(Kernel::attention_backward, {&d_out, &q, &k, &v, &out, &lse});
   // FlashAttention-2's backward recomputes the scores: 2.5× the forward's FLOPs, the convention of
   // its benchmark (flash-attention benchmarks/benchmark_flash_attention.py), whose TFLOP/s we use.
   describe_attention(op, q, mask, 2.5);
@@ -307,7 +312,7 @@ AttentionGrads TracingBackend::attention_backward(const Tensor& d_out, const Ten
 void TracingBackend::merge_attention(Tensor& out, Tensor& lse, const AttentionOutput& block) {
   PARADYSE_CHECK(out.shape() == block.out.shape() && lse.shape() == block.lse.shape(),
                  "merge of unequal blocks");
-  Op& op = record(OpKind::memory_bound, Kernel::merge_attention, {&out, &lse, &block.out, &block.lse});
+  Op& op = record(Kernel::merge_attention, {&out, &lse, &block.out, &block.lse});
   op.memory_bytes = static_cast<double>(3 * out.bytes() + 3 * lse.bytes());
   produced_by(out, recorder_->next_op() - 1);
   produced_by(lse, recorder_->next_op() - 1);
@@ -325,7 +330,7 @@ Tensor TracingBackend::scores(const Tensor& q, const Tensor& k) {
   PARADYSE_CHECK(q.size(2) == k.size(2) && q.size(3) == k.size(3), "scores needs equal heads and head dim");
   const int64_t batch_heads = q.size(0) * q.size(2), m = q.size(1), n = k.size(1), d = q.size(3);
   Tensor s = allocate({q.size(0), q.size(2), m, n}, DType::bf16);
-  Op& op = record(OpKind::scores_gemm, Kernel::scores, {&q, &k});
+  Op& op = record(Kernel::scores, {&q, &k});
   op.flops = 2.0 * static_cast<double>(batch_heads * m) * static_cast<double>(n * d);
   op.memory_bytes = static_cast<double>(q.bytes() + k.bytes() + s.bytes());
   op.dims = {batch_heads, m, n, d};
@@ -338,7 +343,7 @@ Tensor TracingBackend::scores_times(const Tensor& p, const Tensor& v) {
   PARADYSE_CHECK(p.size(1) == v.size(2) && p.size(3) == v.size(1), "scores_times shapes");
   const int64_t batch_heads = p.size(0) * p.size(1), m = p.size(2), n = v.size(3), k = p.size(3);
   Tensor y = allocate({p.size(0), m, p.size(1), n}, DType::bf16);
-  Op& op = record(OpKind::scores_gemm, Kernel::scores_times, {&p, &v});
+  Op& op = record(Kernel::scores_times, {&p, &v});
   op.flops = 2.0 * static_cast<double>(batch_heads * m) * static_cast<double>(n * k);
   op.memory_bytes = static_cast<double>(p.bytes() + v.bytes() + y.bytes());
   op.dims = {batch_heads, m, n, k};
@@ -351,7 +356,7 @@ Tensor TracingBackend::scores_transposed_times(const Tensor& p, const Tensor& x)
   PARADYSE_CHECK(p.size(1) == x.size(2) && p.size(2) == x.size(1), "scores_transposed_times shapes");
   const int64_t batch_heads = p.size(0) * p.size(1), m = p.size(3), n = x.size(3), k = p.size(2);
   Tensor y = allocate({p.size(0), m, p.size(1), n}, DType::bf16);
-  Op& op = record(OpKind::scores_gemm, Kernel::scores_transposed_times, {&p, &x});
+  Op& op = record(Kernel::scores_transposed_times, {&p, &x});
   op.flops = 2.0 * static_cast<double>(batch_heads * m) * static_cast<double>(n * k);
   op.memory_bytes = static_cast<double>(p.bytes() + x.bytes() + y.bytes());
   op.dims = {batch_heads, m, n, k};
@@ -364,7 +369,7 @@ Tensor TracingBackend::softmax(const Tensor& scores, double, const AttentionMask
       scores.rank() == 4 && mask.query_count() == scores.size(2) && mask.key_count() == scores.size(3),
       "softmax mask positions do not match scores " + to_string(scores.shape()));
   Tensor p = allocate(scores.shape(), DType::bf16);
-  Op& op = record(OpKind::memory_bound, Kernel::softmax, {&scores});
+  Op& op = record(Kernel::softmax, {&scores});
   op.memory_bytes = static_cast<double>(scores.bytes() + p.bytes());
   produced_by(p, recorder_->next_op() - 1);
   return p;
@@ -372,7 +377,7 @@ Tensor TracingBackend::softmax(const Tensor& scores, double, const AttentionMask
 
 Tensor TracingBackend::softmax_backward(const Tensor& d_probs, const Tensor& probs, double) {
   Tensor d = allocate(probs.shape(), DType::bf16);
-  Op& op = record(OpKind::memory_bound, Kernel::softmax_backward, {&d_probs, &probs});
+  Op& op = record(Kernel::softmax_backward, {&d_probs, &probs});
   op.memory_bytes = static_cast<double>(d_probs.bytes() + probs.bytes() + d.bytes());
   produced_by(d, recorder_->next_op() - 1);
   return d;
@@ -382,7 +387,7 @@ NormOutput TracingBackend::norm_forward(const Tensor& x, const Tensor& gamma, co
   PARADYSE_CHECK(gamma.numel() == x.size(-1), "norm weight does not match " + to_string(x.shape()));
   NormOutput result{allocate(x.shape(), DType::bf16),
                     allocate({leading(x), kind == NormKind::layer_norm ? 2 : 1}, DType::fp32)};
-  Op& op = record(OpKind::memory_bound, Kernel::norm_forward, {&x});
+  Op& op = record(Kernel::norm_forward, {&x});
   op.memory_bytes = static_cast<double>(x.bytes() + result.y.bytes() + result.stats.bytes());
   produced_by(result.y, recorder_->next_op() - 1);
   produced_by(result.stats, recorder_->next_op() - 1);
@@ -393,7 +398,7 @@ NormGrads TracingBackend::norm_backward(const Tensor& d_y, const Tensor& x, cons
                                         const NormOutput& saved, NormKind kind) {
   NormGrads grads{allocate(x.shape(), DType::bf16), allocate(gamma.shape(), DType::fp32),
                   kind == NormKind::layer_norm ? allocate(gamma.shape(), DType::fp32) : Tensor()};
-  Op& op = record(OpKind::memory_bound, Kernel::norm_backward, {&d_y, &x, &saved.stats});
+  Op& op = record(Kernel::norm_backward, {&d_y, &x, &saved.stats});
   op.memory_bytes = static_cast<double>(d_y.bytes() + x.bytes() + saved.stats.bytes() + grads.d_x.bytes());
   const OpId id = recorder_->next_op() - 1;
   produced_by(grads.d_x, id);
@@ -411,7 +416,7 @@ Shape with_last(Shape shape, int64_t last) {
 
 Tensor TracingBackend::gelu(const Tensor& x) {
   Tensor y = allocate(x.shape(), DType::bf16);
-  Op& op = record(OpKind::memory_bound, Kernel::gelu, {&x});
+  Op& op = record(Kernel::gelu, {&x});
   op.memory_bytes = static_cast<double>(x.bytes() + y.bytes());
   produced_by(y, recorder_->next_op() - 1);
   return y;
@@ -419,7 +424,7 @@ Tensor TracingBackend::gelu(const Tensor& x) {
 
 Tensor TracingBackend::gelu_backward(const Tensor& d_y, const Tensor& x) {
   Tensor d_x = allocate(x.shape(), DType::bf16);
-  Op& op = record(OpKind::memory_bound, Kernel::gelu_backward, {&d_y, &x});
+  Op& op = record(Kernel::gelu_backward, {&d_y, &x});
   op.memory_bytes = static_cast<double>(d_y.bytes() + x.bytes() + d_x.bytes());
   produced_by(d_x, recorder_->next_op() - 1);
   return d_x;
@@ -428,7 +433,7 @@ Tensor TracingBackend::gelu_backward(const Tensor& d_y, const Tensor& x) {
 Tensor TracingBackend::swiglu(const Tensor& x) {
   PARADYSE_CHECK(x.size(-1) % 2 == 0, "swiglu needs an even last dim, got " + to_string(x.shape()));
   Tensor y = allocate(with_last(x.shape(), x.size(-1) / 2), DType::bf16);
-  Op& op = record(OpKind::memory_bound, Kernel::swiglu, {&x});
+  Op& op = record(Kernel::swiglu, {&x});
   op.memory_bytes = static_cast<double>(x.bytes() + y.bytes());
   produced_by(y, recorder_->next_op() - 1);
   return y;
@@ -436,7 +441,7 @@ Tensor TracingBackend::swiglu(const Tensor& x) {
 
 Tensor TracingBackend::swiglu_backward(const Tensor& d_y, const Tensor& x) {
   Tensor d_x = allocate(x.shape(), DType::bf16);
-  Op& op = record(OpKind::memory_bound, Kernel::swiglu_backward, {&d_y, &x});
+  Op& op = record(Kernel::swiglu_backward, {&d_y, &x});
   op.memory_bytes = static_cast<double>(d_y.bytes() + x.bytes() + d_x.bytes());
   produced_by(d_x, recorder_->next_op() - 1);
   return d_x;
@@ -444,7 +449,7 @@ Tensor TracingBackend::swiglu_backward(const Tensor& d_y, const Tensor& x) {
 
 DropoutOutput TracingBackend::dropout(const Tensor& x, double, MaskStream) {
   DropoutOutput result{allocate(x.shape(), DType::bf16), allocate(x.shape(), DType::u8)};
-  Op& op = record(OpKind::memory_bound, Kernel::dropout, {&x});
+  Op& op = record(Kernel::dropout, {&x});
   op.memory_bytes = static_cast<double>(x.bytes() + result.y.bytes() + result.mask.bytes());
   produced_by(result.y, recorder_->next_op() - 1);
   produced_by(result.mask, recorder_->next_op() - 1);
@@ -453,7 +458,7 @@ DropoutOutput TracingBackend::dropout(const Tensor& x, double, MaskStream) {
 
 Tensor TracingBackend::dropout_backward(const Tensor& d_y, const Tensor& mask, double) {
   Tensor d_x = allocate(d_y.shape(), DType::bf16);
-  Op& op = record(OpKind::memory_bound, Kernel::dropout_backward, {&d_y, &mask});
+  Op& op = record(Kernel::dropout_backward, {&d_y, &mask});
   op.memory_bytes = static_cast<double>(d_y.bytes() + mask.bytes() + d_x.bytes());
   produced_by(d_x, recorder_->next_op() - 1);
   return d_x;
@@ -462,7 +467,7 @@ Tensor TracingBackend::dropout_backward(const Tensor& d_y, const Tensor& mask, d
 Tensor TracingBackend::add(const Tensor& a, const Tensor& b) {
   PARADYSE_CHECK(a.shape() == b.shape(), "add " + to_string(a.shape()) + " + " + to_string(b.shape()));
   Tensor y = allocate(a.shape(), a.dtype());
-  Op& op = record(OpKind::memory_bound, Kernel::add, {&a, &b});
+  Op& op = record(Kernel::add, {&a, &b});
   op.memory_bytes = static_cast<double>(a.bytes() + b.bytes() + y.bytes());
   produced_by(y, recorder_->next_op() - 1);
   return y;
@@ -471,7 +476,7 @@ Tensor TracingBackend::add(const Tensor& a, const Tensor& b) {
 void TracingBackend::add_(Tensor& accumulator, const Tensor& x) {
   PARADYSE_CHECK(accumulator.numel() == x.numel(),
                  "add_ " + to_string(accumulator.shape()) + " += " + to_string(x.shape()));
-  Op& op = record(OpKind::memory_bound, Kernel::add_, {&accumulator, &x});
+  Op& op = record(Kernel::add_, {&accumulator, &x});
   op.memory_bytes = static_cast<double>(2 * accumulator.bytes() + x.bytes());
   produced_by(accumulator, recorder_->next_op() - 1);
 }
@@ -480,7 +485,7 @@ Tensor TracingBackend::embedding(const Tensor& tokens, const Tensor& table, int6
   Shape shape = tokens.shape();
   shape.push_back(table.size(1));
   Tensor y = allocate(shape, DType::bf16);
-  Op& op = record(OpKind::memory_bound, Kernel::embedding, {&tokens, &table});
+  Op& op = record(Kernel::embedding, {&tokens, &table});
   op.memory_bytes = static_cast<double>(tokens.bytes() + 2 * y.bytes());
   produced_by(y, recorder_->next_op() - 1);
   return y;
@@ -489,7 +494,7 @@ Tensor TracingBackend::embedding(const Tensor& tokens, const Tensor& table, int6
 Tensor TracingBackend::embedding_backward(const Tensor& d_y, const Tensor& tokens, int64_t rows,
                                           int64_t /*first_row*/) {
   Tensor d_table = allocate({rows, d_y.size(-1)}, DType::bf16);
-  Op& op = record(OpKind::memory_bound, Kernel::embedding_backward, {&d_y, &tokens});
+  Op& op = record(Kernel::embedding_backward, {&d_y, &tokens});
   op.memory_bytes = static_cast<double>(d_table.bytes() + tokens.bytes() + 2 * d_y.bytes());
   produced_by(d_table, recorder_->next_op() - 1);
   return d_table;
@@ -508,7 +513,7 @@ double loss_passes_bytes(const Tensor& logits, double passes, double fused_passe
 
 LossOutput TracingBackend::cross_entropy(const Tensor& logits, const Tensor& targets) {
   LossOutput result{allocate({1}, DType::fp32), allocate(logits.shape(), logits.dtype())};
-  Op& op = record(OpKind::memory_bound, Kernel::cross_entropy, {&logits, &targets});
+  Op& op = record(Kernel::cross_entropy, {&logits, &targets});
   op.memory_bytes = loss_passes_bytes(logits, 10, 3) + static_cast<double>(targets.bytes());
   produced_by(result.loss, recorder_->next_op() - 1);
   produced_by(result.d_logits, recorder_->next_op() - 1);
@@ -521,7 +526,7 @@ Tensor TracingBackend::logits_max(const Tensor& logits) {
   Shape shape = logits.shape();
   shape.back() = 1;
   Tensor maxima = allocate(shape, DType::fp32);
-  Op& op = record(OpKind::memory_bound, Kernel::cross_entropy, {&logits});
+  Op& op = record(Kernel::cross_entropy, {&logits});
   op.memory_bytes = static_cast<double>(logits.bytes() + maxima.bytes());
   produced_by(maxima, recorder_->next_op() - 1);
   return maxima;
@@ -532,7 +537,7 @@ Tensor TracingBackend::vocabulary_shard_sums(const Tensor& logits, const Tensor&
   Shape shape = logits.shape();
   shape.back() = 2;
   Tensor sums = allocate(shape, DType::fp32);
-  Op& op = record(OpKind::memory_bound, Kernel::cross_entropy, {&logits, &targets, &maxima});
+  Op& op = record(Kernel::cross_entropy, {&logits, &targets, &maxima});
   op.memory_bytes =
       loss_passes_bytes(logits, 5, 1) + static_cast<double>(targets.bytes() + maxima.bytes() + sums.bytes());
   produced_by(sums, recorder_->next_op() - 1);
@@ -543,7 +548,7 @@ LossOutput TracingBackend::vocabulary_shard_loss(const Tensor& logits, const Ten
                                                  int64_t /*first_row*/, const Tensor& maxima,
                                                  const Tensor& sums, double /*loss_weight*/) {
   LossOutput result{allocate({1}, DType::fp32), allocate(logits.shape(), logits.dtype())};
-  Op& op = record(OpKind::memory_bound, Kernel::cross_entropy, {&logits, &targets, &maxima, &sums});
+  Op& op = record(Kernel::cross_entropy, {&logits, &targets, &maxima, &sums});
   op.memory_bytes =
       loss_passes_bytes(logits, 4, 2) + static_cast<double>(targets.bytes() + maxima.bytes() + sums.bytes());
   produced_by(result.loss, recorder_->next_op() - 1);
@@ -553,14 +558,14 @@ LossOutput TracingBackend::vocabulary_shard_loss(const Tensor& logits, const Ten
 
 double TracingBackend::read_scalar(const Tensor& x) {
   PARADYSE_CHECK(x.numel() == 1, "read_scalar of " + to_string(x.shape()));
-  Op& op = record(OpKind::memory_bound, Kernel::read_scalar, {&x});
+  Op& op = record(Kernel::read_scalar, {&x});
   op.memory_bytes = static_cast<double>(x.bytes());  // the copy to the host
   op.host_waits = true;
   return scalar_reads_;
 }
 
 void TracingBackend::adam_step(Tensor& weight, const Tensor& grad) {
-  Op& op = record(OpKind::memory_bound, Kernel::adam_step, {&weight, &grad});
+  Op& op = record(Kernel::adam_step, {&weight, &grad});
   // Reads the fp32 main gradient, reads and writes the fp32 master weight, first and second moment,
   // writes the bf16 weight: 4 + 3·(4 + 4) + 2 bytes per parameter.
   op.memory_bytes = static_cast<double>(grad.bytes()) + 26.0 * static_cast<double>(weight.numel());
@@ -569,7 +574,7 @@ void TracingBackend::adam_step(Tensor& weight, const Tensor& grad) {
 
 Tensor TracingBackend::sum_of_squares(const std::vector<Tensor>& tensors, double) {
   Tensor result = allocate({1}, DType::fp32);
-  Op& op = record(OpKind::memory_bound, Kernel::sum_of_squares, {});
+  Op& op = record(Kernel::sum_of_squares, {});
   for (const Tensor& t : tensors) {
     depend_on(op, t);
     op.memory_bytes += static_cast<double>(t.bytes());
@@ -580,7 +585,7 @@ Tensor TracingBackend::sum_of_squares(const std::vector<Tensor>& tensors, double
 }
 
 void TracingBackend::scale_(const std::vector<Tensor>& tensors, double) {
-  Op& op = record(OpKind::memory_bound, Kernel::scale_, {});
+  Op& op = record(Kernel::scale_, {});
   for (const Tensor& t : tensors) {
     depend_on(op, t);
     op.memory_bytes += 2.0 * static_cast<double>(t.bytes());
@@ -625,7 +630,7 @@ Pending TracingBackend::communicate(OpKind kind, const Tensor& input, Tensor res
 
 Tensor TracingBackend::wait(int64_t token, Tensor result) {
   if (token < 0) return result;  // nothing was communicated (a group of one)
-  Op& op = record(OpKind::wait, Kernel::wait, {});
+  Op& op = record(Kernel::wait, {});
   op.deps.push_back(static_cast<OpId>(token));
   return result;
 }
@@ -694,50 +699,7 @@ Pending TracingBackend::send_recv_async(const Tensor& x, int to, int from) {
 
 namespace {
 // In Kernel's order.
-constexpr std::array<std::string_view, kKernelCount> kKernelNames{"zeros",
-                                                                  "cast",
-                                                                  "concat",
-                                                                  "linear",
-                                                                  "matmul",
-                                                                  "weight_grad",
-                                                                  "attention_forward",
-                                                                  "attention_backward",
-                                                                  "merge_attention",
-                                                                  "scores",
-                                                                  "scores_times",
-                                                                  "scores_transposed_times",
-                                                                  "softmax",
-                                                                  "softmax_backward",
-                                                                  "norm_forward",
-                                                                  "norm_backward",
-                                                                  "gelu",
-                                                                  "gelu_backward",
-                                                                  "swiglu",
-                                                                  "swiglu_backward",
-                                                                  "dropout",
-                                                                  "dropout_backward",
-                                                                  "add",
-                                                                  "add_",
-                                                                  "embedding",
-                                                                  "embedding_backward",
-                                                                  "cross_entropy",
-                                                                  "adam_step",
-                                                                  "sum_of_squares",
-                                                                  "scale_",
-                                                                  "read_scalar",
-                                                                  "communication",
-                                                                  "wait"};
 }  // namespace
-
-std::string_view to_string(Kernel kernel) {
-  return kKernelNames[static_cast<std::size_t>(kernel)];
-}
-
-std::optional<Kernel> kernel_named(std::string_view name) {
-  for (std::size_t i = 0; i < kKernelCount; ++i)
-    if (kKernelNames[i] == name) return static_cast<Kernel>(i);
-  return std::nullopt;
-}
 
 std::string_view to_string(OpKind kind) {
   switch (kind) {

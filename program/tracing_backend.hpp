@@ -100,6 +100,9 @@ class TracingBackend final : public Backend {
 
  private:
   Tensor allocate(const Shape& shape, DType dtype);
+  // An op of `kernel`, of the kind the op table gives it.
+  Op& record(Kernel kernel, std::initializer_list<const Tensor*> inputs);
+  // An op of a call that decides its kind (a collective's).
   Op& record(OpKind kind, Kernel kernel, std::initializer_list<const Tensor*> inputs);
   static void depend_on(Op& op, const Tensor& input);
   void produced_by(const Tensor& t, OpId op);

@@ -96,7 +96,8 @@ std::vector<KernelPoints> kernel_rates(Communicator& communicator, const RankTim
   at::Tensor cache_flush = at::empty({256 * kMiBytes / 4}, on(timer));
   std::vector<KernelPoints> rates;
   for (const KernelProbe& probe : kernel_probes(model, degree, max_tokens)) {
-    KernelPoints& kernel = rates.emplace_back(KernelPoints{probe.kernel, probe.by_flops, {}});
+    KernelPoints& kernel =
+        rates.emplace_back(KernelPoints{probe.kernel, call_info(probe.kernel).size == CallSize::flops, {}});
     for (int point = 0;; ++point) {
       const std::optional<double> size = traced_size(probe, point, degree);
       if (!size) break;

@@ -25,10 +25,8 @@ struct Shapes {
 };
 
 // A probe over sequence lengths: `make(be, s)` returns the call at s tokens.
-KernelProbe by_tokens(Kernel kernel, bool by_flops, int64_t max_tokens,
-                      std::function<KernelCall(Backend&, int64_t)> make) {
-  return {kernel, by_flops, false,
-          [max_tokens, make = std::move(make)](Backend& be, int point) -> KernelCall {
+KernelProbe by_tokens(Kernel kernel, int64_t max_tokens, std::function<KernelCall(Backend&, int64_t)> make) {
+  return {kernel, false, [max_tokens, make = std::move(make)](Backend& be, int point) -> KernelCall {
             const std::optional<int64_t> s = tokens_at(point, max_tokens);
             return s ? make(be, *s) : KernelCall();
           }};
@@ -52,54 +50,54 @@ std::vector<KernelProbe> kernel_probes(const ModelSpec& model, int degree, int64
                  model.norm};
   const DType bf16 = DType::bf16;
   std::vector<KernelProbe> probes;
-  auto add = [&](Kernel kernel, bool by_flops, std::function<KernelCall(Backend&, int64_t)> make) {
-    probes.push_back(by_tokens(kernel, by_flops, max_tokens, std::move(make)));
+  auto add = [&](Kernel kernel, std::function<KernelCall(Backend&, int64_t)> make) {
+    probes.push_back(by_tokens(kernel, max_tokens, std::move(make)));
   };
   auto hidden = [x, bf16](Backend& be, int64_t s) { return be.zeros({1, s, x.h}, bf16); };
   auto heads = [x, bf16](Backend& be, int64_t s) { return be.zeros({1, s, x.heads, x.head_dim}, bf16); };
   auto scores = [x, bf16](Backend& be, int64_t s) { return be.zeros({1, x.heads, s, s}, bf16); };
 
-  add(Kernel::zeros, false, [x, bf16](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::zeros, [x, bf16](Backend& be, int64_t s) -> KernelCall {
     return [&be, x, s, bf16] { be.zeros({1, s, x.h}, bf16); };
   });
-  add(Kernel::cast, false, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::cast, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, t = hidden(be, s)] { be.cast(t, DType::fp32); };
   });
-  add(Kernel::concat, false, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::concat, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, parts = std::vector<Tensor>{hidden(be, s), hidden(be, s)}] { be.concat(parts, 1); };
   });
-  add(Kernel::merge_attention, false, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::merge_attention, [=](Backend& be, int64_t s) -> KernelCall {
     auto lse = [&] { return be.zeros({1, x.heads, s}, DType::fp32); };
     return [&be, out = heads(be, s), l = lse(), block = AttentionOutput{heads(be, s), lse()}]() mutable {
       be.merge_attention(out, l, block);
     };
   });
-  add(Kernel::scores, true, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::scores, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, q = heads(be, s), k = heads(be, s)] { be.scores(q, k); };
   });
-  add(Kernel::scores_times, true, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::scores_times, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, p = scores(be, s), v = heads(be, s)] { be.scores_times(p, v); };
   });
-  add(Kernel::scores_transposed_times, true, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::scores_transposed_times, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, p = scores(be, s), d = heads(be, s)] { be.scores_transposed_times(p, d); };
   });
-  add(Kernel::softmax, false, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::softmax, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, t = scores(be, s), mask = causal_mask(s), x] {
       be.softmax(t, 1.0 / static_cast<double>(x.head_dim), mask);
     };
   });
-  add(Kernel::softmax_backward, false, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::softmax_backward, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, d = scores(be, s), p = scores(be, s)] { be.softmax_backward(d, p, 1.0); };
   });
   auto norm_weights = [x, bf16](Backend& be) {
     return std::pair{be.zeros({x.h}, bf16),
                      x.norm == NormKind::layer_norm ? be.zeros({x.h}, bf16) : Tensor()};
   };
-  add(Kernel::norm_forward, false, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::norm_forward, [=](Backend& be, int64_t s) -> KernelCall {
     return
         [&be, t = hidden(be, s), w = norm_weights(be), x] { be.norm_forward(t, w.first, w.second, x.norm); };
   });
-  add(Kernel::norm_backward, false, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::norm_backward, [=](Backend& be, int64_t s) -> KernelCall {
     const Tensor t = hidden(be, s);
     const auto w = norm_weights(be);
     return [&be, t, w, d = hidden(be, s), saved = be.norm_forward(t, w.first, w.second, x.norm), x] {
@@ -107,54 +105,54 @@ std::vector<KernelProbe> kernel_probes(const ModelSpec& model, int degree, int64
     };
   });
   auto mlp = [x, bf16](Backend& be, int64_t s, int64_t width) { return be.zeros({1, s, width * x.f}, bf16); };
-  add(Kernel::gelu, false,
+  add(Kernel::gelu,
       [=](Backend& be, int64_t s) -> KernelCall { return [&be, t = mlp(be, s, 1)] { be.gelu(t); }; });
-  add(Kernel::gelu_backward, false, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::gelu_backward, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, d = mlp(be, s, 1), t = mlp(be, s, 1)] { be.gelu_backward(d, t); };
   });
-  add(Kernel::swiglu, false,
+  add(Kernel::swiglu,
       [=](Backend& be, int64_t s) -> KernelCall { return [&be, t = mlp(be, s, 2)] { be.swiglu(t); }; });
-  add(Kernel::swiglu_backward, false, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::swiglu_backward, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, d = mlp(be, s, 1), t = mlp(be, s, 2)] { be.swiglu_backward(d, t); };
   });
-  add(Kernel::dropout, false, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::dropout, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, t = hidden(be, s)] { be.dropout(t, 0.1, MaskStream::per_rank); };
   });
-  add(Kernel::dropout_backward, false, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::dropout_backward, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, d = hidden(be, s), mask = be.dropout(hidden(be, s), 0.1, MaskStream::per_rank).mask] {
       be.dropout_backward(d, mask, 0.1);
     };
   });
-  add(Kernel::add, false, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::add, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, a = hidden(be, s), b = hidden(be, s)] { be.add(a, b); };
   });
-  add(Kernel::add_, false, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::add_, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, a = hidden(be, s), b = hidden(be, s)]() mutable { be.add_(a, b); };
   });
   auto tokens = [](Backend& be, int64_t s) { return be.zeros({1, s}, DType::int64); };
-  add(Kernel::embedding, false, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::embedding, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, t = tokens(be, s), table = be.zeros({x.vocab, x.h}, bf16)] { be.embedding(t, table, 0); };
   });
-  add(Kernel::embedding_backward, false, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::embedding_backward, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, d = hidden(be, s), t = tokens(be, s), x] { be.embedding_backward(d, t, x.vocab, 0); };
   });
-  add(Kernel::cross_entropy, false, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::cross_entropy, [=](Backend& be, int64_t s) -> KernelCall {
     return
         [&be, logits = be.zeros({1, s, x.vocab}, bf16), t = tokens(be, s)] { be.cross_entropy(logits, t); };
   });
 
   // The gradient norm and the clip read (and write) fp32 gradients.
   auto gradient = [x](Backend& be, int64_t s) { return be.zeros({1, s, x.h}, DType::fp32); };
-  add(Kernel::sum_of_squares, false, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::sum_of_squares, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, g = gradient(be, s)] { be.sum_of_squares({g}, 1.0); };
   });
-  add(Kernel::scale_, false, [=](Backend& be, int64_t s) -> KernelCall {
+  add(Kernel::scale_, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, g = gradient(be, s)] { be.scale_({g}, 0.5); };
   });
 
   // Adam on the shard of each weight one layer and the embedding have, smallest first.
   probes.push_back(
-      {Kernel::adam_step, false, true, [model](Backend& be, int point) -> KernelCall {
+      {Kernel::adam_step, true, [model](Backend& be, int point) -> KernelCall {
          auto shards = std::make_shared<ModelShards>(be, model, 1);
          const LayerWeights& layer = shards->layers[0];
          std::vector<std::pair<int64_t, Tensor>> weights;
@@ -182,7 +180,8 @@ std::optional<double> traced_size(const KernelProbe& probe, int point, int degre
   double size = 0;
   for (std::size_t i = first; i < tracer.program().ops.size(); ++i) {
     const Op& op = tracer.program().ops[i];
-    if (op.kernel == probe.kernel) size += probe.by_flops ? op.flops : op.memory_bytes;
+    if (op.kernel == probe.kernel)
+      size += call_info(probe.kernel).size == CallSize::flops ? op.flops : op.memory_bytes;
   }
   return size;
 }

@@ -16,9 +16,9 @@ namespace paradyse::real {
 
 using KernelCall = std::function<void()>;
 
+// A probe is sized as the op table sizes its call (CallSize): by FLOPs or by bytes read and written.
 struct KernelProbe {
   Kernel kernel;
-  bool by_flops = false;  // sized by FLOPs (GEMM-like); else by bytes read and written
   // Its operands were last touched a step ago (the optimizer's weights, moments and gradients), so
   // it is timed with the CPU's caches flushed; the others read what the op before them wrote.
   bool cold = false;
@@ -27,9 +27,9 @@ struct KernelProbe {
   std::function<KernelCall(Backend& be, int point)> prepare;
 };
 
-// Every compute call the cost model does not price by its own curves (GEMMs and fused attention
-// are): memory-bound calls and the unfused attention's GEMMs; not read_scalar, one number copied to
-// the host, whose cost is its dispatch. Sequence lengths double from 64 up to
+// A probe of every call the op table marks CallProbe::rate: the calls the cost model does not price by
+// its own curves (GEMMs and fused attention are), the memory-bound calls and the unfused attention's
+// GEMMs, but not read_scalar, whose cost is its dispatch. Sequence lengths double from 64 up to
 // `max_tokens`; the optimizer is probed on the shard of every weight of one layer and the vocabulary.
 std::vector<KernelProbe> kernel_probes(const ModelSpec& model, int degree, int64_t max_tokens);
 

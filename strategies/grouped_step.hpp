@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "program/program.hpp"
+#include "strategies/layer_flat_layout.hpp"
 #include "strategies/training_step.hpp"
 
 namespace paradyse {
@@ -66,24 +67,6 @@ struct GroupedStepSpec {
 void check_grouped_step(const GroupedStepSpec& spec, int job_degree);
 // The group of `round` that holds job rank `rank`.
 const GroupWork& group_of(const Round& round, int rank);
-
-// Where each of a layer's weights lies in its flat tensor, in order: qkv, proj, mlp_in, mlp_out,
-// norm1.gamma, norm1.beta, norm2.gamma, norm2.beta (betas only under LayerNorm), each whole, row-major.
-struct FlatPart {
-  std::string name;  // the weight's name within the layer (ModelWeights names)
-  Shape shape;
-  int64_t offset = 0;
-  Tensor LayerWeights::*member = nullptr;
-};
-struct LayerFlatLayout {
-  std::vector<FlatPart> parts;
-  int64_t elements = 0;
-  // Elements after padding to a multiple of the shard group's ranks, as FSDP pads its flat parameter.
-  int64_t padded(int shard_degree) const {
-    return (elements + shard_degree - 1) / shard_degree * shard_degree;
-  }
-};
-LayerFlatLayout layer_flat_layout(const ModelSpec& model);
 
 // Runs one grouped step on `be` (whose parallel group is set per round) with `shards` laid out over
 // the shard group (WeightLayout::job, made after be.use_shard_degree(spec.shard_degree_of(job))). tokens[i]

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "program/tracing_backend.hpp"
-#include "strategies/grouped_step.hpp"
+#include "strategies/layer_flat_layout.hpp"
 #include "strategies/micro_batch_pass.hpp"
 
 namespace paradyse {
