@@ -1,6 +1,6 @@
 // The learned cost model: XGBoost random forests inside the profiled range, least-squares polynomials
-// (Eigen) chosen by AIC beyond it. Both libraries stay in this file (DESIGN.md: heavy headers behind
-// their folder's walls); learned_model.hpp speaks project types only.
+// (Eigen) chosen by AIC beyond it. Both libraries stay in this file (their headers are heavy to compile
+// and no other folder should depend on them); learned_model.hpp speaks project types only.
 #include "costmodel/learned_model.hpp"
 
 #include "common/atomic_file.hpp"

@@ -118,7 +118,8 @@ double OpTimer::compute_s(const Op& op) const {
     case OpKind::attention_forward:
     case OpKind::attention_backward: {
       // FlashAttention's throughput depends on the key length of the block and on whether a causal
-      // mask cuts it (REFERENCE.md §3, Dao-AILab benchmark charts).
+      // mask cuts it (the FlashAttention-2 benchmark charts of Dao-AILab/flash-attention: on A100, head
+      // dim 128, forward+backward, 151 TFLOP/s at 512 tokens and 203 at 16K, causal 99 and 189).
       const hw::Curve& efficiency =
           op.partially_masked ? gpu.causal_attention_efficiency_by_seq : gpu.attention_efficiency_by_seq;
       arithmetic = op.flops / (gpu.bf16_flops_per_second * efficiency.at(static_cast<double>(op.dims[2])));
@@ -167,7 +168,8 @@ double OpTimer::unsynchronized_s(const Op& op) const {
   const int group_size = this->group_size(op);
   if (const std::optional<double> seconds = routed_->seconds(op, group_size, degree_)) return *seconds;
   // Too many flows to route: nccl-tests' bus bandwidth at the collective's size turns bus bytes into
-  // time (REFERENCE.md §1, §3); the hops' latency is the floor of small messages.
+  // time (bus bytes as nccl-tests' doc/PERFORMANCE.md defines them; the fabric's bus bandwidth curve is
+  // nccl-tests' all-reduce measured by size); the hops' latency is the floor of small messages.
   const hw::FabricSpec& fabric = this->fabric(op);
   double bandwidth = fabric.streaming_bandwidth(op.size_bytes, measured_as(op.kind));
   if (op.kind == OpKind::all_to_all) bandwidth *= fabric.all_to_all_efficiency;

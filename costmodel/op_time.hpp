@@ -1,9 +1,10 @@
 // Seconds of one traced op on a cluster: a backend call the cluster measured (its `kernels`) at its
 // measured rate; otherwise GEMMs and attention at size-dependent efficiency, memory-bound kernels at
 // HBM copy bandwidth, collectives and transfers by the α–β model over NCCL's measured bus
-// bandwidth by message size (REFERENCE.md §3): a collective takes its ring's hops times the fabric's hop
-// latency plus its bus bytes at the fabric's streaming bandwidth for its size, on the links of the
-// cluster's network that its flows and its sibling groups' flows cross (routed_collectives.hpp).
+// bandwidth by message size (nccl-tests' all_reduce_perf, as each preset's source says): a collective
+// takes its ring's hops times the fabric's hop latency plus its bus bytes at the fabric's streaming
+// bandwidth for its size, on the links of the cluster's network that its flows and its sibling groups'
+// flows cross (routed_collectives.hpp).
 // Where there are too many flows to route one by one (all-to-alls over hundreds of ranks), a formula
 // stands in for the network: each GPU's share of its node's NICs, an oversubscribed spine's uplinks.
 #pragma once

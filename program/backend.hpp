@@ -5,7 +5,8 @@
 // Layout conventions: activations are [b, s, ...] with the sequence in dim 1; attention takes
 // q [b, s_q, heads, d], k and v [b, s_k, kv_heads, d] (FlashAttention's layout) and GQA when
 // kv_heads < heads. Collectives run over the layer's parallel group of `degree()` ranks and count
-// bytes as nccl-tests does (REFERENCE.md §1).
+// bytes as nccl-tests' bus bandwidth does (its doc/PERFORMANCE.md): (p−1)/p of the buffer for
+// all-gather and reduce-scatter, 2(p−1)/p for all-reduce.
 #pragma once
 
 #include <cstdint>

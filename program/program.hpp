@@ -40,7 +40,7 @@ struct Op {
   std::vector<OpId> deps;         // ops that must finish before this one starts
   double flops = 0;
   double memory_bytes = 0;  // HBM bytes read and written
-  // Communication, counted as nccl-tests does (REFERENCE.md §1): `size_bytes` is the collective's
+  // Communication, counted as nccl-tests does (its doc/PERFORMANCE.md): `size_bytes` is the collective's
   // size (the full buffer; per-rank buffer for all_to_all and send_recv), `bus_bytes` what each rank
   // moves: (p−1)/p·size for all_gather and reduce_scatter, 2(p−1)/p·size for all_reduce, (p−1)/p·size
   // for all_to_all, size for broadcast, reduce and send_recv.

@@ -9,7 +9,9 @@
 // for each one when SimGrid asks for it. Memory is thus linear in the GPUs built.
 //
 // The network model is CM02 without cross traffic and without the TCP-gamma window cap
-// (REFERENCE.md §4: SimGrid's defaults are off by 10× for GPU fabrics), so a flow alone on its route
+// (SimGrid's default, LV08, multiplies latency by 13.01, caps each flow at TCP-gamma / (2·latency) and
+// adds cross traffic: with SimGrid 3.32 a 1 MiB ring all-reduce over 8 GPUs came out 10.9× too slow, a
+// lone 300 GB/s link 2.78× too slow at 10 µs latency), so a flow alone on its route
 // streams at its bottleneck link's bandwidth and flows sharing a link share it fairly.
 #pragma once
 

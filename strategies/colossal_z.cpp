@@ -16,7 +16,7 @@
 // score GEMM (Hugging Face's repeat_kv, a local copy); dK and dV are summed back over each KV head's
 // query group before the all-reduce, so the reductions stay a_kv heads wide.
 //
-// Volume per layer (elements per GPU, REFERENCE.md §2 "≈ 8(p−1)/p·bsh"): forward (p−1) K + (p−1) V
+// Volume per layer (elements per GPU, ≈ 8(p−1)/p·bsh for MHA): forward (p−1) K + (p−1) V
 // block sends of b·(s/p)·h_kv, backward the same again, plus two all-reduces of b·s·h_kv (dK, dV):
 // exactly 4(p−1)/p·b·s·h_kv + 4(p−1)/p·b·s·h_kv = 8(p−1)/p·b·s·h_kv, i.e. 8(p−1)/p·bsh for MHA.
 // Selective recomputation rebuilds the probabilities in backward: one more K ring, +(p−1)/p·b·s·h_kv.

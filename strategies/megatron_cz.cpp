@@ -11,12 +11,14 @@
 // W_proj gather instead. The MLP is zero3::mlp_forward / mlp_backward. Constraints: only the unified
 // layout's (Strategy::unsupported) — ring attention works for any head count. Saved by the attention: its
 // input, q/k/v, out (bf16) and lse (fp32): (2h + 2(h + 2h_kv) + 2h + 4a)·b·s/p bytes; with the zero3 MLP
-// ≈ 34·sbh/p (REFERENCE.md §2).
+// ≈ 34·sbh/p (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
+// MLSys 2023, Table 2: 34·sbh per layer once the attention keeps no s² scores, here over p ranks).
 //
-// Volume per layer (REFERENCE.md §2: ring ≈ 6(c−1)/c·b·s·h_kv + ZeRO-3 3(N−1)/N·Φ_layer), exactly:
+// Volume per layer (ring ≈ 6(c−1)/c·b·s·h_kv + ZeRO-3 3(N−1)/N·Φ_layer), exactly:
 //   ring: K and V, (p−1) hops forward and (p−1) again backward, bf16: 8(p−1)/p·b·s·h_kv bytes; the dK, dV
 //         accumulators (p−1) hops in fp32: another 8(p−1)/p·b·s·h_kv bytes. In all 16(p−1)/p·b·s·h_kv
-//         bytes = 8(p−1)/p·b·s·h_kv bf16 elements: REFERENCE's 6(p−1)/p with its dK, dV counted in fp32;
+//         bytes = 8(p−1)/p·b·s·h_kv bf16 elements: the estimate's 6(p−1)/p (K, V twice and dK, dV
+//         once, all in bf16) with dK, dV in fp32;
 //         6(p−1) send/recvs, K, V, dK and dV each its own message.
 //   ZeRO-3: all-gather of W_qkv, W_proj, W_in, W_out forward and again backward, 2(p−1)/p·Φ_layer, and a
 //         reduce-scatter of their gradients, (p−1)/p·Φ_layer, with Φ_layer = (h + 2h_kv)·h + h·h +

@@ -8,7 +8,8 @@
 // megatron_tp (without SP): in/out [b, s, h] on every rank (the layer gathers and slices around it,
 // layer.hpp); each sublayer all-reduces its output forward and its input gradient backward, the
 // latter behind the weight-gradient GEMM, and keeps its whole input for that GEMM.
-// Both move 10(p−1)/p·b·s·h elements per layer (REFERENCE.md §2; megatron_tp's layer gathers count).
+// Both move 10(p−1)/p·b·s·h elements per layer: two all-gathers and two reduce-scatters of b·s·h forward,
+// the same backward, and backward's two re-gathers of the input (megatron_tp's layer gathers count).
 // Weight gradients stay local: no reduction.
 #include "strategies/core_attention.hpp"
 #include "strategies/library.hpp"

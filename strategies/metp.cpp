@@ -1,4 +1,5 @@
-// METP: memory-efficient tensor parallelism (ParaDySe, AAAI-26; DESIGN.md "The paper in one page").
+// METP: memory-efficient tensor parallelism (Ou, Liang, Han, Liu and Qiao, "ParaDySe: A Parallel-Strategy
+// Switching Framework for Dynamic Sequences in Transformer-based LLMs", AAAI-26, arXiv 2511.13198).
 // In/out [b, s/p, h], and the activations never leave that sequence shard: the WEIGHTS move instead.
 // No rank ever holds a whole weight matrix or a full-sequence activation.
 //
@@ -24,8 +25,8 @@
 // chunks a_j are kept through the (recomputed) layer's backward, the activation output is rebuilt.
 // Constraints: only the unified layout's (Strategy::unsupported): p | a, p | a_kv, p | f.
 //
-// Messages per layer and rank (REFERENCE.md §2: "many small messages (p broadcasts + p(p−1) ring steps
-// per layer)"), with f_in = f (GELU) or 2f (SwiGLU), all bf16 unless said:
+// Messages per layer and rank, many and small (the attention alone: p broadcasts and p(p−1) ring steps),
+// with f_in = f (GELU) or 2f (SwiGLU), all bf16 unless said:
 //   forward:    p broadcasts of (2h + 2h_kv)/p·h elements (the attention weights, whole once per pass),
 //               p(p−1) K|V ring steps of b·(s/p)·2h_kv/p, p−1 MLP weight ring steps of (f_in + f)/p·h;
 //   recompute:  the same again;
@@ -35,7 +36,8 @@
 //   weights (independent of p and s), 8(p−1)/p·(f_in + f)·h for the MLP weights, and 20(p−1)/p·b·s·h_kv
 //   for K, V (three passes) and dK, dV (fp32, one pass): MegatronCZ's ring traffic, 16(p−1)/p·b·s·h_kv,
 //   plus the recompute pass's K|V ring. Only that last term grows with s.
-// Saved between forward and backward: the layer input only, 2·b·s·h/p bytes (REFERENCE.md §2). While a
+// Saved between forward and backward: the layer input only, 2·b·s·h/p bytes (its [b, s/p, h] in bf16,
+// Korthikanti et al.'s 2·sbh of full recomputation split p ways). While a
 // layer runs (forward, or recompute + backward) it also holds per head group q, K|V, out, lse and the p
 // chunks a_j, b·(s/p)·(2h + 2h_kv + f_in) bf16 elements, but never a [b, s, ·] tensor.
 #include "strategies/library.hpp"

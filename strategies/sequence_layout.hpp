@@ -2,10 +2,13 @@
 //
 // The unified layout (ParaDySe, AAAI-26 Table 2) keeps activations [b, s/p, h] between layers for
 // every strategy. For causal models the s/p tokens of rank r are the two zig-zag chunks r and 2p−1−r
-// of size s/(2p), which balances ring attention's work (REFERENCE.md §2); for non-causal models they
-// are the contiguous chunk r. Every strategy uses the same assignment, so switching strategy between
-// layers never moves data; a strategy that gathers the whole sequence sees it in rank order and
-// passes the token positions to attention, which masks by position, not by index.
+// of size s/(2p), which balances ring attention's work: under the causal mask chunk i attends to the
+// i chunks before it and to half of itself, so chunks r and 2p−1−r together do 2p chunks' worth on
+// every rank (the zig-zag order of ring-flash-attention's zigzag_ring_flash_attn.py and of Megatron-LM's
+// context parallelism); for non-causal models they are the contiguous chunk r. Every strategy uses the
+// same assignment, so switching strategy between layers never moves data; a strategy that gathers the
+// whole sequence sees it in rank order and passes the token positions to attention, which masks by
+// position, not by index.
 //
 // A packed micro-batch lays several documents end to end in one sequence; attention never crosses a
 // document boundary. Each document is split across the ranks as a whole sequence is (its own 2p

@@ -25,7 +25,8 @@ enum class Recompute : uint8_t { none, selective, full };
 std::string_view to_string(Recompute recompute);
 std::optional<Recompute> parse_recompute(std::string_view text);
 
-// This rank's fixed 1/p shard of one layer's weights (ParaDySe's unified layout, REFERENCE.md §2).
+// This rank's fixed 1/p shard of one layer's weights (the unified layout of ParaDySe, Ou et al., AAAI-26,
+// Table 2: W_qkv (3h/p × h)ᵀ, W_proj h/p × h, W_in (4h/p × h)ᵀ, W_out 4h/p × h).
 // Dim 0 is the sharded dim of every matrix, so the tensor-parallel shard is also the ZeRO-3 shard:
 // W_qkv and W_in are stored [out, in] and used as x·Wᵀ (column-parallel), W_proj and W_out stored
 // [in, out] and used as x·W (row-parallel). Rank r's rows are the r-th p-th of the query rows, then of

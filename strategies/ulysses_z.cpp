@@ -9,7 +9,7 @@
 //
 // Constraints: p | a and p | a_kv (every rank attends with whole heads, and the GQA group of each of
 // its query heads is among its key/value heads); the unified layout already requires both.
-// Volume per layer (REFERENCE.md §2): 4 all-to-all forward (q, k, v, out) and 4 backward (d_out,
+// Volume per layer: 4 all-to-all forward (q, k, v, out) and 4 backward (d_out,
 // d_q, d_k, d_v) of b·s/p·(h or h_kv) elements each: 2(p−1)/p²·b·s·(2h + 2h_kv) elements, plus
 // ZeRO-3's 3(p−1)/p·Φ_layer (each weight gathered in forward and again in backward, each gradient
 // reduce-scattered once), independent of s.

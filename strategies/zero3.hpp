@@ -1,6 +1,8 @@
 // ZeRO-3 weights and the sequence-local sublayer pieces that MegatronCZ, UlyssesZ and ColossalZ share.
 // A weight is gathered whole just before use and freed after; its gradient, computed from this rank's
-// tokens, is reduce-scattered back onto the owner's shard (REFERENCE.md §2: 3(N−1)/N·Φ per layer).
+// tokens, is reduce-scattered back onto the owner's shard: 3(N−1)/N·Φ per layer, the 1.5× of data
+// parallelism's all-reduce that Rajbhandari et al. give for ZeRO stage 3 ("ZeRO: Memory Optimizations
+// Toward Training Trillion Parameter Models", SC20).
 #pragma once
 
 #include <vector>

@@ -1,5 +1,5 @@
 // The plain trace format: one non-negative integer per line, in dataset order; lines starting with '#'
-// are headers or comments. The real traces (REFERENCE.md §6) come in it, their headers naming the
+// are headers or comments. The bundled real traces (traces/data/) come in it, their headers naming the
 // trace ("# trace: ...") and its source ("# source: ..."), which become the description.
 #include <string>
 #include <string_view>

@@ -1,6 +1,6 @@
 // Turning a trace into what a run trains: a sample of it, its first N samples, a stated rule for lengths
-// over the trainable maximum (REFERENCE.md §6: never silently), and an order. Everything it changed is
-// counted and said in one sentence, so that reports state what was actually run.
+// over the trainable maximum (drop, truncate or split, never silently), and an order. Everything it
+// changed is counted and said in one sentence, so that reports state what was actually run.
 #pragma once
 
 #include <cstdint>

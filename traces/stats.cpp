@@ -12,7 +12,7 @@ namespace paradyse::traces {
 namespace {
 
 constexpr int64_t K = 1024;
-// Lower edges of the buckets after the first (REFERENCE.md §5, ParaDySe Table 3).
+// Lower edges of the buckets after the first (ParaDySe, Ou et al., AAAI-26, Table 3).
 constexpr std::array<int64_t, 6> bucket_edges = {4 * K, 8 * K, 16 * K, 32 * K, 64 * K, 128 * K};
 constexpr std::array<const char*, 7> bucket_labels = {"<4K",    "4-8K",    "8-16K", "16-32K",
                                                       "32-64K", "64-128K", ">=128K"};

@@ -1,4 +1,4 @@
-// Summary statistics of a length trace, with the length buckets of the ParaDySe paper (REFERENCE.md §5),
+// Summary statistics of a length trace, with the length buckets of ParaDySe (Ou et al., AAAI-26, Table 3),
 // so that a trace can be compared with the distributions the paper trained on.
 #pragma once
 

@@ -1,7 +1,7 @@
 // The dgx-h200 and dgx-h100 presets against the component measurements their figures came from
-// (hw_models/measure/h200/ and h100/, taken by hw_models/measure/gpu_components.py on one GPU of each):
-// each measured call, traced by the tracer and priced by the cost model, gives back the measured device
-// time.
+// (tools/measure/h200-2026-11-26/ and h100-2026-11-26/, taken by tools/measure/gpu_components.py on one
+// GPU of each): each measured call, traced by the tracer and priced by the cost model, gives back the
+// measured device time.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
@@ -28,14 +28,14 @@ struct MeasuredGpu {
 
 const MeasuredGpu& measured_gpu(const std::string& preset) {
   static const std::vector<MeasuredGpu> gpus{{"dgx-h200",
-                                              "h200",
+                                              "h200-2026-11-26",
                                               "components-gemm-attention.json",
                                               "components-attention-dropout.json",
                                               "attention-occupancy.json",
                                               "components-kernels-host.json",
                                               {"host-by-call.json", "host-by-call-after-steps.json"}},
                                              {"dgx-h100",
-                                              "h100",
+                                              "h100-2026-11-26",
                                               "components.json",
                                               "components.json",
                                               "components.json",
@@ -49,7 +49,7 @@ const MeasuredGpu& measured_gpu(const std::string& preset) {
 }
 
 nlohmann::json measured(const MeasuredGpu& gpu, const std::string& file) {
-  std::ifstream in("hw_models/measure/" + gpu.folder + "/" + file);
+  std::ifstream in("tools/measure/" + gpu.folder + "/" + file);
   REQUIRE(in.good());
   return nlohmann::json::parse(in);
 }
@@ -225,7 +225,7 @@ TEST_CASE("dgx-h200 and dgx-h100: the host issues a layer's calls at what a whol
   // One layer of the measured model as paradyse traces it (no biases; its row-parallel linears are
   // matmuls), issued by the host: within 10 % of the chain of whole layers (gpu_training_step.py's
   // Block) per layer, forward and backward together, and well above the sum of its calls' own chains.
-  const ModelSpec model = load_model("hw_models/measure/gpt-h2048-8l.json");
+  const ModelSpec model = load_model("tools/measure/models/gpt-h2048-8l.json");
   StepSpec spec;
   spec.model = &model;
   spec.tokens = 512;

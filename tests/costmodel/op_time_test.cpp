@@ -88,7 +88,8 @@ TEST_CASE("OpTimer: memory-bound kernels move their bytes at HBM copy bandwidth"
 TEST_CASE("OpTimer: a collective takes bus bytes over NCCL's bus bandwidth at its size", "[costmodel]") {
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
   const costmodel::OpTimer intra(cluster, 8);
-  // 1 GiB all-reduce on 8 A100s: REFERENCE.md §3 measures 228.1 GB/s bus bandwidth.
+  // 1 GiB all-reduce on 8 A100s: 228.1 GB/s bus bandwidth (nccl-tests all_reduce_perf, NCCL 2.18-2.20, in
+  // the Azure AI-benchmarking-guide's results; the dgx-a100 preset's curve).
   Op op;
   op.kind = OpKind::all_reduce;
   op.stream = Stream::communication;

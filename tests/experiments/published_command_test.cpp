@@ -50,8 +50,8 @@ TEST_CASE(
     "published --table: the steps measured on one H200 and on one H100 load, each priced on its model file",
     "[experiments]") {
   // Like the bundled tables, printed for a reader, not asserted as timing.
-  const std::string path = GENERATE(as<std::string>{}, "hw_models/measure/h200/measured-steps.json",
-                                    "hw_models/measure/h100/measured-steps.json");
+  const std::string path = GENERATE(as<std::string>{}, "tools/measure/h200-2026-11-26/measured-steps.json",
+                                    "tools/measure/h100-2026-11-26/measured-steps.json");
   CAPTURE(path);
   const RunResult r = run_paradyse("published --json --table " + path);
   INFO(r.err);

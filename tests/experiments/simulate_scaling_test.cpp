@@ -1,6 +1,6 @@
-// simulate builds only the nodes the job uses (issue 13, item 5): a job of one node on a cluster of
-// 1000 nodes takes the memory and the result of a one-node cluster, and an absurd cluster size is no
-// internal error. The progress bar shows on a terminal only, never on stdout (item 10).
+// simulate builds only the nodes the job uses: a job of one node on a cluster of 1000 nodes takes the
+// memory and the result of a one-node cluster, and an absurd cluster size is no internal error. The
+// progress bar shows on a terminal only, never on stdout.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 

@@ -1,5 +1,6 @@
-// hw_models/cluster.cpp: the presets carry REFERENCE.md section 3's figures, curves read in log(x),
-// multi-node variants, and every kind of bad cluster input fails with an InputError naming the field.
+// hw_models/cluster.cpp: the presets carry their sources' figures (datasheets, nccl-tests, the
+// FlashAttention charts), curves read in log(x), multi-node variants, and every kind of bad cluster input
+// fails with an InputError naming the field.
 #include "hw_models/cluster.hpp"
 #include "tests/temp_dir.hpp"
 
@@ -76,7 +77,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("cluster presets: dgx-a100 carries the A100 figures of REFERENCE.md", "[hw_models]") {
+TEST_CASE("cluster presets: dgx-a100 carries the A100 figures of its datasheet and published benchmarks",
+          "[hw_models]") {
   ClusterSpec a100 = load_cluster("dgx-a100");
   CHECK(a100.gpu.bf16_flops_per_second == 312e12);
   CHECK(a100.gpu.hbm_bytes == 80 * kGiB);  // the datasheet's 80 GB are GiB (nvidia-smi: 81920 MiB)
@@ -100,7 +102,8 @@ TEST_CASE("cluster presets: dgx-a100 carries the A100 figures of REFERENCE.md", 
   CHECK(a100.inter_node.bytes_per_second == 23.5e9);  // HDR 200 Gb/s, effective
 }
 
-TEST_CASE("cluster presets: dgx-h100 and dgx-h200 carry the Hopper figures of REFERENCE.md", "[hw_models]") {
+TEST_CASE("cluster presets: dgx-h100 and dgx-h200 carry the Hopper datasheets' and NCCL's figures",
+          "[hw_models]") {
   ClusterSpec h100 = load_cluster("dgx-h100");
   ClusterSpec h200 = load_cluster("dgx-h200");
   CHECK(h100.gpu.bf16_flops_per_second == 989e12);

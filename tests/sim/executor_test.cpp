@@ -1,5 +1,4 @@
-// The executor reports its progress and runs collectives of many flows in time linear in their flows
-// (issue 13, item 10).
+// The executor reports its progress and runs collectives of many flows in time linear in their flows.
 #include <catch2/catch.hpp>
 
 #include <string>

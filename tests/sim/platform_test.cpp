@@ -1,6 +1,5 @@
 // The platform holds only the nodes a job uses (sim/platform.hpp): memory follows the degree, not the
-// cluster's size, and the nodes left out change nothing, the spine's bandwidth included (issue 13,
-// item 5).
+// cluster's size, and the nodes left out change nothing, the spine's bandwidth included.
 #include <catch2/catch.hpp>
 
 #include "common/units.hpp"

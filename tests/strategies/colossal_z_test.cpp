@@ -77,12 +77,11 @@ TEST_CASE("ColossalZ: traced FLOPs match the closed form, full s² even when cau
   REQUIRE(t.count_by_kind.count(OpKind::attention_backward) == 0);
 }
 
-TEST_CASE("ColossalZ: traced volume is 8(p−1)/p·b·s·h + ZeRO-3's 3(p−1)/p·Φ_layer, REFERENCE.md §2",
-          "[strategies]") {
-  // REFERENCE.md §2 gives "≈ 8(p−1)/p·bsh". Our count is exact for MHA: forward (p−1) K and (p−1) V
+TEST_CASE("ColossalZ: traced volume is 8(p−1)/p·b·s·h + ZeRO-3's 3(p−1)/p·Φ_layer", "[strategies]") {
+  // The usual estimate is ≈ 8(p−1)/p·bsh. Our count is exact for MHA: forward (p−1) K and (p−1) V
   // block sends of b·(s/p)·h each, backward the same again: 4(p−1)/p·bsh; plus the all-reduces of the
   // full-length dK and dV partial sums, 2(p−1)/p·bsh each as nccl-tests counts an all-reduce: 4(p−1)/p·bsh.
-  // The table's "≈" leaves room for what varies around that core: a send_recv counts the bytes each
+  // The estimate's "≈" leaves room for what varies around that core: a send_recv counts the bytes each
   // GPU sends, an all-reduce its bus bytes (NVLS or tree all-reduces move other amounts), GQA shrinks
   // every term to h_kv, and selective recomputation adds a K ring (see the test below).
   for (bool causal : {false, true})
@@ -160,9 +159,10 @@ TEST_CASE("ColossalZ: every rank issues the same work", "[strategies]") {
 
 TEST_CASE("ColossalZ: saved activations are Korthikanti's 34·sbh/p + 5·a·b·s²/p with both dropouts",
           "[strategies]") {
-  // REFERENCE.md §2: ≈ 34·sbh/p + 5·a·b·s²/p. With hidden and attention dropout our per-tensor count is
-  // exactly that (plus the norms' fp32 statistics, 16·sb/p): the s² term is P (bf16), the attention
-  // dropout's u8 mask and the dropped P' (bf16). Without attention dropout it is P alone, 2·a·b·s²/p.
+  // Korthikanti et al. 2022, Table 2: ≈ 34·sbh/p + 5·a·b·s²/p. With hidden and attention dropout our
+  // per-tensor count is exactly that (plus the norms' fp32 statistics, 16·sb/p): the s² term is P (bf16),
+  // the attention dropout's u8 mask and the dropped P' (bf16). Without attention dropout it is P alone,
+  // 2·a·b·s²/p.
   for (int p : {2, 4, 8})
     for (int64_t s : {8192, 32768})
       for (int64_t b : {1, 2}) {

@@ -80,7 +80,8 @@ TEST_CASE("unfused attention: its GEMMs cover all s² pairs, causal or not, and 
 }
 
 TEST_CASE("unfused attention: a layer keeps Korthikanti's s·b·h·(34 + 5·a·s/h)/t bytes", "[strategies]") {
-  // REFERENCE.md §2, Korthikanti et al. 2022 Table 2 with tensor and sequence parallelism of degree t:
+  // Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (MLSys 2023),
+  // Table 2 with tensor and sequence parallelism of degree t:
   // attention 11·sbh + 5·a·s²·b, MLP 19·sbh, norms 4·sbh, all over t. Beyond it only the two norms'
   // fp32 statistics, 16·s·b/t bytes.
   for (const Strategy* strategy : whole_row_strategies())

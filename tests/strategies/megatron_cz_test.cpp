@@ -127,8 +127,7 @@ TEST_CASE("MegatronCZ: with contiguous causal chunks, masked-out blocks are skip
   }
 }
 
-TEST_CASE("MegatronCZ: traced volume is the ring plus ZeRO-3's 3(N−1)/N·Φ_layer, REFERENCE.md §2",
-          "[strategies]") {
+TEST_CASE("MegatronCZ: traced volume is the ring plus ZeRO-3's 3(N−1)/N·Φ_layer", "[strategies]") {
   for (const ModelSpec& model : {small_model(true), small_model(false), small_model(true, 4),
                                  small_model(true, 4, MlpKind::swiglu), wide_gqa_model(true)})
     for (int p : {2, 4, 8})
@@ -146,7 +145,7 @@ TEST_CASE("MegatronCZ: traced volume is the ring plus ZeRO-3's 3(N−1)/N·Φ_la
           const double ring_bytes = 16 * fraction * bsh_kv;
           REQUIRE(t.bus_bytes_by_kind.at(OpKind::send_recv) == Approx(ring_bytes).epsilon(1e-12));
           REQUIRE(t.count_by_kind.at(OpKind::send_recv) == 6 * (p - 1));
-          // REFERENCE's ≈ 6(p−1)/p·b·s·h_kv elements counts all three circulations in bf16; ours are the same
+          // The usual ≈ 6(p−1)/p·b·s·h_kv elements counts all three circulations in bf16; ours are the same
           // hops with the dK/dV third in fp32 (ring-flash-attention's accumulators): 8/6 of it in bytes.
           REQUIRE(ring_bytes == Approx(4.0 / 3.0 * 2 * 6 * fraction * bsh_kv).epsilon(1e-12));
           // ZeRO-3, independent of s: every weight gathered forward and again backward, gradients scattered.
@@ -237,7 +236,7 @@ TEST_CASE("MegatronCZ: saved activations, tensor by tensor", "[strategies]") {
         }
 }
 
-TEST_CASE("MegatronCZ: with MHA and GELU the saved bytes are REFERENCE's ≈ 34·sbh/c", "[strategies]") {
+TEST_CASE("MegatronCZ: with MHA and GELU the saved bytes are Korthikanti's ≈ 34·sbh/c", "[strategies]") {
   // Korthikanti's 34·sbh/t (with dropout) plus FlashAttention's lse 4·a·s/c and the norms' stats 16·s/c.
   ModelSpec model = small_model(true);
   model.hidden_dropout = 0.1;

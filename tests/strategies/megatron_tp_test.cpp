@@ -48,7 +48,8 @@ TEST_CASE("MegatronTP: traced volume is 10(p−1)/p·b·s·h per layer: two all-
 
 TEST_CASE("MegatronTP: saved activations are Korthikanti's s·b·h·(10 + 24/t + 5·a·s/(h·t)) per layer",
           "[strategies]") {
-  // REFERENCE.md §2, Korthikanti et al. 2022 Table 2, tensor parallelism without sequence
+  // Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (MLSys 2023),
+  // Table 2, tensor parallelism without sequence
   // parallelism: the two norms' inputs, the two sublayers' inputs and the two dropout masks are kept
   // whole on every rank (10·sbh); the rest is split over t (24·sbh/t), and the unfused kernel's
   // scores 5·a·s²·b/t. Beyond that table: the norms' fp32 statistics on every token (2 × 8·s·b), and

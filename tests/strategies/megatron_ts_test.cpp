@@ -19,7 +19,7 @@ TEST_CASE("MegatronTS: traced FLOPs match the closed form", "[strategies]") {
       }
 }
 
-TEST_CASE("MegatronTS: traced volume is 10(p−1)/p·b·s·h per layer, REFERENCE.md §2", "[strategies]") {
+TEST_CASE("MegatronTS: traced volume is 10(p−1)/p·b·s·h per layer", "[strategies]") {
   for (int p : {2, 4, 8})
     for (int64_t s : {2048, 16384})
       for (int64_t b : {1, 2}) {

@@ -87,8 +87,8 @@ Traffic traffic(const std::vector<const Op*>& ops) {
 //   Ring steps: per head group p−1 exchanges of the K|V block [b, s/p, 2h_kv/p]: p(p−1)·2·b·(s/p)·2h_kv/p
 //     = 4(p−1)/p·b·s·h_kv bytes; then p−1 exchanges of the stacked MLP shard [(f_in + f)/p, h]:
 //     2(p−1)/p·(f_in + f)·h bytes.
-// REFERENCE.md §2's "p broadcasts + p(p−1) ring steps per layer" is the attention's part; the MLP ring
-// adds p−1 steps.
+// The p broadcasts and p(p−1) ring steps per layer are the attention's part; the MLP ring adds p−1
+// steps.
 Traffic expected_forward(const ModelSpec& m, int p, int64_t b, int64_t s) {
   const double h = as_double(m.hidden), h_kv = as_double(m.kv_hidden());
   const double f_in = as_double(m.mlp_in_rows()), f = as_double(m.ffn_hidden);

@@ -99,8 +99,7 @@ TEST_CASE("UlyssesZ: attention runs on a/p heads over the whole sequence, causal
     }
 }
 
-TEST_CASE("UlyssesZ: traced volume is 2(p−1)/p²·b·s·(2h + 2h_kv) + 3(p−1)/p·Φ_layer, REFERENCE.md §2",
-          "[strategies]") {
+TEST_CASE("UlyssesZ: traced volume is 2(p−1)/p²·b·s·(2h + 2h_kv) + 3(p−1)/p·Φ_layer", "[strategies]") {
   for (const ModelSpec& model : test_models())
     for (int p : {2, 4, 8})
       for (int64_t s : {2048, 16384})
@@ -205,7 +204,7 @@ TEST_CASE("UlyssesZ: saved activations match the per-tensor accounting", "[strat
           }
 }
 
-TEST_CASE("UlyssesZ: MHA with a GELU MLP keeps REFERENCE.md's ≈ 34·sbh/p per layer", "[strategies]") {
+TEST_CASE("UlyssesZ: MHA with a GELU MLP keeps Korthikanti's ≈ 34·sbh/p per layer", "[strategies]") {
   // Korthikanti's 34·sbh counts dropout masks; with FlashAttention and no dropout Megatron keeps 32·sbh/t.
   // Ulysses keeps the attention output twice, head-sharded for FlashAttention's backward and
   // sequence-sharded for the W_proj gradient (+2·sbh/p), which lands on 34·sbh/p; beyond that come the lse

@@ -1,5 +1,5 @@
 // The bundled real traces: every name loads, and the statistics agree with the "# stats:" headers that
-// the traces' makers wrote (REFERENCE.md §6), read here from the data files themselves.
+// the traces' makers wrote, read here from the data files themselves (traces/data/).
 #include <catch2/catch.hpp>
 
 #include <algorithm>

@@ -3,7 +3,7 @@
 # on the device (1 rank over NCCL; 2 and 4 ranks over Gloo staging the GPU's tensors); on two models,
 # `calibrate --device cuda` and every strategy's steps at degree 1 from 1K to 16K tokens through
 # `validate --device cuda` on that calibration; the same steps in eager PyTorch
-# (hw_models/measure/gpu_training_step.py); and one results table (results.md): validate's errors,
+# (tools/measure/gpu_training_step.py); and one results table (results.md): validate's errors,
 # and the C++ step's speed as a ratio to eager PyTorch's. With --device cpu it rehearses the same on
 # the CPU (tiny models, short lengths, no eager PyTorch step), so that a GPU is needed only to run it.
 #
@@ -15,7 +15,7 @@
 #   --out     results folder (default out/gpu-check)
 #   --seq     lengths of the timed steps (default 1024,2048,4096,8192,16384; cpu: 128,256)
 #   --steps   measured steps per length (default 3)
-#   --models  models to calibrate and validate on: files in hw_models/measure/ (their eager PyTorch
+#   --models  models to calibrate and validate on: files in tools/measure/models/ (their eager PyTorch
 #             steps are timed too) or presets (default gpt-h2048-8l,gpt-h4096-4l; cpu: tiny-gpt,tiny-llama)
 set -u
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -73,7 +73,7 @@ say "numerics: exit $numerics_status in $(( $(date +%s) - start )) s"
 # validated against the simulator on that calibration, and 3. the same steps in eager PyTorch.
 longest=${seq##*,}
 for model in $(echo "$models" | tr , ' '); do
-  config="$repo/hw_models/measure/$model.json"
+  config="$repo/tools/measure/models/$model.json"
   [ -f "$config" ] || config=$model  # a preset
   start=$(date +%s)
   timeout 240 "$real" calibrate --device "$device" --ranks 1 --model "$config" --max-seq "$longest" --passes 1 --any-speed \
@@ -85,7 +85,7 @@ for model in $(echo "$models" | tr , ' '); do
   say "validate $model: exit $? in $(( $(date +%s) - start )) s"
   if [ "$device" = cuda ] && [ -f "$config" ]; then
     start=$(date +%s)
-    timeout 240 python3 "$repo/hw_models/measure/gpu_training_step.py" --model "$config" --seq "$seq" --warmup 2 \
+    timeout 240 python3 "$repo/tools/measure/gpu_training_step.py" --model "$config" --seq "$seq" --warmup 2 \
       --steps "$steps" --out "$out/eager-$model.json" 2>>"$log"
     say "eager $model: exit $? in $(( $(date +%s) - start )) s"
   fi

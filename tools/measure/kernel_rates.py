@@ -6,7 +6,7 @@ as paradyse's tracer counts that call (strategies/tracing_backend.cpp), so that 
 bytes / rate gives back the measured time; tests/costmodel/measured_gpus_test.cpp checks that through
 the tracer itself.
 
-Usage: python3 kernel_rates.py components.json SOURCE-TEXT > kernels.json
+Usage: python3 tools/measure/kernel_rates.py components.json SOURCE-TEXT > kernels.json
 """
 import json
 import sys

@@ -20,7 +20,8 @@ GPT step runs it in eager PyTorch, in bf16:
 One micro-batch of one sequence per step. Step time: the median of --steps steps after --warmup,
 wall clock from the first op to the loss read. Peak: torch.cuda.max_memory_allocated over the steps.
 
-Usage: python3 gpu_training_step.py --model gpt.json --seq 512,2048 --out steps.json
+Usage: python3 tools/measure/gpu_training_step.py --model tools/measure/models/gpt-h2048-8l.json \
+           --seq 512,2048 --out steps.json
 """
 import argparse
 import json

@@ -11,7 +11,7 @@ forward ratio; a linear's backward node, split over the tracer's matmul and weig
 backward nodes take the backward ratio. The optimizer's calls run outside a layer and outside autograd:
 their own costs.
 
-Usage: python3 host_table.py host-by-call.json [more runs of the same host ...] > table.json
+Usage: python3 tools/measure/host_table.py host-by-call.json [more runs of the same host ...] > table.json
 """
 import json
 import statistics

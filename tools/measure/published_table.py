@@ -5,7 +5,8 @@ Each measured length of each step file becomes one run: the step's model file, t
 GPU's figures are in, megatron_tp at degree 1, one sequence, the unfused loss kernel (the step runs
 Megatron's), whether its steps clipped their gradients, measure "iteration", the median step time.
 
-Usage: python3 published_table.py --cluster dgx-h200 --source "measured on ..." [--model-dir DIR] steps.json...
+Usage: python3 tools/measure/published_table.py --cluster dgx-h200 --source "measured on ..." \
+           [--model-dir tools/measure/models] steps.json...
 """
 import argparse
 import json

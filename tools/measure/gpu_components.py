@@ -23,7 +23,7 @@ Device times are taken with CUDA events while the GPU runs a queue of calls the 
 sleep kernel, so that the host's issue rate does not bound them. Host times are wall-clock times of a
 loop of calls, divided by the calls. Output: one JSON document (--out, or standard output).
 
-Usage: python3 gpu_components.py --out components.json
+Usage: python3 tools/measure/gpu_components.py --out components.json
 """
 import argparse
 import json

@@ -14,7 +14,7 @@
 - host: an op's dispatch (the mean of one autograd records and one of its backward) and a
   collective's (the mean of a one-rank NCCL all-reduce, all-gather and reduce-scatter).
 
-Usage: python3 gpu_figures.py components.json [--peak-flops 989e12] > figures.json
+Usage: python3 tools/measure/gpu_figures.py components.json [--peak-flops 989e12] > figures.json
 """
 import argparse
 import json

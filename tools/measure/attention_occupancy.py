@@ -9,7 +9,8 @@ Each measured sequence of one batch is timed against that configuration at its l
 a number of blocks per SM is the median over the lengths and head counts that give it, for the
 forward and the backward (forward+backward less forward), causal or not.
 
-Usage: python3 attention_occupancy.py attention-occupancy.json > factors.json  (add each curve's source)
+Usage: python3 tools/measure/attention_occupancy.py attention-occupancy.json > factors.json
+(add each curve's source)
 """
 import json
 import math
