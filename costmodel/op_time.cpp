@@ -102,6 +102,7 @@ double OpTimer::dispatch_s(const Op& op) const {
 }
 
 double OpTimer::compute_s(const Op& op) const {
+  if (op.duration_s >= 0) return op.duration_s;  // recorded, not priced (Op::duration_s)
   // A measured call's time includes its launch and every pass it makes.
   if (const hw::KernelRate* rate = measured_[static_cast<std::size_t>(op.kernel)])
     return rate->seconds(rate->by_flops ? op.flops : op.memory_bytes);

@@ -49,6 +49,7 @@ class OpTimer {
   // Host time to issue `op` (cluster.host): none for a stream wait.
   double dispatch_s(const Op& op) const;
   bool synchronous_host() const { return cluster_.host.synchronous; }
+  // A compute op's time: its recorded duration_s where it has one, else its price.
   double compute_s(const Op& op) const;
   // A collective's or transfer's time: its fabric's synchronization_s, then its hops and bytes.
   double communication_s(const Op& op) const;

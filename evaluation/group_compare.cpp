@@ -122,12 +122,6 @@ PlannedStep plan_grouped_step(const ModelSpec& model, int job, const std::vector
   return planned;
 }
 
-int parse_shard_group(const std::string& name, const hw::ClusterSpec& cluster, int job) {
-  if (name == "job") return job;
-  if (name == "node") return std::min(cluster.gpus_per_node, job);
-  throw InputError("--shard-group", 0, "", "expected job or node, got '" + name + "'");
-}
-
 std::vector<GroupPolicy> parse_group_policies(const std::string& names) {
   std::vector<GroupPolicy> policies;
   std::size_t start = 0;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "evaluation/compare.hpp"
+#include "evaluation/grouped_step_option.hpp"  // parse_shard_group
 #include "selector/group_costs.hpp"
 #include "strategies/grouped_step.hpp"
 
@@ -42,11 +43,6 @@ PlannedStep plan_grouped_step(const ModelSpec& model, int job, const std::vector
 
 // Comma-separated names of the above; "" for none. InputError naming --group-policies otherwise.
 std::vector<GroupPolicy> parse_group_policies(const std::string& names);
-
-// The ranks each weight is sharded over in a job of `job` GPUs of `cluster`: "job" (all of them, FSDP's
-// FULL_SHARD) or "node" (a node's GPUs, each node a replica: HYBRID_SHARD). InputError naming
-// --shard-group otherwise.
-int parse_shard_group(const std::string& name, const hw::ClusterSpec& cluster, int job);
 
 // Every step of `schedule` (its sequences, whatever micro-batches packing made of them) under
 // `policy` on the engine's job of engine.degree() GPUs. A result per step: its sequences' tokens and

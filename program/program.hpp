@@ -56,6 +56,9 @@ struct Op {
   int16_t send_to = -1;  // send_recv
   int16_t recv_from = -1;
   std::array<int64_t, 4> dims{};
+  // A compute time recorded elsewhere (an op read from a Chakra trace, chakra/import.hpp): when ≥ 0,
+  // the op takes this long on any cluster instead of its price (costmodel::OpTimer::compute_s).
+  double duration_s = -1;
 
   RankSet ranks() const { return {group_first, group_size, group_stride}; }
 };

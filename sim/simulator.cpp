@@ -4,11 +4,10 @@
 #include <exception>
 
 #include "common/errors.hpp"
+#include "costmodel/step_programs.hpp"
 #include "sim/executor.hpp"
 #include "sim/memory_timeline.hpp"
 #include "sim/platform.hpp"
-#include "strategies/sequence_layout.hpp"
-#include "strategies/training_step.hpp"
 
 namespace paradyse::sim {
 namespace sg4 = simgrid::s4u;
@@ -73,64 +72,30 @@ Simulator::Engine& Simulator::engine_for(int num_gpus) {
   return *engine_;
 }
 
-std::vector<Program> Simulator::trace_ranks(int ranks, const std::function<Program(int rank)>& trace) const {
-  std::vector<Program> programs;
-  programs.reserve(static_cast<std::size_t>(ranks));
-  for (int rank = 0; rank < ranks; ++rank) {
-    if (options_.progress)
-      options_.progress("tracing", static_cast<uint64_t>(rank), static_cast<uint64_t>(ranks));
-    programs.push_back(trace(rank));
-  }
-  return programs;
+costmodel::TraceProgress Simulator::tracing_progress() const {
+  if (!options_.progress) return {};
+  return [this](int traced, int ranks) {
+    options_.progress("tracing", static_cast<uint64_t>(traced), static_cast<uint64_t>(ranks));
+  };
 }
 
 SimulationResult Simulator::simulate(const Plan& plan, const costmodel::EstimateRequest& request_in) {
   const costmodel::EstimateRequest request = costmodel::checked_request(model_, cluster_, plan, request_in);
-  const int p = request.degree;
-  const MicroBatch trained = costmodel::micro_batch_of(request);
-  StepSpec spec;
-  spec.model = &model_;
-  spec.tokens = trained.padded_tokens(p, model_.causal);
-  if (trained.packed()) spec.documents = trained.padded_documents(p, model_.causal);
-  spec.batch = request.batch;
-  spec.micro_batches = request.micro_batches;
-  spec.plan = plan;
-  SimulationResult result = run(trace_ranks(p, [&](int rank) { return trace_training_step(spec, rank, p); }),
-                                costmodel::static_memory_bytes(model_, p));
+  costmodel::StepPrograms step =
+      costmodel::trace_plan_step(model_, cluster_, plan, request, tracing_progress());
+  SimulationResult result = run(std::move(step.programs), step.static_bytes);
   result.plan = plan_name(plan);
   result.tokens = request.tokens;
-  result.padded_tokens = spec.tokens;
-  result.documents = static_cast<int64_t>(trained.documents.size());
+  result.padded_tokens = step.padded_tokens;
+  result.documents = step.documents;
   result.batch = request.batch;
   result.micro_batches = request.micro_batches;
   return result;
 }
 
 SimulationResult Simulator::simulate_grouped(const GroupedStepSpec& spec) {
-  PARADYSE_CHECK(spec.model != nullptr, "a grouped step without a model");
-  int job = 0;
-  if (!spec.rounds.empty())
-    for (const GroupWork& group : spec.rounds.front()) job += group.degree;
-  check_grouped_step(spec, job);
-  if (job > cluster_.num_gpus())
-    throw InputError("", 0, "groups",
-                     "expected at most the " + std::to_string(cluster_.num_gpus()) + " GPUs of " +
-                         cluster_.name + ", got groups of " + std::to_string(job) + " ranks");
-  const int node = cluster_.gpus_per_node;
-  for (const Round& round : spec.rounds)
-    for (const GroupWork& group : round)
-      if (&cluster_.fabric_of(group.first_rank, group.degree) == &cluster_.inter_node &&
-          (group.first_rank % node != 0 || group.degree % node != 0))
-        throw InputError("", 0, "groups",
-                         "expected a group wider than a node to start at a node's first GPU and fill whole "
-                         "nodes of " +
-                             std::to_string(node) + " GPUs, got ranks " + std::to_string(group.first_rank) +
-                             " to " + std::to_string(group.first_rank + group.degree - 1));
-  ModelSpec model = *spec.model;
-  model.num_layers = spec.num_layers;
-  SimulationResult result =
-      run(trace_ranks(job, [&](int rank) { return trace_grouped_step(spec, rank, job); }),
-          costmodel::static_memory_bytes(model, spec.shard_degree_of(job), WeightLayout::job));
+  costmodel::StepPrograms step = costmodel::trace_grouped_step_programs(spec, cluster_, tracing_progress());
+  SimulationResult result = run(std::move(step.programs), step.static_bytes);
   result.plan = "groups";
   result.micro_batches = static_cast<int64_t>(spec.rounds.size());
   return result;

@@ -128,8 +128,8 @@ class Simulator {
   struct Engine;  // SimGrid's engine and platform
   // The engine, its platform holding GPUs 0..num_gpus−1: rebuilt larger when a job needs more.
   Engine& engine_for(int num_gpus);
-  // trace(rank) for every rank, reporting progress.
-  std::vector<Program> trace_ranks(int ranks, const std::function<Program(int rank)>& trace) const;
+  // Reports tracing to options_.progress, if set.
+  std::function<void(int traced, int ranks)> tracing_progress() const;
   ModelSpec model_;
   hw::ClusterSpec cluster_;
   SimulationOptions options_;

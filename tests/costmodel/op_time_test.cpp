@@ -297,3 +297,16 @@ TEST_CASE(
     refuses(&hw::HostSpec::communication_dispatch_s_by_kind, "host.communication_dispatch_seconds_by_kind",
             name);
 }
+
+TEST_CASE("an op with a recorded duration takes it on any cluster", "[costmodel]") {
+  Op gemm = gemm_op(4096, 4096, 4096);
+  const hw::ClusterSpec a100 = hw::load_cluster("dgx-a100");
+  const hw::ClusterSpec h100 = hw::load_cluster("dgx-h100");
+  const costmodel::OpTimer on_a100(a100, 8), on_h100(h100, 8);
+  CHECK(on_a100.compute_s(gemm) != on_h100.compute_s(gemm));
+  gemm.duration_s = 1.5e-3;
+  CHECK(on_a100.compute_s(gemm) == 1.5e-3);
+  CHECK(on_h100.seconds(gemm) == 1.5e-3);
+  gemm.duration_s = 0;  // recorded as nothing: takes nothing
+  CHECK(on_a100.seconds(gemm) == 0);
+}

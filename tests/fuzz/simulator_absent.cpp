@@ -1,6 +1,6 @@
-// The fuzz build has no SimGrid. Reading a sweep spec checks each point's group policies and shard
-// group, which live in evaluation/group_compare.cpp beside the code that simulates them, so that file
-// and what it calls are linked, and the simulator's entry points, which reading a spec never reaches,
+// The fuzz build has no SimGrid. Reading a sweep spec checks each point's group policies, which live in
+// evaluation/group_compare.cpp beside the code that simulates them, so that file and what it calls are
+// linked, and the simulator's entry points, which reading a spec never reaches,
 // are these: reaching one is an InternalError, a finding.
 #include "common/errors.hpp"
 #include "sim/simulator.hpp"
