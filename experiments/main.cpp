@@ -8,6 +8,7 @@
 #include "experiments/command_line.hpp"
 #include "experiments/command_table.hpp"
 #include "experiments/estimate_command.hpp"
+#include "experiments/export_command.hpp"
 #include "experiments/plan_command.hpp"
 #include "experiments/published_command.hpp"
 #include "experiments/trace_command.hpp"
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   paradyse::cli::add_trace_command(app);
   paradyse::cli::add_estimate_command(app);
   paradyse::cli::add_plan_command(app);
+  paradyse::cli::add_export_command(app);
   paradyse::cli::add_published_command(app);
   paradyse::cli::add_bench_command(app);
   paradyse::cli::add_bench_plan_command(app);

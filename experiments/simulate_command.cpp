@@ -4,12 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "chakra/import.hpp"
 #include "common/atomic_file.hpp"
 #include "common/units.hpp"
 #include "experiments/command_table.hpp"
@@ -35,7 +37,14 @@ struct SimulateOptions {
   double oversubscription = 1;
   std::string timeline;
   bool json = false;
+  std::string chakra;  // run these Chakra traces instead of a plan
+  std::string comm_group_file;
+  bool price_compute = false;
 };
+
+// The flags that describe a plan's step, which --chakra replaces.
+constexpr std::array<const char*, 7> kStepFlags{"--plan",  "--seq",           "--docs",     "--degree",
+                                                "--batch", "--micro-batches", "--recompute"};
 
 std::string where(const sim::OutOfMemory& oom) {
   std::string text = "rank " + std::to_string(oom.rank) + ", ";
@@ -43,18 +52,23 @@ std::string where(const sim::OutOfMemory& oom) {
   return text + std::string(to_string(oom.phase)) + ", before " + oom.op;
 }
 
-void print(const sim::SimulationResult& r, const sim::Simulator& simulator,
-           const sim::SimulationOptions& options) {
+// What was simulated, for the table's first lines.
+std::string plan_header(const sim::SimulationResult& r, const sim::Simulator& simulator) {
   const ModelSpec& model = simulator.model();
   const hw::ClusterSpec& cluster = simulator.cluster();
-  fmt::print("{} ({} layers, {}, {} attention, {} loss) on {} ({} GPUs of {}), degree {}, batch {}{}\n",
+  return fmt::format(
+             "{} ({} layers, {}, {} attention, {} loss) on {} ({} GPUs of {}), degree {}, batch {}{}\n",
              model.name, model.num_layers, model.causal ? "causal" : "bidirectional",
              to_string(model.attention_kernel), to_string(model.loss_kernel), cluster.name,
              cluster.num_gpus(), cluster.gpu.name, r.degree, r.batch,
-             r.micro_batches > 1 ? fmt::format(" × {} micro-batches", r.micro_batches) : "");
-  fmt::print("plan {}, seq {}{}{}\n", r.plan, r.tokens,
-             r.documents > 1 ? fmt::format(" in {} packed documents", r.documents) : "",
-             r.padded_tokens != r.tokens ? fmt::format(" (padded to {})", r.padded_tokens) : "");
+             r.micro_batches > 1 ? fmt::format(" × {} micro-batches", r.micro_batches) : "") +
+         fmt::format("plan {}, seq {}{}{}\n", r.plan, r.tokens,
+                     r.documents > 1 ? fmt::format(" in {} packed documents", r.documents) : "",
+                     r.padded_tokens != r.tokens ? fmt::format(" (padded to {})", r.padded_tokens) : "");
+}
+
+void print(const std::string& header, const sim::SimulationResult& r, const sim::SimulationOptions& options) {
+  fmt::print("{}", header);
   fmt::print("iteration time            {:12.2f} ms\n", r.iteration_time_s * 1e3);
   fmt::print("peak memory per GPU       {:12.2f} GiB of {:.2f} GiB usable: {}\n", r.peak_memory_bytes / kGiB,
              r.capacity_bytes / kGiB, r.oom ? "OUT OF MEMORY" : "fits");
@@ -77,7 +91,52 @@ void write_timeline_file(const sim::SimulationResult& result, const std::string&
   write_file_atomically(path, [&](std::ostream& out) { sim::write_timeline(result, out); });
 }
 
-void run(const SimulateOptions& options) {
+// Writes the timeline, then prints the result as JSON or a table.
+void report(const sim::SimulationResult& result, const SimulateOptions& options,
+            const sim::SimulationOptions& sim_options, const std::string& header) {
+  if (!options.timeline.empty()) write_timeline_file(result, options.timeline);
+  if (options.json) {
+    nlohmann::json j = result;
+    j["collective_algorithm"] = sim::collective_algorithm_description(sim_options);
+    std::cout << j.dump(2) << "\n";
+  } else {
+    print(header, result, sim_options);
+  }
+}
+
+// --chakra: every rank's trace run on the cluster (chakra/import.hpp).
+void run_chakra(const SimulateOptions& options, const CLI::App& command) {
+  for (const char* flag : kStepFlags)
+    if (command.count(flag) > 0)
+      throw InputError(flag, 0, "",
+                       "expected no " + std::string(flag) + " with --chakra, whose traces are the step");
+  if (!options.timeline.empty()) check_output_path(options.timeline, OutputKind::file, "--timeline");
+  const std::string comm_group_file =
+      options.comm_group_file.empty() ? options.chakra + ".comm_groups.json" : options.comm_group_file;
+  chakra::ImportedJob job =
+      chakra::read_chakra_traces(options.chakra, comm_group_file, {.price_compute = options.price_compute});
+  sim::SimulationOptions sim_options;
+  sim_options.record_timeline = !options.timeline.empty();
+  hw::ClusterSpec cluster = options.machine.load_cluster();
+  cluster.spine_oversubscription = options.oversubscription;
+  sim::Simulator simulator(options.machine.load_model(), std::move(cluster), sim_options);
+  sim::SimulationResult result = simulator.run(std::move(job.programs), job.static_bytes);
+  result.plan = "chakra:" + options.chakra;
+  const hw::ClusterSpec& on = simulator.cluster();
+  const std::string header = fmt::format(
+      "Chakra traces {} ({} ranks{}) on {} ({} GPUs of {}), compute nodes {}\n", options.chakra,
+      job.files.size(), job.description.empty() ? "" : ": " + job.description, on.name, on.num_gpus(),
+      on.gpu.name, options.price_compute ? "priced on the cluster" : "at their recorded durations");
+  report(result, options, sim_options, header);
+}
+
+void run(const SimulateOptions& options, const CLI::App& command) {
+  if (!options.chakra.empty()) return run_chakra(options, command);
+  if (options.plan.empty())
+    throw InputError("--plan", 0, "", "expected a plan to simulate (or --chakra, traces to run)");
+  if (command.count("--comm-group-file") > 0 || options.price_compute)
+    throw InputError(options.price_compute ? "--price-compute" : "--comm-group-file", 0, "",
+                     "expected it only with --chakra");
   // Every input is checked before anything is simulated or written.
   const std::vector<MicroBatch> micro_batches = parse_micro_batches(options.length, options.documents);
   if (micro_batches.size() != 1)
@@ -109,14 +168,7 @@ void run(const SimulateOptions& options) {
     throw;
   }
   bar.finish();
-  if (!options.timeline.empty()) write_timeline_file(result, options.timeline);
-  if (options.json) {
-    nlohmann::json j = result;
-    j["collective_algorithm"] = sim::collective_algorithm_description(sim_options);
-    std::cout << j.dump(2) << "\n";
-  } else {
-    print(result, simulator, sim_options);
-  }
+  report(result, options, sim_options, plan_header(result, simulator));
 }
 
 struct BenchSimulateOptions {
@@ -165,11 +217,9 @@ void add_simulate_command(CLI::App& app) {
   auto options = std::make_shared<SimulateOptions>();
   CLI::App* command = app.add_subcommand("simulate", command_description("simulate"));
   add_machine_options(*command, options->machine);
-  command
-      ->add_option(
-          "--plan", options->plan,
-          "one strategy for every layer, or a comma-separated strategy per layer (" + strategy_names() + ")")
-      ->required();
+  command->add_option(
+      "--plan", options->plan,
+      "one strategy for every layer, or a comma-separated strategy per layer (" + strategy_names() + ")");
   command->add_option("--seq", options->length, "sequence length in tokens: 4096, 16K, 1M");
   add_documents_option(*command, options->documents);
   add_degree_and_batch_options(*command, options->degree, options->batch);
@@ -183,7 +233,18 @@ void add_simulate_command(CLI::App& app) {
   command->add_option("--timeline", options->timeline,
                       "write a Chrome/Perfetto trace-event JSON of every rank's streams to this file");
   command->add_flag("--json", options->json, "print JSON instead of a table");
-  command->callback([options] { run(*options); });
+  command->add_option(
+      "--chakra", options->chakra,
+      "instead of --plan: run MLCommons Chakra execution traces, <prefix>.<rank>.et for ranks 0, "
+      "1, ... (as `paradyse export` writes them, or another tool), on the cluster (docs/chakra.md)");
+  command->add_option("--comm-group-file", options->comm_group_file,
+                      "with --chakra: the communicator groups, {\"<pg_name>\": [ranks...]} (default: "
+                      "<prefix>.comm_groups.json)");
+  command->add_flag(
+      "--price-compute", options->price_compute,
+      "with --chakra: price compute nodes on the cluster's GPU (by their op and shape, or as a GEMM "
+      "of their FLOPs against their bytes) instead of taking their recorded durations");
+  command->callback([options, command] { run(*options, *command); });
 }
 
 void add_bench_simulate_command(CLI::App& app) {

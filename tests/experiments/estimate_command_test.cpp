@@ -83,7 +83,7 @@ TEST_CASE("every subcommand explains itself with --help", "[experiments]") {
   for (const char* command :
        {"", "compare", "ablation", "trace", "trace stats", "trace list", "trace convert", "estimate",
         "simulate", "plan", "costmodel", "costmodel profile", "costmodel fit", "costmodel eval", "bench",
-        "bench-simulate", "bench-plan", "bench-groups"}) {
+        "bench-simulate", "bench-plan", "bench-groups", "export"}) {
     const RunResult r = run_paradyse(std::string(command) + " --help");
     INFO(command);
     REQUIRE(r.exit_code == 0);
