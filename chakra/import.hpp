@@ -38,13 +38,12 @@ struct RankTrace {
   std::string description;           // the metadata's paradyse.description, or ""
 };
 
+// "node[12]": how errors name a node, by its index in the file.
+std::string node_field(std::size_t index);
+
 // Rank `rank` of a job of `ranks`, from its file's bytes (`source` names the file in errors).
 RankTrace decode_rank_trace(const std::string& bytes, const std::string& source, int rank, int ranks,
                             const CommGroups& groups, const ImportOptions& options);
-
-// InputError unless every rank issues the collectives and transfers of each group it is in in the same
-// order, of the same kind and size as every other member, each transfer's peer receiving from it.
-void check_collectives_match(const std::vector<RankTrace>& ranks, const std::vector<std::string>& sources);
 
 struct ImportedJob {
   std::vector<Program> programs;  // by rank
@@ -53,7 +52,8 @@ struct ImportedJob {
   std::vector<std::string> files;
 };
 
-// The ranks are the files <prefix>.0.et, <prefix>.1.et, … up to the first missing one.
+// The ranks are the files <prefix>.0.et, <prefix>.1.et, … up to the first missing one; their
+// communication is checked against each other's (matching.hpp).
 ImportedJob read_chakra_traces(const std::string& prefix, const std::string& comm_group_file,
                                const ImportOptions& options = {});
 

@@ -5,6 +5,7 @@
 #include "chakra/delimited.hpp"
 #include "chakra/export.hpp"
 #include "chakra/import.hpp"
+#include "chakra/matching.hpp"
 #include "common/errors.hpp"
 #include "costmodel/op_time.hpp"
 #include "tests/chakra/chakra_helpers.hpp"
