@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "strategies/backend.hpp"
-#include "strategies/program.hpp"
+#include "program/backend.hpp"
+#include "program/program.hpp"
 
 namespace paradyse::chakra {
 

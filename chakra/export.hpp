@@ -20,7 +20,7 @@
 
 #include "chakra/comm_groups.hpp"
 #include "costmodel/op_time.hpp"
-#include "strategies/program.hpp"
+#include "program/program.hpp"
 
 namespace paradyse::chakra {
 

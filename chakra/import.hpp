@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "chakra/comm_groups.hpp"
-#include "strategies/program.hpp"
+#include "program/program.hpp"
 
 namespace paradyse::chakra {
 

@@ -9,8 +9,8 @@
 
 #include "costmodel/estimate.hpp"
 #include "hw_models/cluster.hpp"
+#include "program/program.hpp"
 #include "strategies/grouped_step.hpp"
-#include "strategies/program.hpp"
 
 namespace paradyse::costmodel {
 
