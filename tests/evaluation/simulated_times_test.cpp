@@ -53,7 +53,7 @@ TEST_CASE("simulated times: interpolation on a 5 % grid stays within 1 % of dire
     const double pct = 100 * std::abs(interpolated - direct) / direct;
     INFO(tokens << " tokens: interpolated " << interpolated << " s, simulated " << direct << " s");
     // Kernel and collective times are piecewise linear in size, so the step time has kinks that a line
-    // across 5 % of length can cut: up to ~0.6 % on this small model (0.02 % on gpt-8l, README).
+    // across 5 % of length can cut: up to ~0.6 % on this small model (0.02 % on gpt-8l).
     CHECK(pct < 1);
     worst_pct = std::max(worst_pct, pct);
   }

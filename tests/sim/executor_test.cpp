@@ -60,7 +60,7 @@ TEST_CASE("simulator: progress goes through tracing then simulating, and changes
 TEST_CASE("simulator: an all-to-all of 64 ranks simulates each of its 4032 flows", "[sim]") {
   // Below max_flows_per_collective every flow is simulated, none by the analytic model. (Its
   // speed, once 2 s for such an all-to-all when the executor waited on every flow in flight, is
-  // measured by the README's large-simulation commands, not here.)
+  // measured by the large-simulation commands of docs/estimate-and-simulate.md, not here.)
   sim::Simulator simulator(ModelSpec{}, hw::load_cluster("dgx-a100", 8));
   const sim::SimulationResult r = simulator.run(testing::lone_collective(OpKind::all_to_all, 64, 256 * kMiB));
   CHECK(r.flows == 64 * 63);
