@@ -64,7 +64,8 @@ void run(const SweepOptions& options) {
 void add_sweep_command(CLI::App& app) {
   auto options = std::make_shared<SweepOptions>();
   CLI::App* command = app.add_subcommand("sweep", command_description("sweep"));
-  command->add_option("--spec", options->spec, "the sweep spec, .json or .toml (its format: docs/sweep.md)")->required();
+  command->add_option("--spec", options->spec, "the sweep spec, .json or .toml (its format: docs/sweep.md)")
+      ->required();
   command->add_option("--out", options->out, "folder for rows.jsonl, sweep.csv, sweep.json and the plots")
       ->capture_default_str();
   command
