@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <optional>
 
 #include "chakra/attributes.hpp"
 #include "chakra/delimited.hpp"
+
 #include "common/atomic_file.hpp"
 #include "common/errors.hpp"
 
@@ -193,6 +195,13 @@ ExportedTraces write_chakra_traces(const std::vector<Program>& programs, const h
                                    const std::string& comm_group_file) {
   const costmodel::OpTimer timer(cluster, static_cast<int>(programs.size()));
   const CommGroups groups = comm_groups_of(programs);
+  // `--out out/step` on a fresh checkout names a folder that does not exist yet: make it. A folder
+  // that cannot be made is reported by the write below, which names the file.
+  for (const std::string& file : {rank_trace_path(prefix, 0), comm_group_file}) {
+    std::error_code ignored;
+    if (const std::filesystem::path parent = std::filesystem::path(file).parent_path(); !parent.empty())
+      std::filesystem::create_directories(parent, ignored);
+  }
   ExportedTraces exported;
   for (int rank = 0; rank < static_cast<int>(programs.size()); ++rank) {
     const std::string bytes = encode_rank_trace(programs, rank, groups, timer, metadata);

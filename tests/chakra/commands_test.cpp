@@ -23,7 +23,7 @@ double iteration_s(const std::string& arguments) {
 
 TEST_CASE("paradyse export, then simulate --chakra: the plan's simulated time", "[chakra][experiments]") {
   const TempDir dir;
-  const std::string prefix = dir.file("step");
+  const std::string prefix = dir.file("not/yet/there/step");  // export makes the folders
   const RunResult exported = run_paradyse("export --plan ulysses_z --seq 8K --out " + prefix);
   INFO(exported.err);
   REQUIRE(exported.exit_code == 0);
