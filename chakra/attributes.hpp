@@ -6,9 +6,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "et_def.pb.h"
+#include "program/op_table.hpp"
 
 namespace paradyse::chakra {
 
@@ -79,5 +81,11 @@ class AttributeReader {
   const std::string& source_;
   std::string where_;
 };
+
+// The collectives both sides name, each once: paradyse's kind and Chakra's CollectiveCommType.
+inline constexpr std::pair<OpKind, pb::CollectiveCommType> kCollectives[] = {
+    {OpKind::all_reduce, pb::ALL_REDUCE}, {OpKind::reduce, pb::REDUCE},
+    {OpKind::all_gather, pb::ALL_GATHER}, {OpKind::broadcast, pb::BROADCAST},
+    {OpKind::all_to_all, pb::ALL_TO_ALL}, {OpKind::reduce_scatter, pb::REDUCE_SCATTER}};
 
 }  // namespace paradyse::chakra

@@ -17,22 +17,9 @@ namespace paradyse::chakra {
 namespace {
 
 pb::CollectiveCommType comm_type_of(OpKind kind) {
-  switch (kind) {
-    case OpKind::all_reduce:
-      return pb::ALL_REDUCE;
-    case OpKind::reduce:
-      return pb::REDUCE;
-    case OpKind::all_gather:
-      return pb::ALL_GATHER;
-    case OpKind::broadcast:
-      return pb::BROADCAST;
-    case OpKind::all_to_all:
-      return pb::ALL_TO_ALL;
-    case OpKind::reduce_scatter:
-      return pb::REDUCE_SCATTER;
-    default:
-      PARADYSE_CHECK(false, "no Chakra collective for a " + std::string(to_string(kind)));
-  }
+  for (const auto& [collective, type] : kCollectives)
+    if (collective == kind) return type;
+  PARADYSE_CHECK(false, "no Chakra collective for a " + std::string(to_string(kind)));
   return pb::ALL_REDUCE;
 }
 

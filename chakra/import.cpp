@@ -42,22 +42,9 @@ std::optional<Phase> phase_named(std::string_view name) {
 }
 
 std::optional<OpKind> collective_kind(int64_t comm_type) {
-  switch (comm_type) {
-    case pb::ALL_REDUCE:
-      return OpKind::all_reduce;
-    case pb::REDUCE:
-      return OpKind::reduce;
-    case pb::ALL_GATHER:
-      return OpKind::all_gather;
-    case pb::BROADCAST:
-      return OpKind::broadcast;
-    case pb::ALL_TO_ALL:
-      return OpKind::all_to_all;
-    case pb::REDUCE_SCATTER:
-      return OpKind::reduce_scatter;
-    default:
-      return std::nullopt;
-  }
+  for (const auto& [kind, type] : kCollectives)
+    if (type == comm_type) return kind;
+  return std::nullopt;
 }
 
 std::string type_name(int type) {
