@@ -6,8 +6,8 @@
 #include <set>
 
 #include "common/atomic_file.hpp"
-#include "costmodel/learned_model.hpp"
 #include "evaluation/profiling.hpp"
+#include "steps/learned_model.hpp"
 
 namespace paradyse::evaluation {
 namespace {
@@ -39,9 +39,9 @@ std::vector<Variant> variants(const PolicyOptions& full, const ModelSpec& model,
 AblationResult run_ablation(const AblationRequest& request, const Progress& progress) {
   check_engine(request.job.engine);
   const std::set<int64_t> distinct(request.profile_lengths.begin(), request.profile_lengths.end());
-  if (distinct.size() < costmodel::kMinProfiledLengths)
+  if (distinct.size() < steps::kMinProfiledLengths)
     throw InputError("--profile-seq", 0, "",
-                     "expected at least " + std::to_string(costmodel::kMinProfiledLengths) +
+                     "expected at least " + std::to_string(steps::kMinProfiledLengths) +
                          " distinct lengths to fit the learned cost model to, got " +
                          std::to_string(distinct.size()));
   const JobTrace run = load_job_trace(request.job);
@@ -68,11 +68,11 @@ AblationResult run_ablation(const AblationRequest& request, const Progress& prog
                         request.out + "/profile.csv",
                         request.out + "/costmodel.json",
                         {}};
-  const costmodel::Profile profile = profile_uniform_plans(
-      engine.estimator(), engine.simulator(), base.degree, 1, paper_strategies(), request.profile_lengths);
+  const steps::Profile profile = profile_uniform_plans(engine.estimator(), engine.simulator(), base.degree, 1,
+                                                       paper_strategies(), request.profile_lengths);
   written.paths = {result.profile_path, result.costmodel_path};
-  costmodel::write_profile(profile, result.profile_path);
-  costmodel::LearnedModel::fit(profile).save(result.costmodel_path);
+  steps::write_profile(profile, result.profile_path);
+  steps::LearnedModel::fit(profile).save(result.costmodel_path);
 
   PolicyOptions full = request.policy;
   full.policies = "paradyse";

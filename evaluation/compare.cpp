@@ -4,7 +4,7 @@
 #include <map>
 #include <memory>
 
-#include "sim/simulator.hpp"
+#include "steps/step_simulator.hpp"
 
 namespace paradyse::evaluation {
 
@@ -73,7 +73,7 @@ StepEngine::StepEngine(const ModelSpec& model, const hw::ClusterSpec& cluster, i
                        const std::string& engine, double grid_ratio)
     : model_(model), cluster_(cluster), degree_(degree), name_(engine), estimator_(model, cluster) {
   if (engine == "sim") {
-    simulator_ = std::make_unique<sim::Simulator>(model, cluster);
+    simulator_ = std::make_unique<steps::StepSimulator>(model, cluster);
     simulated_ = std::make_unique<SimulatedTimes>(*simulator_, degree, 1, grid_ratio);
   }
 }
@@ -81,7 +81,7 @@ StepEngine::StepEngine(const ModelSpec& model, const hw::ClusterSpec& cluster, i
 StepEngine::~StepEngine() = default;
 
 StepEngine::Step StepEngine::step(const Plan& plan, const MicroBatch& micro_batch) {
-  const costmodel::Estimate estimate =
+  const steps::Estimate estimate =
       estimator_.estimate(plan, {.degree = degree_, .batch = 1, .documents = micro_batch.documents});
   Step step{estimate.padded_tokens, 0, estimate.memory.peak_bytes, estimate.fits, estimate.time.optimizer_s};
   if (!step.fits) return step;
@@ -90,7 +90,7 @@ StepEngine::Step StepEngine::step(const Plan& plan, const MicroBatch& micro_batc
   } else if (!micro_batch.packed()) {
     step.seconds = simulated_->seconds(plan, estimate.padded_tokens);
   } else {
-    const costmodel::Estimate sequence =
+    const steps::Estimate sequence =
         estimator_.estimate(plan, {.tokens = estimate.padded_tokens, .degree = degree_, .batch = 1});
     step.seconds = simulated_->seconds(plan, micro_batch.cost_key(degree_, model_.causal),
                                        estimate.time.total_s / sequence.time.total_s);
@@ -147,7 +147,7 @@ CompareResult run_compare(const std::vector<selector::Policy*>& policies,
       s.step = schedule.step_of[i];
       s.tokens = micro_batch.tokens();
       s.documents = static_cast<int64_t>(micro_batch.documents.size());
-      s.model_flops = costmodel::model_flops(engine.model(), micro_batch, 1);
+      s.model_flops = steps::model_flops(engine.model(), micro_batch, 1);
       s.padded_tokens = decision->padded_tokens;
       s.predicted_s = decision->predicted_s;
       s.predicted_peak_bytes = decision->predicted_peak_bytes;

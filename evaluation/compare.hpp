@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "costmodel/estimate.hpp"
 #include "evaluation/options.hpp"
 #include "evaluation/simulated_times.hpp"
+#include "steps/estimate.hpp"
 #include "traces/packing.hpp"
 
 namespace paradyse::evaluation {
@@ -109,16 +109,16 @@ class StepEngine {
   const ModelSpec& model() const { return model_; }
   const hw::ClusterSpec& cluster() const { return cluster_; }
   int degree() const { return degree_; }
-  costmodel::Estimator& estimator() { return estimator_; }
-  sim::Simulator* simulator() { return simulator_.get(); }
+  steps::Estimator& estimator() { return estimator_; }
+  steps::StepSimulator* simulator() { return simulator_.get(); }
 
  private:
   ModelSpec model_;
   hw::ClusterSpec cluster_;
   int degree_;
   std::string name_;
-  costmodel::Estimator estimator_;
-  std::unique_ptr<sim::Simulator> simulator_;
+  steps::Estimator estimator_;
+  std::unique_ptr<steps::StepSimulator> simulator_;
   std::unique_ptr<SimulatedTimes> simulated_;
 };
 

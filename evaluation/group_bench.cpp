@@ -10,7 +10,7 @@
 #include "evaluation/group_compare.hpp"
 #include "selector/group_costs.hpp"
 #include "selector/group_milp.hpp"
-#include "sim/simulator.hpp"
+#include "steps/step_simulator.hpp"
 
 namespace paradyse::evaluation {
 namespace {
@@ -105,7 +105,7 @@ GroupBenchResult bench_group_solver(
     const std::unique_ptr<selector::GroupCosts> costs = costs_on(simulate_cluster, options.simulate_job);
     const selector::GroupSchedule schedule = selector::solve_groups_greedy(costs->problem(batch));
     const PlannedStep planned = plan_grouped_step(model, options.simulate_job, batch, schedule, *costs);
-    sim::Simulator simulator(model, simulate_cluster);
+    steps::StepSimulator simulator(model, simulate_cluster);
     const auto start = std::chrono::steady_clock::now();
     const sim::SimulationResult simulated = simulator.simulate_grouped(planned.spec);
     result.simulate_wall_s = seconds_since(start);

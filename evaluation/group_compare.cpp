@@ -7,7 +7,7 @@
 #include "common/errors.hpp"
 #include "costmodel/program_cost.hpp"
 #include "selector/group_costs.hpp"
-#include "sim/simulator.hpp"
+#include "steps/step_simulator.hpp"
 #include "strategies/grouped_step.hpp"
 
 namespace paradyse::evaluation {
@@ -66,8 +66,7 @@ Timed analytic(const GroupedStepSpec& spec, const hw::ClusterSpec& cluster, int 
   const costmodel::OpTimer timer(cluster, job);
   ModelSpec model = *spec.model;
   model.num_layers = spec.num_layers;
-  const double static_bytes =
-      costmodel::static_memory_bytes(model, spec.shard_degree_of(job), WeightLayout::job);
+  const double static_bytes = steps::static_memory_bytes(model, spec.shard_degree_of(job), WeightLayout::job);
   Timed timed;
   for (int rank = 0; rank < job; ++rank) {
     const costmodel::ProgramPrice price = costmodel::price_program(
@@ -113,7 +112,7 @@ PlannedStep plan_grouped_step(const ModelSpec& model, int job, const std::vector
       planned.tokens += micro_batch.tokens();
       planned.padded_tokens += micro.tokens;
       planned.documents += static_cast<int64_t>(documents.size());
-      planned.model_flops += costmodel::model_flops(model, micro_batch, 1);
+      planned.model_flops += steps::model_flops(model, micro_batch, 1);
       ++planned.micro_batches;
     }
     idle_until(job);
@@ -221,7 +220,7 @@ PolicyResult run_group_policy(const GroupPolicy& policy, const traces::TrainingS
     imbalance_sum += solved.mean_imbalance();
     ++solved_steps;
     if (!planned.fits) continue;  // a group's micro-batch fits no plan: the step is out of memory
-    if (sim::Simulator* simulator = engine.simulator()) {
+    if (steps::StepSimulator* simulator = engine.simulator()) {
       const sim::SimulationResult simulated = simulator->simulate_grouped(spec);
       result.seconds = simulated.iteration_time_s;
       result.peak_bytes = simulated.peak_memory_bytes;

@@ -5,16 +5,15 @@
 
 #include <vector>
 
-#include "costmodel/estimate.hpp"
-#include "costmodel/profile.hpp"
-#include "sim/simulator.hpp"
+#include "steps/estimate.hpp"
+#include "steps/profile.hpp"
+#include "steps/step_simulator.hpp"
 
 namespace paradyse::evaluation {
 
 // Strategies that cannot run at `degree` are left out; `simulator` null: the analytic model times.
-costmodel::Profile profile_uniform_plans(costmodel::Estimator& estimator, sim::Simulator* simulator,
-                                         int degree, int64_t batch,
-                                         const std::vector<const Strategy*>& strategies,
-                                         const std::vector<int64_t>& lengths);
+steps::Profile profile_uniform_plans(steps::Estimator& estimator, steps::StepSimulator* simulator, int degree,
+                                     int64_t batch, const std::vector<const Strategy*>& strategies,
+                                     const std::vector<int64_t>& lengths);
 
 }  // namespace paradyse::evaluation

@@ -9,8 +9,8 @@
 #include "common/json_input.hpp"
 #include "common/limits.hpp"
 #include "common/statistics.hpp"
-#include "costmodel/estimate.hpp"
 #include "hw_models/cluster.hpp"
+#include "steps/estimate.hpp"
 
 namespace paradyse::evaluation {
 
@@ -130,31 +130,31 @@ std::vector<PublishedPrediction> predict_published_runs(const std::vector<Publis
   std::vector<PublishedPrediction> out;
   // Runs of one model, kernel and cluster share an estimator, and so its traced layers.
   std::map<std::tuple<std::string, std::optional<AttentionKernel>, std::optional<LossKernel>, std::string>,
-           std::unique_ptr<costmodel::Estimator>>
+           std::unique_ptr<steps::Estimator>>
       estimators;
   for (const PublishedRun& run : runs) {
     // A run whose model, cluster, degree or length cannot be priced is named by its file and place.
     try {
-      std::unique_ptr<costmodel::Estimator>& found =
+      std::unique_ptr<steps::Estimator>& found =
           estimators[{run.model, run.attention_kernel, run.loss_kernel, run.cluster}];
       if (!found)
-        found = std::make_unique<costmodel::Estimator>(
+        found = std::make_unique<steps::Estimator>(
             load_model(run.model, {.causal = std::nullopt,
                                    .attention_kernel = run.attention_kernel,
                                    .loss_kernel = run.loss_kernel}),
             hw::load_cluster(run.cluster));
-      costmodel::Estimator& estimator = *found;
-      const costmodel::EstimateRequest request{.tokens = run.seq,
-                                               .degree = run.degree,
-                                               .batch = run.batch,
-                                               .micro_batches = run.micro_batches,
-                                               .gradients_clipped = run.gradients_clipped};
-      const costmodel::Estimate estimate = estimator.estimate(*run.strategy, request, run.recompute);
+      steps::Estimator& estimator = *found;
+      const steps::EstimateRequest request{.tokens = run.seq,
+                                           .degree = run.degree,
+                                           .batch = run.batch,
+                                           .micro_batches = run.micro_batches,
+                                           .gradients_clipped = run.gradients_clipped};
+      const steps::Estimate estimate = estimator.estimate(*run.strategy, request, run.recompute);
       PublishedPrediction p{run, estimate.time.total_s, 0, estimate.fits};
       if (run.measure != PublishedMeasure::iteration) {
-        const costmodel::CostTable table = estimator.cost_table({{run.strategy, run.recompute}}, request);
+        const steps::CostTable table = estimator.cost_table({{run.strategy, run.recompute}}, request);
         PARADYSE_CHECK(table.candidates.size() == 1, "no layer cost for a plan the estimate priced");
-        const costmodel::LayerCost& layer = table.candidates.front().layer;
+        const steps::LayerCost& layer = table.candidates.front().layer;
         p.predicted_s = run.measure == PublishedMeasure::layer_forward ? layer.forward_s : layer.backward_s;
       }
       p.error = (p.predicted_s - run.measured_s) / run.measured_s;

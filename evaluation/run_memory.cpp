@@ -8,7 +8,7 @@
 
 #include "common/errors.hpp"
 #include "common/units.hpp"
-#include "costmodel/estimate.hpp"
+#include "steps/estimate.hpp"
 #include "strategies/sequence_layout.hpp"
 #include "strategies/training_step.hpp"
 
@@ -28,8 +28,8 @@ double predicted_rank_bytes(const ModelSpec& model, const Plan& plan, int ranks,
     live += static_cast<double>(event.bytes);
     peak = std::max(peak, live);
   }
-  costmodel::MemoryBreakdown fixed;
-  costmodel::static_memory(model, ranks, fixed);
+  steps::MemoryBreakdown fixed;
+  steps::static_memory(model, ranks, fixed);
   return fixed.weights_bytes + fixed.gradients_bytes + fixed.optimizer_states_bytes +
          (mixed_precision ? 1 : 2) * peak;
 }

@@ -11,7 +11,7 @@
 namespace paradyse::evaluation {
 
 // Bytes one rank holds at its peak, from the traced step of the longest length: weights, gradients
-// and optimizer states (costmodel::static_memory) plus the highest live activation bytes. The tracer
+// and optimizer states (steps::static_memory) plus the highest live activation bytes. The tracer
 // counts bf16 activations; a float32 run (`mixed_precision` false) holds twice that. No allocator
 // slack: that is a GPU caching allocator's figure.
 double predicted_rank_bytes(const ModelSpec& model, const Plan& plan, int ranks,

@@ -14,7 +14,7 @@ namespace {
 constexpr int64_t kDenseQuanta = 64;  // every padded length below this many quanta is a grid length
 }
 
-SimulatedTimes::SimulatedTimes(sim::Simulator& simulator, int degree, int64_t batch, double ratio)
+SimulatedTimes::SimulatedTimes(steps::StepSimulator& simulator, int degree, int64_t batch, double ratio)
     : simulator_(simulator),
       degree_(degree),
       batch_(batch),

@@ -12,14 +12,14 @@
 #include <vector>
 
 #include "common/statistics.hpp"
-#include "sim/simulator.hpp"
+#include "steps/step_simulator.hpp"
 
 namespace paradyse::evaluation {
 
 class SimulatedTimes {
  public:
   // ratio 0: every padded length simulated exactly.
-  SimulatedTimes(sim::Simulator& simulator, int degree, int64_t batch, double ratio);
+  SimulatedTimes(steps::StepSimulator& simulator, int degree, int64_t batch, double ratio);
 
   // Seconds of one iteration of `plan` at `padded_tokens` (already a multiple of the layout quantum).
   double seconds(const Plan& plan, int64_t padded_tokens);
@@ -39,7 +39,7 @@ class SimulatedTimes {
  private:
   double simulate(const Plan& plan, const std::vector<int64_t>& padded_documents);
 
-  sim::Simulator& simulator_;
+  steps::StepSimulator& simulator_;
   int degree_;
   int64_t batch_;
   double ratio_;

@@ -5,7 +5,7 @@
 
 #include "common/errors.hpp"
 #include "costmodel/op_time.hpp"
-#include "sim/simulator.hpp"
+#include "steps/step_simulator.hpp"
 #include "strategies/training_step.hpp"
 
 namespace paradyse::evaluation {
@@ -15,7 +15,7 @@ std::vector<ValidationRow> simulate_measurements(const std::vector<real::RunRequ
                                                  const ModelSpec& model, const hw::ClusterSpec& cluster,
                                                  int ranks) {
   PARADYSE_CHECK(requests.size() == reports.size(), "a report per request");
-  sim::Simulator simulator(model, cluster);
+  steps::StepSimulator simulator(model, cluster);
   std::vector<ValidationRow> rows;
   for (std::size_t i = 0; i < requests.size(); ++i)
     for (const real::LengthMeasurement& m : reports[i].lengths) {

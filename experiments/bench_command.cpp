@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "costmodel/estimate.hpp"
 #include "experiments/inputs.hpp"
+#include "steps/estimate.hpp"
 
 namespace paradyse::cli {
 namespace {
@@ -25,7 +25,7 @@ void run(const BenchCostModelOptions& options) {
   const std::vector<const Strategy*> strategies =
       evaluation::parse_strategies(options.strategies, "--strategy");
   if (options.repeat < 1) throw InputError("--repeat", 0, "", "expected a positive count");
-  costmodel::Estimator estimator(options.machine.load_model(), options.machine.load_cluster());
+  steps::Estimator estimator(options.machine.load_model(), options.machine.load_cluster());
   using Clock = std::chrono::steady_clock;
   const auto micros = [](Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
 
@@ -36,7 +36,7 @@ void run(const BenchCostModelOptions& options) {
   for (const Strategy* strategy : strategies) {
     if (estimator.unsupported(*strategy, estimator.cluster().num_gpus())) continue;
     for (int64_t tokens : lengths) {
-      const costmodel::EstimateRequest request{.tokens = tokens};
+      const steps::EstimateRequest request{.tokens = tokens};
       std::vector<double> cold, cached;
       for (int i = 0; i < options.repeat; ++i) {
         estimator.clear_cache();

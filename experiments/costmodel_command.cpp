@@ -7,16 +7,16 @@
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.hpp"
-#include "costmodel/accuracy.hpp"
-#include "costmodel/accuracy_json.hpp"
-#include "costmodel/estimate.hpp"
-#include "costmodel/learned_model.hpp"
-#include "costmodel/profile.hpp"
 #include "evaluation/compare_job.hpp"
 #include "evaluation/profiling.hpp"
 #include "experiments/command_table.hpp"
 #include "experiments/inputs.hpp"
-#include "sim/simulator.hpp"
+#include "steps/accuracy.hpp"
+#include "steps/accuracy_json.hpp"
+#include "steps/estimate.hpp"
+#include "steps/learned_model.hpp"
+#include "steps/profile.hpp"
+#include "steps/step_simulator.hpp"
 
 namespace paradyse::cli {
 namespace {
@@ -39,15 +39,15 @@ void profile(const ProfileOptions& options) {
   check_output_path(options.out, OutputKind::file, "--out");
   const ModelSpec model = options.machine.load_model();
   const hw::ClusterSpec cluster = options.machine.load_cluster();
-  costmodel::Estimator estimator(model, cluster);
+  steps::Estimator estimator(model, cluster);
   const int degree = options.degree == 0 ? cluster.num_gpus() : options.degree;
-  std::unique_ptr<sim::Simulator> simulator;
-  if (options.engine == "sim") simulator = std::make_unique<sim::Simulator>(model, cluster);
-  const costmodel::Profile profile = evaluation::profile_uniform_plans(estimator, simulator.get(), degree,
-                                                                       options.batch, strategies, lengths);
+  std::unique_ptr<steps::StepSimulator> simulator;
+  if (options.engine == "sim") simulator = std::make_unique<steps::StepSimulator>(model, cluster);
+  const steps::Profile profile = evaluation::profile_uniform_plans(estimator, simulator.get(), degree,
+                                                                   options.batch, strategies, lengths);
   if (profile.points.empty())
     throw InputError("--strategy", 0, "", "no strategy given can run " + model.name);
-  costmodel::write_profile(profile, options.out);
+  steps::write_profile(profile, options.out);
   fmt::print("wrote {} points ({} of {} on {}, degree {}) to {}\n", profile.points.size(), options.engine,
              model.name, cluster.name, degree, options.out);
 }
@@ -59,10 +59,10 @@ struct FitOptions {
 
 void fit(const FitOptions& options) {
   check_output_path(options.out, OutputKind::file, "--out");
-  const costmodel::Profile profile = costmodel::read_profile(options.profile);
-  const costmodel::LearnedModel model = [&] {
+  const steps::Profile profile = steps::read_profile(options.profile);
+  const steps::LearnedModel model = [&] {
     try {
-      return costmodel::LearnedModel::fit(profile);
+      return steps::LearnedModel::fit(profile);
     } catch (const InputError& e) {  // the fit knows the profile's contents, not its file
       if (!e.file().empty()) throw;
       throw InputError(options.profile, 0, e.field(), e.message());
@@ -75,7 +75,7 @@ void fit(const FitOptions& options) {
   fmt::print("{:<14} {:>10} {:>10}  polynomial degree beyond the range (time, memory, kept)\n", "strategy",
              "min_seq", "max_seq");
   std::vector<std::pair<std::string, std::string>> seen;
-  for (const costmodel::ProfilePoint& point : profile.points) {
+  for (const steps::ProfilePoint& point : profile.points) {
     const auto key = std::make_pair(point.strategy, point.recompute);
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
     seen.push_back(key);
@@ -97,13 +97,13 @@ struct EvalOptions {
 // Mean and max absolute percentage error of the learned and the analytic model against a held-out
 // profile, inside and outside the lengths the learned model was fitted on.
 void eval(const EvalOptions& options) {
-  const costmodel::LearnedModel learned = costmodel::LearnedModel::load(options.model_file);
-  const costmodel::Profile heldout = costmodel::read_profile(options.profile);
-  const costmodel::AccuracyReport report =
-      costmodel::evaluate_accuracy(learned, options.model_file, heldout, options.profile,
-                                   options.machine.load_model(), options.machine.load_cluster());
-  const std::pair<const char*, const costmodel::ModelAccuracy*> models[] = {{"learned", &report.learned},
-                                                                            {"analytic", &report.analytic}};
+  const steps::LearnedModel learned = steps::LearnedModel::load(options.model_file);
+  const steps::Profile heldout = steps::read_profile(options.profile);
+  const steps::AccuracyReport report =
+      steps::evaluate_accuracy(learned, options.model_file, heldout, options.profile,
+                               options.machine.load_model(), options.machine.load_cluster());
+  const std::pair<const char*, const steps::ModelAccuracy*> models[] = {{"learned", &report.learned},
+                                                                        {"analytic", &report.analytic}};
   if (options.json) {
     nlohmann::json out = report;
     out["model_file"] = options.model_file;

@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/units.hpp"
-#include "costmodel/estimate.hpp"
-#include "costmodel/estimate_json.hpp"
 #include "experiments/inputs.hpp"
+#include "steps/estimate.hpp"
+#include "steps/estimate_json.hpp"
 #include "strategies/micro_batch.hpp"
 
 namespace paradyse::cli {
@@ -29,7 +29,7 @@ struct EstimateOptions {
 struct EstimateRow {
   const Strategy* strategy;
   int64_t tokens;
-  std::optional<costmodel::Estimate> estimate;  // empty when the strategy cannot run the model
+  std::optional<steps::Estimate> estimate;  // empty when the strategy cannot run the model
   std::string reason;
 };
 
@@ -44,7 +44,7 @@ void to_json(nlohmann::json& j, const EstimateRow& row) {
   j["supported"] = row.estimate.has_value();
 }
 
-void print_details(const costmodel::Estimate& e) {
+void print_details(const steps::Estimate& e) {
   const auto ms = [](double s) { return fmt::format("{:10.2f} ms", s * 1e3); };
   const auto gib = [](double b) { return fmt::format("{:10.2f} GiB", b / kGiB); };
   fmt::print("time of one iteration\n");
@@ -78,7 +78,7 @@ void print_table(const std::vector<EstimateRow>& rows) {
                  row.reason.starts_with("out of memory") ? row.reason : "unsupported: " + row.reason);
       continue;
     }
-    const costmodel::Estimate& e = *row.estimate;
+    const steps::Estimate& e = *row.estimate;
     fmt::print("{:<12} {:>8} {:>11.2f} {:>11.2f} {:>11.2f} {:>9.2f} {:>5} {:>6.1f} {:>9.3f}\n",
                row.strategy->name(), row.tokens, e.time.forward_s * 1e3, e.time.backward_s * 1e3,
                e.time.total_s * 1e3, e.memory.peak_bytes / kGiB, e.fits ? "yes" : "OOM", e.mfu * 100,
@@ -93,7 +93,7 @@ void run(const EstimateOptions& options) {
   const std::vector<const Strategy*> strategies =
       evaluation::parse_strategies(options.strategies, "--strategy");
   const Recompute recompute = evaluation::parse_recompute_flag(options.recompute);
-  costmodel::Estimator estimator(options.machine.load_model(), options.machine.load_cluster());
+  steps::Estimator estimator(options.machine.load_model(), options.machine.load_cluster());
   const int gpus = estimator.cluster().num_gpus();
   const int degree = options.degree == 0 ? gpus : options.degree;
   if (degree > gpus)
@@ -147,7 +147,7 @@ void run(const EstimateOptions& options) {
       options.micro_batches > 1 ? fmt::format(" × {} micro-batches", options.micro_batches) : "",
       options.recompute);
   if (single && rows[0].estimate) {
-    const costmodel::Estimate& e = *rows[0].estimate;
+    const steps::Estimate& e = *rows[0].estimate;
     fmt::print("{}, seq {}{}{}\n", e.plan, e.tokens,
                e.documents > 1 ? fmt::format(" in {} packed documents", e.documents) : "",
                e.padded_tokens != e.tokens ? fmt::format(" (padded to {})", e.padded_tokens) : "");

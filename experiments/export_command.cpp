@@ -1,86 +1,62 @@
 // `paradyse export`: writes the per-rank programs of one training step as MLCommons Chakra execution
-// traces and ASTRA-sim's communicator-group file. The work is costmodel/'s (tracing the step) and
+// traces and ASTRA-sim's communicator-group file. The work is steps/' (tracing the step) and
 // chakra/'s (the files); this file parses flags and prints what it wrote.
 #include "experiments/export_command.hpp"
 
 #include <fmt/core.h>
 
-#include <array>
-
 #include "chakra/export.hpp"
 #include "common/atomic_file.hpp"
 #include "common/errors.hpp"
-#include "costmodel/step_programs.hpp"
 #include "evaluation/grouped_step_option.hpp"
 #include "experiments/inputs.hpp"
+#include "steps/step_programs.hpp"
 
 namespace paradyse::cli {
 namespace {
 
 struct ExportOptions {
   evaluation::MachineOptions machine;
-  std::string plan;
-  std::string length;
-  std::string documents;
-  int degree = 0;
-  int64_t batch = 1;
-  int64_t micro_batches = 1;
-  std::string recompute = "none";
+  StepFlags step;
   std::string groups;
   std::string shard_group = "job";
   std::string out;
   std::string comm_group_file;
 };
 
-// The flags that describe one plan's step, which --groups replaces.
-constexpr std::array<const char*, 5> kStepFlags{"--seq", "--docs", "--degree", "--batch", "--micro-batches"};
-
 void run(const ExportOptions& options, const CLI::App& command) {
   const ModelSpec model = options.machine.load_model();
   const hw::ClusterSpec cluster = options.machine.load_cluster();
-  const Plan plan =
-      evaluation::parse_plan(options.plan, model, evaluation::parse_recompute_flag(options.recompute));
+  const Plan plan = parse_step_plan(options.step, model);
   const std::string comm_group_file =
       options.comm_group_file.empty() ? options.out + ".comm_groups.json" : options.comm_group_file;
   check_output_path(chakra::rank_trace_path(options.out, 0), OutputKind::file, "--out");
   check_output_path(comm_group_file, OutputKind::file, "--comm-group-file");
 
-  costmodel::StepPrograms step;
+  steps::StepPrograms step;
   chakra::TraceMetadata metadata;
   if (!options.groups.empty()) {
-    for (const char* flag : kStepFlags)
-      if (command.count(flag) > 0)
-        throw InputError(flag, 0, "",
-                         "expected no " + std::string(flag) +
-                             " with --groups, which gives every group's degree and tokens");
+    refuse_with(command, {"--seq", "--docs", "--degree", "--batch", "--micro-batches"}, "--groups",
+                "which gives every group's degree and tokens");
     GroupedStepSpec spec = evaluation::parse_grouped_step(options.groups, model, plan);
     spec.shard_degree =
-        evaluation::parse_shard_group(options.shard_group, cluster, costmodel::grouped_step_job(spec));
-    step = costmodel::trace_grouped_step_programs(spec, cluster);
+        evaluation::parse_shard_group(options.shard_group, cluster, steps::grouped_step_job(spec));
+    step = steps::trace_grouped_step_programs(spec, cluster);
     metadata.description =
         fmt::format("{}, plan {}, grouped step {} (weights sharded over the {}), on {}", model.name,
                     plan_name(plan), options.groups, options.shard_group, cluster.name);
   } else {
     if (command.count("--shard-group") > 0)
       throw InputError("--shard-group", 0, "", "expected --shard-group only with --groups");
-    const std::vector<MicroBatch> micro_batches = parse_micro_batches(options.length, options.documents);
-    if (micro_batches.size() != 1)
-      throw InputError("--seq", 0, "", "expected one sequence length, got " + options.length);
-    const MicroBatch& micro_batch = micro_batches.front();
-    step = costmodel::trace_plan_step(model, cluster, plan,
-                                      {.tokens = micro_batch.tokens(),
-                                       .degree = options.degree,
-                                       .batch = options.batch,
-                                       .micro_batches = options.micro_batches,
-                                       .documents = micro_batch.documents});
-    metadata.description =
-        fmt::format("{}, plan {}, seq {}", model.name, plan_name(plan), micro_batch.tokens());
+    const steps::EstimateRequest request = parse_step_request(options.step);
+    step = steps::trace_plan_step(model, cluster, plan, request);
+    metadata.description = fmt::format("{}, plan {}, seq {}", model.name, plan_name(plan), request.tokens);
     if (step.documents > 1) metadata.description += fmt::format(" in {} packed documents", step.documents);
-    if (step.padded_tokens != micro_batch.tokens())
+    if (step.padded_tokens != request.tokens)
       metadata.description += fmt::format(" (padded to {})", step.padded_tokens);
-    metadata.description += fmt::format(", batch {}", options.batch);
-    if (options.micro_batches > 1)
-      metadata.description += fmt::format(" × {} micro-batches", options.micro_batches);
+    metadata.description += fmt::format(", batch {}", request.batch);
+    if (request.micro_batches > 1)
+      metadata.description += fmt::format(" × {} micro-batches", request.micro_batches);
     metadata.description += fmt::format(", degree {}, on {}", step.programs.size(), cluster.name);
   }
   metadata.static_bytes = step.static_bytes;
@@ -106,17 +82,10 @@ void add_export_command(CLI::App& app) {
       "their sizes and groups; dependencies follow each op's inputs and its stream's order. "
       "`paradyse simulate --chakra <out>` runs them back (docs/chakra.md).");
   add_machine_options(*command, options->machine);
-  command
-      ->add_option("--plan", options->plan,
-                   "one strategy for every layer, or a comma-separated strategy per layer (" +
-                       strategy_names() + "); with --groups, every group's")
+  add_step_flags(*command, options->step,
+                 "one strategy for every layer, or a comma-separated strategy per layer (" +
+                     strategy_names() + "); with --groups, every group's")
       ->required();
-  command->add_option("--seq", options->length, "sequence length in tokens: 4096, 16K, 1M");
-  add_documents_option(*command, options->documents);
-  add_degree_and_batch_options(*command, options->degree, options->batch);
-  add_micro_batches_option(*command, options->micro_batches);
-  command->add_option("--recompute", options->recompute, "activation recomputation: none, selective or full")
-      ->capture_default_str();
   command->add_option(
       "--groups", options->groups,
       "a grouped step instead of --seq: rounds separated by '/', each its groups in rank order "

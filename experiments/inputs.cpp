@@ -141,6 +141,39 @@ std::vector<MicroBatch> parse_micro_batches(const std::string& lengths, const st
   return micro_batches;
 }
 
+CLI::Option* add_step_flags(CLI::App& command, StepFlags& flags, const std::string& plan_help) {
+  CLI::Option* plan = command.add_option("--plan", flags.plan, plan_help);
+  command.add_option("--seq", flags.length, "sequence length in tokens: 4096, 16K, 1M");
+  add_documents_option(command, flags.documents);
+  add_degree_and_batch_options(command, flags.degree, flags.batch);
+  add_micro_batches_option(command, flags.micro_batches);
+  command.add_option("--recompute", flags.recompute, "activation recomputation: none, selective or full")
+      ->capture_default_str();
+  return plan;
+}
+
+Plan parse_step_plan(const StepFlags& flags, const ModelSpec& model) {
+  return evaluation::parse_plan(flags.plan, model, evaluation::parse_recompute_flag(flags.recompute));
+}
+
+steps::EstimateRequest parse_step_request(const StepFlags& flags) {
+  const std::vector<MicroBatch> micro_batches = parse_micro_batches(flags.length, flags.documents);
+  if (micro_batches.size() != 1)
+    throw InputError("--seq", 0, "", "expected one sequence length, got " + flags.length);
+  return {.tokens = micro_batches.front().tokens(),
+          .degree = flags.degree,
+          .batch = flags.batch,
+          .micro_batches = flags.micro_batches,
+          .documents = micro_batches.front().documents};
+}
+
+void refuse_with(const CLI::App& command, std::initializer_list<const char*> flags,
+                 const std::string& instead, const std::string& why) {
+  for (const char* flag : flags)
+    if (command.count(flag) > 0)
+      throw InputError(flag, 0, "", "expected no " + std::string(flag) + " with " + instead + ", " + why);
+}
+
 TraceFormatFlags add_trace_format_options(CLI::App& command, std::string& column, std::string& field) {
   return {command.add_option("--column", column, "CSV trace: the column holding the length")
               ->capture_default_str(),

@@ -5,8 +5,11 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <initializer_list>
+#include <string>
 
 #include "evaluation/options.hpp"
+#include "steps/estimate.hpp"
 #include "strategies/micro_batch.hpp"
 
 namespace paradyse::cli {
@@ -33,6 +36,28 @@ void add_documents_option(CLI::App& command, std::string& documents);
 // named in that error).
 std::vector<MicroBatch> parse_micro_batches(const std::string& lengths, const std::string& documents,
                                             const std::string& others = "");
+
+// One plan's training step, as `simulate` and `export` take it: --plan, --seq or --docs, --degree,
+// --batch, --micro-batches and --recompute.
+struct StepFlags {
+  std::string plan;
+  std::string length;
+  std::string documents;  // one packed micro-batch instead of length
+  int degree = 0;
+  int64_t batch = 1;
+  int64_t micro_batches = 1;
+  std::string recompute = "none";
+};
+// Adds the flags; `plan_help` says what --plan is to the command. Returns --plan's option.
+CLI::Option* add_step_flags(CLI::App& command, StepFlags& flags, const std::string& plan_help);
+// The plan, every layer with --recompute's recomputation.
+Plan parse_step_plan(const StepFlags& flags, const ModelSpec& model);
+// The step's request: InputError unless the flags give one sequence length or one packed micro-batch.
+steps::EstimateRequest parse_step_request(const StepFlags& flags);
+// InputError naming the first of `flags` given on `command`, which `instead` (a flag of another way
+// to describe the step) replaces.
+void refuse_with(const CLI::App& command, std::initializer_list<const char*> flags,
+                 const std::string& instead, const std::string& why);
 
 // --column and --field, which only a .csv and a .jsonl trace read.
 struct TraceFormatFlags {

@@ -90,8 +90,8 @@ struct BenchPlanOptions {
 
 // A table of `layers` layers from the model's real layer costs at one length, with the memory limit
 // half way between the leanest and the fastest uniform plan, so that the decision must mix.
-costmodel::CostTable bench_table(selector::AnalyticCostSource& source, int64_t tokens, int layers) {
-  costmodel::CostTable table = source.table(MicroBatch::sequence(tokens), selector::all_candidates());
+steps::CostTable bench_table(selector::AnalyticCostSource& source, int64_t tokens, int layers) {
+  steps::CostTable table = source.table(MicroBatch::sequence(tokens), selector::all_candidates());
   table.num_layers = layers;
   double fastest_s = 0, fastest_peak = 0, leanest_peak = 0;
   for (int c = 0; c < static_cast<int>(table.candidates.size()); ++c) {
@@ -113,7 +113,7 @@ void bench(const BenchPlanOptions& options) {
   if (options.layers < 1) throw InputError("--layers", 0, "", "expected a positive layer count");
   if (options.decisions < 1) throw InputError("--decisions", 0, "", "expected a positive count");
   selector::AnalyticCostSource source(options.machine.load_model(), options.machine.load_cluster());
-  const costmodel::CostTable table = bench_table(source, lengths.front(), options.layers);
+  const steps::CostTable table = bench_table(source, lengths.front(), options.layers);
   selector::ParadyseOptions paradyse_options;
   paradyse_options.cache = false;
   paradyse_options.gamma = 0;

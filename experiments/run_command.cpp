@@ -9,11 +9,11 @@
 #include "common/csv.hpp"
 #include "common/errors.hpp"
 #include "common/units.hpp"
-#include "costmodel/profile.hpp"
 #include "evaluation/run_memory.hpp"
 #include "experiments/command_table.hpp"
 #include "experiments/real_options.hpp"
 #include "real_backend/run_report_json.hpp"
+#include "steps/profile.hpp"
 
 namespace paradyse::cli {
 namespace {
@@ -37,10 +37,10 @@ void print_table(const real::RunReport& report, const ModelSpec& model, const Pl
                m.loss_per_token);
 }
 
-// The profile dataset of the learned cost model (costmodel/profile.hpp), measured for real.
+// The profile dataset of the learned cost model (steps/profile.hpp), measured for real.
 void write_profile(const std::string& path, const real::RunReport& report, const ModelSpec& model,
                    const real::RunRequest& request, const std::string& device) {
-  costmodel::Profile profile;
+  steps::Profile profile;
   profile.model = model.name;
   profile.cluster = "local-" + device;
   profile.degree = report.ranks;
@@ -51,7 +51,7 @@ void write_profile(const std::string& path, const real::RunReport& report, const
                               std::string(to_string(request.plan[0].recompute)), m.seq, m.median_step_s,
                               static_cast<double>(m.peak_bytes),
                               static_cast<double>(m.saved_bytes_per_layer)});
-  costmodel::write_profile(profile, path);
+  steps::write_profile(profile, path);
 }
 
 void write_ops(const std::string& path, const real::RunReport& report) {

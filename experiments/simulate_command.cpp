@@ -18,8 +18,8 @@
 #include "experiments/inputs.hpp"
 #include "experiments/progress_bar.hpp"
 #include "sim/result_json.hpp"
-#include "sim/simulator.hpp"
 #include "sim/timeline_json.hpp"
+#include "steps/step_simulator.hpp"
 #include "strategies/micro_batch.hpp"
 
 namespace paradyse::cli {
@@ -27,13 +27,7 @@ namespace {
 
 struct SimulateOptions {
   evaluation::MachineOptions machine;
-  std::string plan;
-  std::string length;
-  std::string documents;  // one packed micro-batch instead of length
-  int degree = 0;
-  int64_t batch = 1;
-  int64_t micro_batches = 1;
-  std::string recompute = "none";
+  StepFlags step;
   double oversubscription = 1;
   std::string timeline;
   bool json = false;
@@ -42,10 +36,6 @@ struct SimulateOptions {
   bool price_compute = false;
 };
 
-// The flags that describe a plan's step, which --chakra replaces.
-constexpr std::array<const char*, 7> kStepFlags{"--plan",  "--seq",           "--docs",     "--degree",
-                                                "--batch", "--micro-batches", "--recompute"};
-
 std::string where(const sim::OutOfMemory& oom) {
   std::string text = "rank " + std::to_string(oom.rank) + ", ";
   if (oom.layer >= 0) text += "layer " + std::to_string(oom.layer) + " ";
@@ -53,7 +43,7 @@ std::string where(const sim::OutOfMemory& oom) {
 }
 
 // What was simulated, for the table's first lines.
-std::string plan_header(const sim::SimulationResult& r, const sim::Simulator& simulator) {
+std::string plan_header(const sim::SimulationResult& r, const steps::StepSimulator& simulator) {
   const ModelSpec& model = simulator.model();
   const hw::ClusterSpec& cluster = simulator.cluster();
   return fmt::format(
@@ -106,10 +96,8 @@ void report(const sim::SimulationResult& result, const SimulateOptions& options,
 
 // --chakra: every rank's trace run on the cluster (chakra/import.hpp).
 void run_chakra(const SimulateOptions& options, const CLI::App& command) {
-  for (const char* flag : kStepFlags)
-    if (command.count(flag) > 0)
-      throw InputError(flag, 0, "",
-                       "expected no " + std::string(flag) + " with --chakra, whose traces are the step");
+  refuse_with(command, {"--plan", "--seq", "--docs", "--degree", "--batch", "--micro-batches", "--recompute"},
+              "--chakra", "whose traces are the step");
   if (!options.timeline.empty()) check_output_path(options.timeline, OutputKind::file, "--timeline");
   const std::string comm_group_file =
       options.comm_group_file.empty() ? options.chakra + ".comm_groups.json" : options.comm_group_file;
@@ -119,7 +107,7 @@ void run_chakra(const SimulateOptions& options, const CLI::App& command) {
   sim_options.record_timeline = !options.timeline.empty();
   hw::ClusterSpec cluster = options.machine.load_cluster();
   cluster.spine_oversubscription = options.oversubscription;
-  sim::Simulator simulator(options.machine.load_model(), std::move(cluster), sim_options);
+  sim::Simulator simulator(std::move(cluster), sim_options);
   sim::SimulationResult result = simulator.run(std::move(job.programs), job.static_bytes);
   result.plan = "chakra:" + options.chakra;
   const hw::ClusterSpec& on = simulator.cluster();
@@ -132,18 +120,15 @@ void run_chakra(const SimulateOptions& options, const CLI::App& command) {
 
 void run(const SimulateOptions& options, const CLI::App& command) {
   if (!options.chakra.empty()) return run_chakra(options, command);
-  if (options.plan.empty())
+  if (options.step.plan.empty())
     throw InputError("--plan", 0, "", "expected a plan to simulate (or --chakra, traces to run)");
   if (command.count("--comm-group-file") > 0 || options.price_compute)
     throw InputError(options.price_compute ? "--price-compute" : "--comm-group-file", 0, "",
                      "expected it only with --chakra");
   // Every input is checked before anything is simulated or written.
-  const std::vector<MicroBatch> micro_batches = parse_micro_batches(options.length, options.documents);
-  if (micro_batches.size() != 1)
-    throw InputError("--seq", 0, "", "expected one sequence length, got " + options.length);
+  const steps::EstimateRequest request = parse_step_request(options.step);
   const ModelSpec model = options.machine.load_model();
-  const Plan plan =
-      evaluation::parse_plan(options.plan, model, evaluation::parse_recompute_flag(options.recompute));
+  const Plan plan = parse_step_plan(options.step, model);
   if (!options.timeline.empty()) check_output_path(options.timeline, OutputKind::file, "--timeline");
   // A large job takes minutes to trace and simulate: a progress bar on a terminal's stderr after two
   // seconds (never on stdout, so --json and the table stay clean).
@@ -155,14 +140,10 @@ void run(const SimulateOptions& options, const CLI::App& command) {
   };
   hw::ClusterSpec cluster = options.machine.load_cluster();
   cluster.spine_oversubscription = options.oversubscription;
-  sim::Simulator simulator(model, std::move(cluster), sim_options);
+  steps::StepSimulator simulator(model, std::move(cluster), sim_options);
   sim::SimulationResult result;
   try {
-    result = simulator.simulate(plan, {.tokens = micro_batches.front().tokens(),
-                                       .degree = options.degree,
-                                       .batch = options.batch,
-                                       .micro_batches = options.micro_batches,
-                                       .documents = micro_batches.front().documents});
+    result = simulator.simulate(plan, request);
   } catch (...) {
     bar.finish();  // the error goes on a line of its own
     throw;
@@ -183,7 +164,7 @@ void bench(const BenchSimulateOptions& options) {
   const std::vector<const Strategy*> strategies =
       evaluation::parse_strategies(options.strategies, "--strategy");
   if (options.repeat < 1) throw InputError("--repeat", 0, "", "expected a positive count");
-  sim::Simulator simulator(options.machine.load_model(), options.machine.load_cluster());
+  steps::StepSimulator simulator(options.machine.load_model(), options.machine.load_cluster());
   const ModelSpec& model = simulator.model();
   using Clock = std::chrono::steady_clock;
   fmt::print("wall time to trace and simulate one iteration of {} on {}: median of {} runs\n", model.name,
@@ -217,15 +198,9 @@ void add_simulate_command(CLI::App& app) {
   auto options = std::make_shared<SimulateOptions>();
   CLI::App* command = app.add_subcommand("simulate", command_description("simulate"));
   add_machine_options(*command, options->machine);
-  command->add_option(
-      "--plan", options->plan,
+  add_step_flags(
+      *command, options->step,
       "one strategy for every layer, or a comma-separated strategy per layer (" + strategy_names() + ")");
-  command->add_option("--seq", options->length, "sequence length in tokens: 4096, 16K, 1M");
-  add_documents_option(*command, options->documents);
-  add_degree_and_batch_options(*command, options->degree, options->batch);
-  add_micro_batches_option(*command, options->micro_batches);
-  command->add_option("--recompute", options->recompute, "activation recomputation: none, selective or full")
-      ->capture_default_str();
   command
       ->add_option("--oversubscription", options->oversubscription,
                    "fat-tree oversubscription between nodes (1: non-blocking)")

@@ -7,8 +7,8 @@ namespace paradyse::selector {
 AnalyticCostSource::AnalyticCostSource(ModelSpec model, hw::ClusterSpec cluster, int degree, int64_t batch)
     : estimator_(std::move(model), std::move(cluster)), degree_(degree), batch_(batch) {}
 
-costmodel::CostTable AnalyticCostSource::table(const MicroBatch& micro_batch,
-                                               const std::vector<CandidateKey>& wanted) {
+steps::CostTable AnalyticCostSource::table(const MicroBatch& micro_batch,
+                                           const std::vector<CandidateKey>& wanted) {
   return estimator_.cost_table(
       wanted, {.tokens = micro_batch.tokens(),
                .degree = degree_,

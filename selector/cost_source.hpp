@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "costmodel/cost_table.hpp"
-#include "costmodel/estimate.hpp"
+#include "steps/cost_table.hpp"
+#include "steps/estimate.hpp"
 
 namespace paradyse::selector {
 
@@ -21,8 +21,7 @@ class CostSource {
   virtual int64_t batch() const = 0;
   // Costs of a micro-batch for the `wanted` candidates this source can price (others are left out). A
   // candidate it prices may still be left out at a length where it needs a tensor no GPU holds.
-  virtual costmodel::CostTable table(const MicroBatch& micro_batch,
-                                     const std::vector<CandidateKey>& wanted) = 0;
+  virtual steps::CostTable table(const MicroBatch& micro_batch, const std::vector<CandidateKey>& wanted) = 0;
   // Whether this source prices `candidate` at all (a learned model knows the strategies it was fitted on).
   virtual bool prices(const CandidateKey& candidate) const = 0;
 };
@@ -33,11 +32,11 @@ class AnalyticCostSource final : public CostSource {
   AnalyticCostSource(ModelSpec model, hw::ClusterSpec cluster, int degree = 0, int64_t batch = 1);
   std::string name() const override { return "analytic"; }
   int64_t batch() const override { return batch_; }
-  costmodel::CostTable table(const MicroBatch& micro_batch, const std::vector<CandidateKey>& wanted) override;
+  steps::CostTable table(const MicroBatch& micro_batch, const std::vector<CandidateKey>& wanted) override;
   bool prices(const CandidateKey&) const override { return true; }
 
  private:
-  costmodel::Estimator estimator_;
+  steps::Estimator estimator_;
   int degree_;
   int64_t batch_;
 };

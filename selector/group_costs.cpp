@@ -46,7 +46,7 @@ void check_group_job(const ModelSpec& model, const hw::ClusterSpec& cluster, int
                          std::to_string(job) + " GPUs");
   // Every GPU of a shard group holds 1/shard of the weights, gradients and optimizer state
   // (grouped_step.hpp).
-  const double static_bytes = costmodel::static_memory_bytes(model, shard, WeightLayout::job);
+  const double static_bytes = steps::static_memory_bytes(model, shard, WeightLayout::job);
   if (static_bytes > cluster.tensor_capacity_bytes())
     throw InputError("", 0, "job",
                      model.name + "'s weights, gradients and optimizer state take " + gib(static_bytes) +
@@ -86,7 +86,7 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
     return options.degrees.empty() ||
            std::find(options.degrees.begin(), options.degrees.end(), degree) != options.degrees.end();
   };
-  static_bytes_ = costmodel::static_memory_bytes(model_, shard_degree_, WeightLayout::job);
+  static_bytes_ = steps::static_memory_bytes(model_, shard_degree_, WeightLayout::job);
   // What a round costs a rank that trains nothing: the job's collectives alone.
   {
     StepSpec nothing;

@@ -10,7 +10,7 @@ namespace paradyse::selector {
 LearnedCostSource::LearnedCostSource(const std::string& path, ModelSpec model, hw::ClusterSpec cluster,
                                      int degree, int64_t batch)
     : path_(path),
-      learned_(costmodel::LearnedModel::load(path)),
+      learned_(steps::LearnedModel::load(path)),
       model_(std::move(model)),
       cluster_(std::move(cluster)),
       degree_(degree == 0 ? cluster_.num_gpus() : degree),
@@ -25,28 +25,28 @@ LearnedCostSource::LearnedCostSource(const std::string& path, ModelSpec model, h
   mismatch("cluster", learned_.cluster_name(), cluster_.name);
   mismatch("degree", std::to_string(learned_.degree()), std::to_string(degree_));
   mismatch("batch", std::to_string(learned_.batch()), std::to_string(batch_));
-  static_bytes_ = costmodel::static_memory_bytes(model_, degree_);
+  static_bytes_ = steps::static_memory_bytes(model_, degree_);
 }
 
 bool LearnedCostSource::prices(const CandidateKey& candidate) const {
   return learned_.has(candidate.first->name(), std::string(to_string(candidate.second)));
 }
 
-costmodel::CostTable LearnedCostSource::table(const MicroBatch& micro_batch,
-                                              const std::vector<CandidateKey>& wanted) {
+steps::CostTable LearnedCostSource::table(const MicroBatch& micro_batch,
+                                          const std::vector<CandidateKey>& wanted) {
   if (micro_batch.packed())
     throw InputError(
         "--costmodel", 0, "",
         "a learned model is fitted to one sequence per step and cannot price a packed micro-batch (" +
             micro_batch.describe() + "); use --costmodel analytic");
   const int64_t tokens = micro_batch.tokens();
-  costmodel::CostTable table;
+  steps::CostTable table;
   table.num_layers = static_cast<int>(model_.num_layers);
   table.tokens = tokens;
   table.padded_tokens = SequenceLayout::padded_length(tokens, degree_, model_.causal);
   table.degree = degree_;
   table.batch = batch_;
-  costmodel::StepCost& step = table.step;
+  steps::StepCost& step = table.step;
   step.static_bytes = static_bytes_;
   step.fragmentation = cluster_.gpu.allocator_fragmentation;
   step.capacity_bytes = cluster_.tensor_capacity_bytes();
@@ -54,12 +54,12 @@ costmodel::CostTable LearnedCostSource::table(const MicroBatch& micro_batch,
   for (const auto& [strategy, recompute] : wanted) {
     const std::string recompute_name(to_string(recompute));
     if (strategy->unsupported(model_, degree_) || !learned_.has(strategy->name(), recompute_name)) continue;
-    const costmodel::LearnedPrediction p = learned_.predict(strategy->name(), recompute_name, tokens);
+    const steps::LearnedPrediction p = learned_.predict(strategy->name(), recompute_name, tokens);
     const double activations =
         std::max(0.0, p.peak_memory_bytes - step.static_bytes) / (1 + step.fragmentation);
     const double saved = std::min(p.saved_bytes_per_layer, activations / layers);
     const double transient = activations - layers * saved;
-    costmodel::Candidate& candidate = table.candidates.emplace_back();
+    steps::Candidate& candidate = table.candidates.emplace_back();
     candidate.strategy = strategy;
     candidate.recompute = recompute;
     candidate.layer.seconds = p.iteration_time_s / layers;

@@ -1,4 +1,4 @@
-// Prices plans with a learned model (costmodel/learned_model.hpp): the paper's random forest inside
+// Prices plans with a learned model (steps/learned_model.hpp): the paper's random forest inside
 // the profiled lengths, a polynomial beyond. The model predicts, per strategy, the iteration time and
 // peak memory of its uniform plan and the activations one layer keeps; the table spreads them over
 // the layers: each layer takes 1/L of the time, keeps its predicted bytes, and peaks with the rest of
@@ -7,8 +7,8 @@
 // with the same fold as the analytic table.
 #pragma once
 
-#include "costmodel/learned_model.hpp"
 #include "selector/cost_source.hpp"
+#include "steps/learned_model.hpp"
 
 namespace paradyse::selector {
 
@@ -19,12 +19,12 @@ class LearnedCostSource final : public CostSource {
                     int64_t batch);
   std::string name() const override { return path_; }
   int64_t batch() const override { return batch_; }
-  costmodel::CostTable table(const MicroBatch& micro_batch, const std::vector<CandidateKey>& wanted) override;
+  steps::CostTable table(const MicroBatch& micro_batch, const std::vector<CandidateKey>& wanted) override;
   bool prices(const CandidateKey& candidate) const override;
 
  private:
   std::string path_;
-  costmodel::LearnedModel learned_;
+  steps::LearnedModel learned_;
   ModelSpec model_;
   hw::ClusterSpec cluster_;
   int degree_;

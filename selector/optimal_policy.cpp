@@ -8,7 +8,7 @@
 
 namespace paradyse::selector {
 
-using costmodel::CostTable;
+using steps::CostTable;
 
 namespace {
 
@@ -21,14 +21,14 @@ struct Windows {
 };
 
 Windows memory_windows(const CostTable& table) {
-  const costmodel::StepCost& step = table.step;
+  const steps::StepCost& step = table.step;
   const double budget = (step.capacity_bytes - step.static_bytes) / (1 + step.fragmentation);
   const double base = step.initial_bytes + step.embedding_forward.delta_bytes;
   const double carry = step.head.delta_bytes;  // what the head leaves for the backward (d_x)
   Windows windows;
   windows.head = budget - base - step.head.peak_bytes;
-  for (const costmodel::Candidate& candidate : table.candidates) {
-    const costmodel::LayerCost& layer = candidate.layer;
+  for (const steps::Candidate& candidate : table.candidates) {
+    const steps::LayerCost& layer = candidate.layer;
     PARADYSE_CHECK(layer.backward.delta_bytes == -layer.forward.delta_bytes &&
                        layer.optimizer.delta_bytes == 0 && layer.saved_bytes() >= 0,
                    candidate.name() + ": a layer's backward must free what its forward kept");
@@ -65,9 +65,7 @@ class Search {
 
  private:
   int candidates() const { return static_cast<int>(table_.candidates.size()); }
-  const costmodel::LayerCost& layer(int c) const {
-    return table_.candidates[static_cast<std::size_t>(c)].layer;
-  }
+  const steps::LayerCost& layer(int c) const { return table_.candidates[static_cast<std::size_t>(c)].layer; }
   double seconds(int c) const { return layer(c).seconds; }
   double kept(int c) const { return layer(c).saved_bytes(); }
   double window(int c) const { return windows_.layer[static_cast<std::size_t>(c)]; }

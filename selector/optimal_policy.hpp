@@ -34,7 +34,7 @@ class OptimalPolicy final : public Policy {
   const std::string& name() const override { return name_; }
   using Policy::decide;
   Decision decide(const MicroBatch& micro_batch) override;
-  Decision decide(const costmodel::CostTable& table) const;
+  Decision decide(const steps::CostTable& table) const;
 
  private:
   CostSource& source_;

@@ -5,7 +5,7 @@
 
 namespace paradyse::selector {
 
-using costmodel::CostTable;
+using steps::CostTable;
 
 ParadysePolicy::ParadysePolicy(CostSource& source, ParadyseOptions options)
     : source_(source), options_(std::move(options)), name_(options_.two_d ? "paradyse-2d" : "paradyse") {

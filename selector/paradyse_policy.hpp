@@ -29,7 +29,7 @@ class ParadysePolicy final : public Policy {
   Decision decide(const MicroBatch& micro_batch) override;
   bool remembers() const override { return true; }
   // Steps 2–7 on a given table (no cache).
-  Decision decide(const costmodel::CostTable& table);
+  Decision decide(const steps::CostTable& table);
 
  private:
   CostSource& source_;

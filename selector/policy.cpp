@@ -7,7 +7,7 @@
 
 namespace paradyse::selector {
 
-using costmodel::CostTable;
+using steps::CostTable;
 
 Decision priced_decision(const std::string& policy, const CostTable& table, const CostTable::Choice& choice) {
   Decision decision;

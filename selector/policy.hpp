@@ -74,11 +74,11 @@ std::unique_ptr<Policy> make_policy(const std::string& spec, CostSource& source,
 std::vector<std::string> default_policy_names(bool two_d = false);
 
 // The decision for `choice` on `table`, priced (plan, time, peak, fits, switches).
-Decision priced_decision(const std::string& policy, const costmodel::CostTable& table,
-                         const costmodel::CostTable::Choice& choice);
+Decision priced_decision(const std::string& policy, const steps::CostTable& table,
+                         const steps::CostTable::Choice& choice);
 // Every layer candidate `index`.
-costmodel::CostTable::Choice uniform_choice(const costmodel::CostTable& table, int index);
+steps::CostTable::Choice uniform_choice(const steps::CostTable& table, int index);
 // The candidate whose uniform plan has the lowest peak (first of equals); -1 for an empty table.
-int leanest_candidate(const costmodel::CostTable& table);
+int leanest_candidate(const steps::CostTable& table);
 
 }  // namespace paradyse::selector

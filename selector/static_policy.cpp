@@ -13,7 +13,7 @@ StaticPolicy::StaticPolicy(const Strategy& strategy, CostSource& source)
 }
 
 Decision StaticPolicy::decide(const MicroBatch& micro_batch) {
-  const costmodel::CostTable table = source_.table(micro_batch, {{&strategy_, Recompute::none}});
+  const steps::CostTable table = source_.table(micro_batch, {{&strategy_, Recompute::none}});
   const auto index = table.find(strategy_);
   if (!index) {  // the strategy would need a tensor no GPU holds at this length: out of memory
     Decision nothing;

@@ -4,7 +4,6 @@
 #include <exception>
 
 #include "common/errors.hpp"
-#include "costmodel/step_programs.hpp"
 #include "sim/executor.hpp"
 #include "sim/memory_timeline.hpp"
 #include "sim/platform.hpp"
@@ -45,8 +44,8 @@ std::string collective_algorithm_description(const SimulationOptions& options) {
          "the bus-bandwidth formula)";
 }
 
-Simulator::Simulator(ModelSpec model, hw::ClusterSpec cluster, SimulationOptions options)
-    : model_(std::move(model)), cluster_(std::move(cluster)), options_(options) {
+Simulator::Simulator(hw::ClusterSpec cluster, SimulationOptions options)
+    : cluster_(std::move(cluster)), options_(std::move(options)) {
   if (cluster_.num_gpus() < 1)
     throw InputError(cluster_.source, 0, "gpus_per_node", "expected a cluster with at least one GPU");
   hw::check_spine_oversubscription(cluster_);
@@ -70,35 +69,6 @@ Simulator::Engine& Simulator::engine_for(int num_gpus) {
     engine_ = std::make_unique<Engine>(cluster_, num_gpus);
   }
   return *engine_;
-}
-
-costmodel::TraceProgress Simulator::tracing_progress() const {
-  if (!options_.progress) return {};
-  return [this](int traced, int ranks) {
-    options_.progress("tracing", static_cast<uint64_t>(traced), static_cast<uint64_t>(ranks));
-  };
-}
-
-SimulationResult Simulator::simulate(const Plan& plan, const costmodel::EstimateRequest& request_in) {
-  const costmodel::EstimateRequest request = costmodel::checked_request(model_, cluster_, plan, request_in);
-  costmodel::StepPrograms step =
-      costmodel::trace_plan_step(model_, cluster_, plan, request, tracing_progress());
-  SimulationResult result = run(std::move(step.programs), step.static_bytes);
-  result.plan = plan_name(plan);
-  result.tokens = request.tokens;
-  result.padded_tokens = step.padded_tokens;
-  result.documents = step.documents;
-  result.batch = request.batch;
-  result.micro_batches = request.micro_batches;
-  return result;
-}
-
-SimulationResult Simulator::simulate_grouped(const GroupedStepSpec& spec) {
-  costmodel::StepPrograms step = costmodel::trace_grouped_step_programs(spec, cluster_, tracing_progress());
-  SimulationResult result = run(std::move(step.programs), step.static_bytes);
-  result.plan = "groups";
-  result.micro_batches = static_cast<int64_t>(spec.rounds.size());
-  return result;
 }
 
 SimulationResult Simulator::run(std::vector<Program> programs, double static_bytes) {

@@ -1,13 +1,15 @@
-// The discrete-event simulator: one training iteration of a per-layer plan, executed op by op on a
-// SimGrid model of the cluster (platform.hpp). Every rank runs its traced program on a compute and a
+// The discrete-event simulator: every rank's program, executed op by op on a SimGrid model of the
+// cluster (platform.hpp). Every rank runs its program on a compute and a
 // communication stream; an op starts when its stream is free and its dependencies are done; kernels
 // take the costmodel's compute time; collectives become NCCL-style flows over the links
 // (collective_flows.hpp), so concurrent flows contend; memory follows the programs' allocations and
 // frees (memory_timeline.hpp).
 //
 // Usage:
-//   sim::Simulator simulator(model, cluster);
-//   sim::SimulationResult r = simulator.simulate(plan, {.tokens = 131072});
+//   sim::Simulator simulator(cluster);
+//   sim::SimulationResult r = simulator.run(programs, static_bytes);
+//
+// A plan's or a grouped step's programs are traced and run by steps::StepSimulator.
 //
 // SimGrid keeps one engine per process, so one Simulator exists at a time; it can run any number of
 // simulations. Results depend on the inputs only: the same inputs give the same numbers. The SimGrid
@@ -23,11 +25,8 @@
 #include <string_view>
 #include <vector>
 
-#include "costmodel/estimate.hpp"
 #include "hw_models/cluster.hpp"
 #include "program/program.hpp"
-#include "strategies/grouped_step.hpp"
-#include "strategies/strategy.hpp"
 
 namespace paradyse::sim {
 
@@ -99,27 +98,19 @@ std::string collective_algorithm_description(const SimulationOptions& options);
 
 class Simulator {
  public:
-  Simulator(ModelSpec model, hw::ClusterSpec cluster, SimulationOptions options = {});
+  explicit Simulator(hw::ClusterSpec cluster, SimulationOptions options = {});
   ~Simulator();
   Simulator(const Simulator&) = delete;
   Simulator& operator=(const Simulator&) = delete;
 
-  // One iteration of `plan` (one strategy per layer) at request.tokens (padded as the strategies
-  // require) on request.degree ranks (0: every GPU). Throws InputError on an invalid request.
-  SimulationResult simulate(const Plan& plan, const costmodel::EstimateRequest& request);
-  // One grouped step (grouped_step.hpp) on ranks 0..N−1, N the ranks its rounds' groups cover: every
-  // group of a round runs at once, on its own GPUs, and all share the network. Throws InputError on an
-  // invalid step, or a group that spans nodes without starting a node and filling whole nodes (NCCL's
-  // rings per rail are laid out for those).
-  SimulationResult simulate_grouped(const GroupedStepSpec& spec);
   // Rank r of programs runs on GPU r; every rank starts with `static_bytes` held (weights, gradients,
   // optimizer states). Programs must issue the same collectives in the same order on every rank.
   SimulationResult run(std::vector<Program> programs, double static_bytes = 0);
   // Seconds until each transfer completes when all start together on an otherwise idle network.
   std::vector<double> transfer_s(const std::vector<Transfer>& transfers);
 
-  const ModelSpec& model() const { return model_; }
   const hw::ClusterSpec& cluster() const { return cluster_; }
+  const SimulationOptions& options() const { return options_; }
   // GPUs of the SimGrid platform built so far: the whole nodes of the largest job run (platform.hpp);
   // 0 before the first.
   int built_gpus() const;
@@ -128,9 +119,6 @@ class Simulator {
   struct Engine;  // SimGrid's engine and platform
   // The engine, its platform holding GPUs 0..num_gpus−1: rebuilt larger when a job needs more.
   Engine& engine_for(int num_gpus);
-  // Reports tracing to options_.progress, if set.
-  std::function<void(int traced, int ranks)> tracing_progress() const;
-  ModelSpec model_;
   hw::ClusterSpec cluster_;
   SimulationOptions options_;
   std::unique_ptr<Engine> engine_;

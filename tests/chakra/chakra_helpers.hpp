@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "costmodel/step_programs.hpp"
 #include "et_def.pb.h"
 #include "hw_models/cluster.hpp"
+#include "steps/step_programs.hpp"
 #include "strategies/library.hpp"
 
 namespace paradyse::testing {
@@ -20,10 +20,9 @@ inline const ModelSpec& gpt_8l() {
   return model;
 }
 
-inline costmodel::StepPrograms step_of(const Strategy& strategy, int64_t tokens, const ModelSpec& model,
-                                       const hw::ClusterSpec& cluster) {
-  return costmodel::trace_plan_step(model, cluster, uniform_plan(strategy, model.num_layers),
-                                    {.tokens = tokens});
+inline steps::StepPrograms step_of(const Strategy& strategy, int64_t tokens, const ModelSpec& model,
+                                   const hw::ClusterSpec& cluster) {
+  return steps::trace_plan_step(model, cluster, uniform_plan(strategy, model.num_layers), {.tokens = tokens});
 }
 
 struct ParsedTrace {

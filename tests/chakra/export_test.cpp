@@ -134,7 +134,7 @@ TEST_CASE("export: every group's collectives and transfers match on every member
                                                            uniform_plan(megatron_cz(), model.num_layers));
   for (const std::vector<Program>& programs :
        {step_of(metp(), 4096, model, cluster).programs,
-        costmodel::trace_grouped_step_programs(grouped, cluster).programs}) {
+        steps::trace_grouped_step_programs(grouped, cluster).programs}) {
     const Encoded e = encode(programs, cluster);
     const nlohmann::json groups = nlohmann::json::parse(chakra::comm_groups_json(e.groups));
     CHECK(groups.size() == e.groups.by_id.size());
@@ -227,7 +227,7 @@ TEST_CASE("export: compute nodes last what the cost model prices them at on the 
 TEST_CASE("export: writes a file per rank and the comm-group file, each whole", "[chakra]") {
   const TempDir dir;
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
-  const costmodel::StepPrograms step = step_of(ulysses_z(), 4096, gpt_8l(), cluster);
+  const steps::StepPrograms step = step_of(ulysses_z(), 4096, gpt_8l(), cluster);
   const chakra::ExportedTraces exported =
       chakra::write_chakra_traces(step.programs, cluster, {"gpt-8l ulysses_z", step.static_bytes},
                                   dir.file("step"), dir.file("groups.json"));

@@ -81,7 +81,7 @@ TEST_CASE("import: a written trace reads back as the same programs", "[chakra]")
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
   for (const Strategy* strategy : {&metp(), &ulysses_z(), &megatron_cz()}) {
     INFO(strategy->name());
-    const costmodel::StepPrograms step = step_of(*strategy, 4096, gpt_8l(), cluster);
+    const steps::StepPrograms step = step_of(*strategy, 4096, gpt_8l(), cluster);
     const chakra::CommGroups groups = chakra::comm_groups_of(step.programs);
     const std::vector<std::string> files = encode_all(step.programs, groups, cluster);
     const costmodel::OpTimer timer(cluster, 8);
@@ -133,7 +133,7 @@ TEST_CASE("import: a written trace reads back as the same programs", "[chakra]")
 TEST_CASE("import: --price-compute prices paradyse's nodes by kind and shape, others by FLOPs and bytes",
           "[chakra]") {
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
-  const costmodel::StepPrograms step = step_of(megatron_ts(), 4096, gpt_8l(), cluster);
+  const steps::StepPrograms step = step_of(megatron_ts(), 4096, gpt_8l(), cluster);
   const chakra::CommGroups groups = chakra::comm_groups_of(step.programs);
   const std::string file = encode_all(step.programs, groups, cluster).front();
   const chakra::RankTrace priced = decode(file, 0, 8, groups, {.price_compute = true});
@@ -212,7 +212,7 @@ TEST_CASE("import: another tool's order, sends and receives, and collectives ove
 
 TEST_CASE("import: a file cut short or holding other messages is refused by file and node", "[chakra]") {
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
-  const costmodel::StepPrograms step = step_of(megatron_ts(), 4096, gpt_8l(), cluster);
+  const steps::StepPrograms step = step_of(megatron_ts(), 4096, gpt_8l(), cluster);
   const chakra::CommGroups groups = chakra::comm_groups_of(step.programs);
   const std::string file = encode_all(step.programs, groups, cluster).front();
   const ParsedTrace parsed = parse_trace(file);
@@ -305,7 +305,7 @@ TEST_CASE("import: comm-group files hold evenly spaced ranks of the job", "[chak
 TEST_CASE("import: the ranks are the files from .0.et on, and a missing first file is named", "[chakra]") {
   const TempDir dir;
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
-  const costmodel::StepPrograms step = step_of(ulysses_z(), 4096, gpt_8l(), cluster);
+  const steps::StepPrograms step = step_of(ulysses_z(), 4096, gpt_8l(), cluster);
   chakra::write_chakra_traces(step.programs, cluster, {"u", step.static_bytes}, dir.file("s"),
                               dir.file("g.json"));
   const chakra::ImportedJob job = chakra::read_chakra_traces(dir.file("s"), dir.file("g.json"));

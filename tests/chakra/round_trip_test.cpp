@@ -5,7 +5,7 @@
 #include "chakra/export.hpp"
 #include "chakra/import.hpp"
 #include "evaluation/grouped_step_option.hpp"
-#include "sim/simulator.hpp"
+#include "steps/step_simulator.hpp"
 #include "tests/chakra/chakra_helpers.hpp"
 #include "tests/temp_dir.hpp"
 
@@ -15,7 +15,7 @@ using namespace paradyse::testing;
 namespace {
 
 // The step written to `dir` and read back, compute nodes at their durations or priced.
-chakra::ImportedJob round_trip(const costmodel::StepPrograms& step, const hw::ClusterSpec& cluster,
+chakra::ImportedJob round_trip(const steps::StepPrograms& step, const hw::ClusterSpec& cluster,
                                const TempDir& dir, bool price_compute) {
   chakra::write_chakra_traces(step.programs, cluster, {"round trip", step.static_bytes}, dir.file("step"),
                               dir.file("groups.json"));
@@ -35,15 +35,16 @@ TEST_CASE("export, import, simulate: the time of the same plan within 1 %", "[ch
     INFO(c.strategy->name() << " on " << c.nodes << " node(s)");
     const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100", c.nodes);
     const TempDir dir;
-    sim::Simulator simulator(model, cluster);
+    steps::StepSimulator simulator(model, cluster);
     const Plan plan = uniform_plan(*c.strategy, model.num_layers);
     const sim::SimulationResult direct = simulator.simulate(plan, {.tokens = 16384});
-    const costmodel::StepPrograms step = costmodel::trace_plan_step(model, cluster, plan, {.tokens = 16384});
+    const steps::StepPrograms step = steps::trace_plan_step(model, cluster, plan, {.tokens = 16384});
     REQUIRE(static_cast<int>(step.programs.size()) == 8 * c.nodes);
     for (bool priced : {false, true}) {
       INFO((priced ? "priced on the cluster" : "recorded durations"));
       chakra::ImportedJob job = round_trip(step, cluster, dir, priced);
-      const sim::SimulationResult imported = simulator.run(std::move(job.programs), job.static_bytes);
+      const sim::SimulationResult imported =
+          simulator.simulator().run(std::move(job.programs), job.static_bytes);
       CHECK(imported.iteration_time_s == Approx(direct.iteration_time_s).epsilon(0.01));
       CHECK(imported.peak_memory_bytes == Approx(direct.peak_memory_bytes).epsilon(1e-9));
       CHECK(imported.flows == direct.flows);
@@ -56,13 +57,13 @@ TEST_CASE("export, import, simulate: a grouped step's time within 1 %", "[chakra
   const ModelSpec model = load_model("gpt-8l");
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
   const TempDir dir;
-  sim::Simulator simulator(model, cluster);
+  steps::StepSimulator simulator(model, cluster);
   const GroupedStepSpec spec = evaluation::parse_grouped_step("4:8K,2:4K,2:2K+2K/8:16K", model,
                                                               uniform_plan(ulysses_z(), model.num_layers));
   const sim::SimulationResult direct = simulator.simulate_grouped(spec);
   chakra::ImportedJob job =
-      round_trip(costmodel::trace_grouped_step_programs(spec, cluster), cluster, dir, false);
-  const sim::SimulationResult imported = simulator.run(std::move(job.programs), job.static_bytes);
+      round_trip(steps::trace_grouped_step_programs(spec, cluster), cluster, dir, false);
+  const sim::SimulationResult imported = simulator.simulator().run(std::move(job.programs), job.static_bytes);
   CHECK(imported.iteration_time_s == Approx(direct.iteration_time_s).epsilon(0.01));
   CHECK(imported.peak_memory_bytes == Approx(direct.peak_memory_bytes).epsilon(1e-9));
 }
@@ -73,14 +74,15 @@ TEST_CASE("import: durations recorded for another cluster are kept, and priced o
   const hw::ClusterSpec a100 = hw::load_cluster("dgx-a100");
   const hw::ClusterSpec h100 = hw::load_cluster("dgx-h100");
   const TempDir dir;
-  const costmodel::StepPrograms step =
-      costmodel::trace_plan_step(model, a100, uniform_plan(megatron_ts(), 8), {.tokens = 8192});
-  sim::Simulator simulator(model, h100);
+  const steps::StepPrograms step =
+      steps::trace_plan_step(model, a100, uniform_plan(megatron_ts(), 8), {.tokens = 8192});
+  steps::StepSimulator simulator(model, h100);
   chakra::ImportedJob recorded = round_trip(step, a100, dir, false);
   chakra::ImportedJob priced = round_trip(step, a100, dir, true);
   const double recorded_s =
-      simulator.run(std::move(recorded.programs), recorded.static_bytes).iteration_time_s;
-  const double priced_s = simulator.run(std::move(priced.programs), priced.static_bytes).iteration_time_s;
+      simulator.simulator().run(std::move(recorded.programs), recorded.static_bytes).iteration_time_s;
+  const double priced_s =
+      simulator.simulator().run(std::move(priced.programs), priced.static_bytes).iteration_time_s;
   const double h100_s = simulator.simulate(uniform_plan(megatron_ts(), 8), {.tokens = 8192}).iteration_time_s;
   CHECK(priced_s == Approx(h100_s).epsilon(0.01));
   CHECK(recorded_s > 1.3 * priced_s);  // the A100's compute, on the H100's network

@@ -6,10 +6,10 @@
 
 #include <catch2/catch.hpp>
 
-#include "costmodel/estimate.hpp"
 #include "hw_models/cluster.hpp"
 #include "selector/cost_source.hpp"
 #include "sim/simulator.hpp"
+#include "steps/estimate.hpp"
 #include "strategies/library.hpp"
 
 namespace paradyse::testing {
@@ -20,7 +20,7 @@ struct Fixture {
   hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
   selector::AnalyticCostSource source{model, cluster, 8, 1};
   evaluation::StepEngine engine{model, cluster, 8, "analytic", 0};
-  costmodel::Estimator estimator{model, cluster};
+  steps::Estimator estimator{model, cluster};
 
   double seconds(const Strategy& strategy, int64_t tokens) {
     return estimator.estimate(uniform_plan(strategy, model.num_layers), {.tokens = tokens, .degree = 8})
@@ -143,7 +143,7 @@ TEST_CASE("compare: packed micro-batches are priced by their documents, one opti
   auto estimate = [&](std::vector<int64_t> documents) {
     return f.estimator.estimate(plan, {.degree = 8, .documents = std::move(documents)});
   };
-  const costmodel::Estimate first = estimate({6000, 2000}), second = estimate({5000, 3000});
+  const steps::Estimate first = estimate({6000, 2000}), second = estimate({5000, 3000});
   // The first micro-batch accumulates and gives its optimizer step back; the second ends the step.
   CHECK(packed.sequences[0].seconds == Approx(first.time.total_s - first.time.optimizer_s));
   CHECK(packed.sequences[1].seconds == Approx(second.time.total_s));

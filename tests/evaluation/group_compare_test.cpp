@@ -7,9 +7,9 @@
 #include <catch2/catch.hpp>
 
 #include "common/errors.hpp"
-#include "costmodel/estimate.hpp"
 #include "evaluation/compare_job.hpp"
 #include "evaluation/compare_report.hpp"
+#include "steps/estimate.hpp"
 #include "strategies/library.hpp"
 #include "traces/packing.hpp"
 
@@ -125,7 +125,7 @@ TEST_CASE("group policies: a job whose groups hold no sequence at all is refused
   evaluation::CompareJob job = two_sequences("flexsp,groups");
   hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
   cluster.gpu.hbm_bytes = cluster.gpu.reserved_bytes +
-                          costmodel::static_memory_bytes(load_model("llama-8l"), 8, WeightLayout::job) +
+                          steps::static_memory_bytes(load_model("llama-8l"), 8, WeightLayout::job) +
                           1024.0 * 1024.0;
   job.cluster = cluster;
   CHECK_THROWS_WITH(

@@ -4,8 +4,8 @@
 #include <fstream>
 
 #include "common/errors.hpp"
-#include "costmodel/estimate.hpp"
 #include "hw_models/cluster.hpp"
+#include "steps/estimate.hpp"
 #include "tests/temp_dir.hpp"
 
 using namespace paradyse;
@@ -35,13 +35,13 @@ TEST_CASE("published runs: a layer's predicted time is what one more layer adds 
     ModelSpec model = load_model(
         run.model,
         {.causal = std::nullopt, .attention_kernel = run.attention_kernel, .loss_kernel = run.loss_kernel});
-    const costmodel::EstimateRequest request{.tokens = run.seq, .degree = run.degree, .batch = run.batch};
+    const steps::EstimateRequest request{.tokens = run.seq, .degree = run.degree, .batch = run.batch};
     const hw::ClusterSpec cluster = hw::load_cluster(run.cluster);
-    const costmodel::Estimate whole =
-        costmodel::Estimator(model, cluster).estimate(*run.strategy, request, run.recompute);
+    const steps::Estimate whole =
+        steps::Estimator(model, cluster).estimate(*run.strategy, request, run.recompute);
     model.num_layers -= 1;
-    const costmodel::Estimate fewer =
-        costmodel::Estimator(model, cluster).estimate(*run.strategy, request, run.recompute);
+    const steps::Estimate fewer =
+        steps::Estimator(model, cluster).estimate(*run.strategy, request, run.recompute);
     const double layer_s = run.measure == PublishedMeasure::layer_forward
                                ? whole.time.forward_s - fewer.time.forward_s
                                : whole.time.backward_s - fewer.time.backward_s;

@@ -18,14 +18,14 @@ namespace {
 constexpr int kDegree = 8;
 constexpr int64_t kQuantum = 2 * kDegree;  // causal: two zig-zag chunks per rank
 
-double direct_s(sim::Simulator& simulator, const Plan& plan, int64_t tokens) {
+double direct_s(steps::StepSimulator& simulator, const Plan& plan, int64_t tokens) {
   return simulator.simulate(plan, {.tokens = tokens, .degree = kDegree, .batch = 1}).iteration_time_s;
 }
 
 }  // namespace
 
 TEST_CASE("simulated times: lengths up to 64 quanta are simulated exactly, each once", "[evaluation][grid]") {
-  sim::Simulator simulator(load_model("tiny-gpt"), hw::load_cluster("dgx-a100"));
+  steps::StepSimulator simulator(load_model("tiny-gpt"), hw::load_cluster("dgx-a100"));
   evaluation::SimulatedTimes times(simulator, kDegree, 1, 1.05);
   const Plan plan = uniform_plan(megatron_ts(), 2);
   // Equal but for rounding: SimGrid's clock runs on across simulations, and a time is a difference of
@@ -39,7 +39,7 @@ TEST_CASE("simulated times: lengths up to 64 quanta are simulated exactly, each 
 
 TEST_CASE("simulated times: interpolation on a 5 % grid stays within 1 % of direct simulation",
           "[evaluation][grid]") {
-  sim::Simulator simulator(load_model("tiny-gpt"), hw::load_cluster("dgx-a100"));
+  steps::StepSimulator simulator(load_model("tiny-gpt"), hw::load_cluster("dgx-a100"));
   const Plan plan = uniform_plan(megatron_cz(), 2);
   evaluation::SimulatedTimes grid(simulator, kDegree, 1, 1.05);
   evaluation::SimulatedTimes exact(simulator, kDegree, 1, 0);

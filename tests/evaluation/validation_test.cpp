@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "sim/simulator.hpp"
+#include "steps/step_simulator.hpp"
 #include "strategies/strategy.hpp"
 
 namespace paradyse::testing {
@@ -21,7 +21,7 @@ TEST_CASE("simulate_measurements: a run on a machine 20 % slower than calibrated
   request.lengths = {1024};
   double simulated_s = 0;
   {
-    sim::Simulator simulator(model, cluster);  // one per process at a time (SimGrid's engine)
+    steps::StepSimulator simulator(model, cluster);  // one per process at a time (SimGrid's engine)
     simulated_s = simulator.simulate(request.plan, {.tokens = 1024, .degree = 8}).iteration_time_s;
   }
 

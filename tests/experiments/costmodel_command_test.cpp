@@ -5,9 +5,9 @@
 
 #include <cmath>
 
-#include "costmodel/estimate.hpp"
-#include "costmodel/learned_model.hpp"
-#include "costmodel/profile.hpp"
+#include "steps/estimate.hpp"
+#include "steps/learned_model.hpp"
+#include "steps/profile.hpp"
 #include "tests/experiments/run_paradyse.hpp"
 
 using namespace paradyse;
@@ -45,20 +45,20 @@ TEST_CASE("costmodel profile, fit and eval: eval's errors are what the files giv
   REQUIRE(eval.exit_code == 0);
   const auto j = nlohmann::json::parse(eval.out);
 
-  const costmodel::Profile profile = costmodel::read_profile(heldout);
+  const steps::Profile profile = steps::read_profile(heldout);
   CHECK(profile.source == "sim");
   REQUIRE(profile.points.size() == 9);
-  const costmodel::LearnedModel learned = costmodel::LearnedModel::load(model_file);
-  costmodel::Estimator estimator(load_model("bert-large"), hw::load_cluster("dgx-a100"));
+  const steps::LearnedModel learned = steps::LearnedModel::load(model_file);
+  steps::Estimator estimator(load_model("bert-large"), hw::load_cluster("dgx-a100"));
   std::map<std::string, Ape> time, memory;
-  for (const costmodel::ProfilePoint& point : profile.points) {
-    const costmodel::LearnedPrediction p = learned.predict(point.strategy, point.recompute, point.seq);
+  for (const steps::ProfilePoint& point : profile.points) {
+    const steps::LearnedPrediction p = learned.predict(point.strategy, point.recompute, point.seq);
     // 64K lies beyond the profiled 1K..32K, the others inside.
     CHECK(p.extrapolated == (point.seq == 65536));
     const std::string where = p.extrapolated ? "outside" : "inside";
     time["learned " + where].add(p.iteration_time_s, point.iteration_time_s);
     memory["learned " + where].add(p.peak_memory_bytes, point.peak_memory_bytes);
-    const costmodel::Estimate e = estimator.estimate(*find_strategy(point.strategy), {.tokens = point.seq});
+    const steps::Estimate e = estimator.estimate(*find_strategy(point.strategy), {.tokens = point.seq});
     time["analytic " + where].add(e.time.total_s, point.iteration_time_s);
     memory["analytic " + where].add(e.memory.peak_bytes, point.peak_memory_bytes);
   }

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "common/csv.hpp"
-#include "costmodel/profile.hpp"
+#include "steps/profile.hpp"
 #include "tests/experiments/run_paradyse.hpp"
 #include "tests/temp_dir.hpp"
 
@@ -44,7 +44,7 @@ TEST_CASE("run: writes a profile the learned cost model reads", "[real][cli]") {
       "run --ranks 2 --model tiny-gpt --layers 1 --seq 32,64 --steps 1 --plan ulysses_z --profile " + path);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  const costmodel::Profile profile = costmodel::read_profile(path);
+  const steps::Profile profile = steps::read_profile(path);
   CHECK(profile.source == "real");
   CHECK(profile.degree == 2);
   REQUIRE(profile.points.size() == 2);

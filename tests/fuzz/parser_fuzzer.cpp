@@ -25,12 +25,12 @@
 
 #include "common/errors.hpp"
 #include "common/json_input.hpp"
-#include "costmodel/learned_model.hpp"
-#include "costmodel/profile.hpp"
 #include "evaluation/published_runs.hpp"
 #include "evaluation/sweep_spec.hpp"
 #include "hw_models/cluster.hpp"
 #include "hw_models/network.hpp"
+#include "steps/learned_model.hpp"
+#include "steps/profile.hpp"
 #include "strategies/model.hpp"
 #include "strategies/strategy.hpp"
 #include "traces/trace.hpp"
@@ -51,7 +51,7 @@ void read_network_block(const std::string& path) {
 }
 
 void read_learned_model(const std::string& path) {
-  const costmodel::LearnedModel model = costmodel::LearnedModel::load(path);
+  const steps::LearnedModel model = steps::LearnedModel::load(path);
   // A loaded model's forests and polynomials are used as they were read: predict inside, at the ends
   // of and beyond the profiled lengths, where the forest and then the polynomial answer.
   for (const Strategy* strategy : all_strategies())
@@ -81,7 +81,7 @@ constexpr Reader kReaders[] = {
     {'s', "sweep spec (TOML)", ".toml", [](const std::string& p) { (void)evaluation::load_sweep_spec(p); }},
     {'w', "sweep spec (JSON)", ".json", [](const std::string& p) { (void)evaluation::load_sweep_spec(p); }},
     {'u', "published table", ".json", [](const std::string& p) { (void)evaluation::load_published_runs(p); }},
-    {'f', "profile", ".csv", [](const std::string& p) { (void)costmodel::read_profile(p); }},
+    {'f', "profile", ".csv", [](const std::string& p) { (void)steps::read_profile(p); }},
     {'l', "learned cost model", ".json", read_learned_model},
 };
 

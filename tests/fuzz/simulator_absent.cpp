@@ -3,12 +3,9 @@
 // linked, and the simulator's entry points, which reading a spec never reaches,
 // are these: reaching one is an InternalError, a finding.
 #include "common/errors.hpp"
-#include "sim/simulator.hpp"
+#include "steps/step_simulator.hpp"
 
-namespace paradyse::sim {
-
-struct Simulator::Engine {};
-
+namespace paradyse {
 namespace {
 
 [[noreturn]] void absent() {
@@ -17,19 +14,31 @@ namespace {
 
 }  // namespace
 
-Simulator::Simulator(ModelSpec model, hw::ClusterSpec cluster, SimulationOptions options)
-    : model_(std::move(model)), cluster_(std::move(cluster)), options_(std::move(options)) {
+namespace sim {
+
+struct Simulator::Engine {};
+
+Simulator::Simulator(hw::ClusterSpec cluster, SimulationOptions options)
+    : cluster_(std::move(cluster)), options_(std::move(options)) {
   absent();
 }
 
 Simulator::~Simulator() = default;
 
-SimulationResult Simulator::simulate(const Plan&, const costmodel::EstimateRequest&) {
+}  // namespace sim
+
+namespace steps {
+
+StepSimulator::StepSimulator(ModelSpec model, hw::ClusterSpec cluster, sim::SimulationOptions options)
+    : model_(std::move(model)), simulator_(std::move(cluster), std::move(options)) {}
+
+sim::SimulationResult StepSimulator::simulate(const Plan&, const EstimateRequest&) {
   absent();
 }
 
-SimulationResult Simulator::simulate_grouped(const GroupedStepSpec&) {
+sim::SimulationResult StepSimulator::simulate_grouped(const GroupedStepSpec&) {
   absent();
 }
 
-}  // namespace paradyse::sim
+}  // namespace steps
+}  // namespace paradyse

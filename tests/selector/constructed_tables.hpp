@@ -11,9 +11,9 @@ namespace paradyse::testing {
 
 // One layer that keeps `saved` bytes from forward to backward and peaks `forward_peak` above its
 // start in the forward and `backward_peak` above its start in the backward.
-inline costmodel::Candidate layer(const Strategy& strategy, double seconds, double saved, double forward_peak,
-                                  double backward_peak, Recompute recompute = Recompute::none) {
-  costmodel::Candidate c;
+inline steps::Candidate layer(const Strategy& strategy, double seconds, double saved, double forward_peak,
+                              double backward_peak, Recompute recompute = Recompute::none) {
+  steps::Candidate c;
   c.strategy = &strategy;
   c.recompute = recompute;
   c.layer.seconds = seconds;
@@ -23,9 +23,9 @@ inline costmodel::Candidate layer(const Strategy& strategy, double seconds, doub
 }
 
 // Nothing but the layers: no static terms, no fragmentation, the rest of the step free.
-inline costmodel::CostTable table(int num_layers, double capacity,
-                                  std::vector<costmodel::Candidate> candidates, int64_t tokens = 1000) {
-  costmodel::CostTable t;
+inline steps::CostTable table(int num_layers, double capacity, std::vector<steps::Candidate> candidates,
+                              int64_t tokens = 1000) {
+  steps::CostTable t;
   t.num_layers = num_layers;
   t.tokens = t.padded_tokens = tokens;
   t.degree = 8;
@@ -37,14 +37,14 @@ inline costmodel::CostTable table(int num_layers, double capacity,
 // Serves the tables it was given, by length, keeping only the candidates a policy asks for.
 class TableSource final : public selector::CostSource {
  public:
-  explicit TableSource(std::map<int64_t, costmodel::CostTable> tables) : tables_(std::move(tables)) {}
+  explicit TableSource(std::map<int64_t, steps::CostTable> tables) : tables_(std::move(tables)) {}
   std::string name() const override { return "constructed"; }
   int64_t batch() const override { return 1; }
-  costmodel::CostTable table(const MicroBatch& micro_batch,
-                             const std::vector<selector::CandidateKey>& wanted) override {
+  steps::CostTable table(const MicroBatch& micro_batch,
+                         const std::vector<selector::CandidateKey>& wanted) override {
     ++requests;
-    costmodel::CostTable t = tables_.at(micro_batch.tokens());
-    std::erase_if(t.candidates, [&](const costmodel::Candidate& c) {
+    steps::CostTable t = tables_.at(micro_batch.tokens());
+    std::erase_if(t.candidates, [&](const steps::Candidate& c) {
       return std::find(wanted.begin(), wanted.end(), selector::CandidateKey{c.strategy, c.recompute}) ==
              wanted.end();
     });
@@ -54,7 +54,7 @@ class TableSource final : public selector::CostSource {
   int requests = 0;
 
  private:
-  std::map<int64_t, costmodel::CostTable> tables_;
+  std::map<int64_t, steps::CostTable> tables_;
 };
 
 inline std::string names(const Plan& plan) {

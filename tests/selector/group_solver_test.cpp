@@ -207,8 +207,8 @@ TEST_CASE(
   // node's 8 (each node a replica), a GPU holds twice that, and the job is refused.
   const ModelSpec model = load_model("llama-8l");
   hw::ClusterSpec cluster = hw::load_cluster("dgx-a100", 2);
-  cluster.gpu.hbm_bytes = cluster.gpu.reserved_bytes +
-                          costmodel::static_memory_bytes(model, 16, WeightLayout::job) + 1024.0 * 1024.0;
+  cluster.gpu.hbm_bytes =
+      cluster.gpu.reserved_bytes + steps::static_memory_bytes(model, 16, WeightLayout::job) + 1024.0 * 1024.0;
   CHECK_NOTHROW(selector::check_group_job(model, cluster, 16));
   CHECK_THROWS_WITH(
       selector::check_group_job(model, cluster, 16, 8),
@@ -243,7 +243,7 @@ TEST_CASE("group costs: switching mixes a faster strategy into a leaner one wher
   selector::GroupCosts costs(model, cluster, job, selector::GroupCosts::kSwitching, 1 << 19,
                              {.degrees = {8}});
   const costmodel::OpTimer timer(cluster, job);
-  const double static_bytes = costmodel::static_memory_bytes(model, job, WeightLayout::job);
+  const double static_bytes = steps::static_memory_bytes(model, job, WeightLayout::job);
   int mixed = 0;
   for (const int64_t length : {16384, 110000, 200000}) {
     CAPTURE(length);

@@ -13,11 +13,11 @@ using namespace paradyse;
 TEST_CASE("learned cost source: uniform plans cost what the model predicts", "[selector]") {
   const ModelSpec model = load_model("bert-large");
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
-  costmodel::Estimator estimator(model, cluster);
-  costmodel::Profile profile{model.name, cluster.name, 8, 1, "analytic", {}};
+  steps::Estimator estimator(model, cluster);
+  steps::Profile profile{model.name, cluster.name, 8, 1, "analytic", {}};
   for (const Strategy* strategy : {&megatron_ts(), &metp()})
     for (int64_t tokens = 1024; tokens <= 32768; tokens *= 2) {
-      const costmodel::Estimate e = estimator.estimate(*strategy, {.tokens = tokens});
+      const steps::Estimate e = estimator.estimate(*strategy, {.tokens = tokens});
       const double saved = estimator.cost_table({{strategy, Recompute::none}}, {.tokens = tokens})
                                .candidates.front()
                                .layer.saved_bytes();
@@ -25,16 +25,16 @@ TEST_CASE("learned cost source: uniform plans cost what the model predicts", "[s
           {std::string(strategy->name()), "none", tokens, e.time.total_s, e.memory.peak_bytes, saved});
     }
   const auto path = std::filesystem::temp_directory_path() / "paradyse-learned-source-test.json";
-  costmodel::LearnedModel::fit(profile).save(path.string());
-  const costmodel::LearnedModel learned = costmodel::LearnedModel::load(path.string());
+  steps::LearnedModel::fit(profile).save(path.string());
+  const steps::LearnedModel learned = steps::LearnedModel::load(path.string());
 
   selector::LearnedCostSource source(path.string(), model, cluster, 8, 1);
   for (int64_t tokens : {3000, 20000, 100000}) {
-    const costmodel::CostTable table = source.table(MicroBatch::sequence(tokens), selector::all_candidates());
+    const steps::CostTable table = source.table(MicroBatch::sequence(tokens), selector::all_candidates());
     REQUIRE(table.candidates.size() == 2);  // only what was profiled
     for (int c = 0; c < 2; ++c) {
-      const costmodel::Candidate& candidate = table.candidates[static_cast<std::size_t>(c)];
-      const costmodel::LearnedPrediction p = learned.predict(candidate.strategy->name(), "none", tokens);
+      const steps::Candidate& candidate = table.candidates[static_cast<std::size_t>(c)];
+      const steps::LearnedPrediction p = learned.predict(candidate.strategy->name(), "none", tokens);
       const auto uniform = selector::uniform_choice(table, c);
       CAPTURE(tokens, candidate.name());
       CHECK(table.plan_s(uniform) == Approx(p.iteration_time_s).epsilon(1e-12));

@@ -4,9 +4,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "costmodel/estimate.hpp"
 #include "hw_models/cluster.hpp"
 #include "selector/cost_source.hpp"
+#include "steps/estimate.hpp"
 
 namespace paradyse::testing {
 

@@ -13,9 +13,9 @@ using namespace paradyse;
 namespace {
 
 // Every plan, priced by the table itself: the least time among those that fit, or none.
-std::optional<double> brute_force(const costmodel::CostTable& t) {
+std::optional<double> brute_force(const steps::CostTable& t) {
   const int n = static_cast<int>(t.candidates.size());
-  costmodel::CostTable::Choice choice(static_cast<std::size_t>(t.num_layers), 0);
+  steps::CostTable::Choice choice(static_cast<std::size_t>(t.num_layers), 0);
   std::optional<double> best;
   while (true) {
     if (t.fits(choice)) {
@@ -38,13 +38,13 @@ TEST_CASE("optimal equals brute-force enumeration on small tables", "[selector]"
   for (int trial = 0; trial < 300; ++trial) {
     const int layers = 1 + trial % 6;   // 1..6
     const int n = 3 + (trial / 6) % 3;  // 3..5
-    std::vector<costmodel::Candidate> candidates;
+    std::vector<steps::Candidate> candidates;
     for (int c = 0; c < n; ++c) {
       const double saved = 1 + 20 * unit(random);
       candidates.push_back(testing::layer(*strategies[static_cast<std::size_t>(c)], 1 + 10 * unit(random),
                                           saved, saved + 30 * unit(random), 30 * unit(random)));
     }
-    costmodel::CostTable t = testing::table(layers, 0, candidates);
+    steps::CostTable t = testing::table(layers, 0, candidates);
     t.step.initial_bytes = 5 * unit(random);
     t.step.head = {10 * unit(random), 2 * unit(random)};
     t.step.embedding_forward = {3 * unit(random), 1 * unit(random)};

@@ -15,7 +15,7 @@ const Strategy& a = megatron_ts();  // labels only: the tables set every cost
 const Strategy& b = ulysses_z();
 const Strategy& c = metp();
 
-selector::Decision decide(const costmodel::CostTable& t, selector::ParadyseOptions options = {}) {
+selector::Decision decide(const steps::CostTable& t, selector::ParadyseOptions options = {}) {
   testing::TableSource source({{t.tokens, t}});
   selector::ParadysePolicy policy(source, std::move(options));
   return policy.decide(t.tokens);
@@ -25,7 +25,7 @@ selector::Decision decide(const costmodel::CostTable& t, selector::ParadyseOptio
 TEST_CASE("paradyse: Pareto pruning drops a strategy slower and not leaner than another", "[selector]") {
   // c is slower than b and peaks as high when uniform, so pruning drops it; but c keeps its bytes
   // where b has a large backward transient, and two layers of a then one of c is the only plan that fits.
-  const costmodel::CostTable t =
+  const steps::CostTable t =
       table(3, 32, {layer(a, 1, 10, 10, 5), layer(b, 2, 1, 1, 30), layer(c, 3, 11, 11, 0)});
   REQUIRE(t.plan_peak_bytes({2, 2, 2}) == t.plan_peak_bytes({1, 1, 1}));  // c not leaner than b
   const selector::Decision pruned = decide(t);
@@ -42,7 +42,7 @@ TEST_CASE("paradyse: Pareto pruning drops a strategy slower and not leaner than 
 
 TEST_CASE("paradyse: early termination takes the fastest strategy when it fits, pricing nothing else",
           "[selector]") {
-  const costmodel::CostTable t =
+  const steps::CostTable t =
       table(4, 100, {layer(a, 1, 10, 10, 5), layer(b, 2, 1, 1, 1), layer(c, 3, 1, 1, 0)});
   const selector::Decision early = decide(t);
   CHECK(names(early.plan) == "megatron_ts");
@@ -58,7 +58,7 @@ TEST_CASE("paradyse: early termination takes the fastest strategy when it fits, 
 
 TEST_CASE("paradyse: two-strategy mixes fit where the fastest strategy does not", "[selector]") {
   // a: fast, 10 bytes kept per layer; b: slow, 1 byte. Uniform a peaks at 4·10 + 5 = 45.
-  const costmodel::CostTable t = table(4, 30, {layer(a, 1, 10, 10, 5), layer(b, 3, 1, 1, 1)});
+  const steps::CostTable t = table(4, 30, {layer(a, 1, 10, 10, 5), layer(b, 3, 1, 1, 1)});
   const selector::Decision mixed = decide(t);
   CHECK(mixed.fits);
   CHECK(names(mixed.plan) == "megatron_ts,megatron_ts,ulysses_z,ulysses_z");  // 2·10 + 2 + 5 ≤ 30
@@ -76,7 +76,7 @@ TEST_CASE("paradyse: the OOM short-circuit ends a mix family at its first plan t
   // One layer of a then two of b runs out (b's backward transient sits on 23 kept bytes); two of a then
   // one of b fits (on 19): more layers of the faster strategy need less here, which the short-circuit
   // does not expect.
-  const costmodel::CostTable t = table(3, 30, {layer(a, 1, 5, 25, 0), layer(b, 2, 9, 10, 7.5)});
+  const steps::CostTable t = table(3, 30, {layer(a, 1, 5, 25, 0), layer(b, 2, 9, 10, 7.5)});
   REQUIRE(!t.fits({0, 1, 1}));
   REQUIRE(t.fits({0, 0, 1}));
   const selector::Decision cut = decide(t);
@@ -92,7 +92,7 @@ TEST_CASE("paradyse: the OOM short-circuit ends a mix family at its first plan t
 
 namespace {
 // At 1000 tokens a fits and is fastest, b within 3 %; at 2000 only b fits.
-std::map<int64_t, costmodel::CostTable> two_lengths() {
+std::map<int64_t, steps::CostTable> two_lengths() {
   return {{1000, table(2, 100, {layer(a, 10, 10, 10, 10), layer(b, 10.3, 1, 1, 1)}, 1000)},
           {2000, table(2, 100, {layer(a, 10, 60, 10, 50), layer(b, 11, 1, 1, 1)}, 2000)}};
 }
@@ -144,7 +144,7 @@ TEST_CASE("paradyse: plans are cached per (batch, length)", "[selector]") {
 
 TEST_CASE("paradyse: the leanest strategy when nothing fits", "[selector]") {
   // Uniform peaks: a 25, b 9, c 5; the limit is 4.
-  const costmodel::CostTable t =
+  const steps::CostTable t =
       table(2, 4, {layer(a, 1, 10, 10, 5), layer(b, 3, 3, 3, 3), layer(c, 5, 2, 1, 1)});
   const selector::Decision fallback = decide(t);
   CHECK(fallback.fallback);
@@ -159,7 +159,7 @@ TEST_CASE("paradyse: the leanest strategy when nothing fits", "[selector]") {
 }
 
 TEST_CASE("paradyse: an excluded strategy is never chosen", "[selector]") {
-  const costmodel::CostTable t = table(4, 100, {layer(a, 1, 10, 10, 5), layer(b, 2, 1, 1, 1)});
+  const steps::CostTable t = table(4, 100, {layer(a, 1, 10, 10, 5), layer(b, 2, 1, 1, 1)});
   selector::ParadyseOptions options;
   options.excluded = {&a};
   const selector::Decision decision = decide(t, options);

@@ -10,8 +10,8 @@
 // issue order).
 #include <catch2/catch.hpp>
 
-#include "costmodel/estimate.hpp"
-#include "sim/simulator.hpp"
+#include "steps/estimate.hpp"
+#include "steps/step_simulator.hpp"
 #include "strategies/library.hpp"
 #include "tests/hw_models/network_files.hpp"
 #include "tests/temp_dir.hpp"
@@ -21,13 +21,13 @@ using namespace paradyse;
 TEST_CASE("simulator agrees with the analytic model for every strategy at several lengths", "[sim]") {
   const ModelSpec model = load_model("gpt-8l");
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
-  costmodel::Estimator estimator(model, cluster);
-  sim::Simulator simulator(model, cluster);
+  steps::Estimator estimator(model, cluster);
+  steps::StepSimulator simulator(model, cluster);
   for (const Strategy* strategy : strategies_for(model, 8)) {
     for (int64_t tokens : {4096, 32768, 131072}) {
       CAPTURE(strategy->name(), tokens);
       const Plan plan = uniform_plan(*strategy, model.num_layers);
-      const costmodel::Estimate estimate = estimator.estimate(plan, {.tokens = tokens});
+      const steps::Estimate estimate = estimator.estimate(plan, {.tokens = tokens});
       const sim::SimulationResult simulated = simulator.simulate(plan, {.tokens = tokens});
       CHECK(simulated.iteration_time_s == Approx(estimate.time.total_s).epsilon(0.05));
       CHECK(simulated.peak_memory_bytes == Approx(estimate.memory.peak_bytes).epsilon(1e-12));
@@ -55,12 +55,12 @@ TEST_CASE("simulator agrees with the analytic model when collectives slow the co
   const ModelSpec model = load_model("gpt-8l");
   hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
   cluster.intra_node.compute_contention = 0.5;
-  costmodel::Estimator contended(model, cluster), free(model, hw::load_cluster("dgx-a100"));
-  sim::Simulator simulator(model, cluster);
+  steps::Estimator contended(model, cluster), free(model, hw::load_cluster("dgx-a100"));
+  steps::StepSimulator simulator(model, cluster);
   for (const Strategy* strategy : strategies_for(model, 8)) {
     CAPTURE(strategy->name());
     const Plan plan = uniform_plan(*strategy, model.num_layers);
-    const costmodel::Estimate estimate = contended.estimate(plan, {.tokens = 16384});
+    const steps::Estimate estimate = contended.estimate(plan, {.tokens = 16384});
     const sim::SimulationResult simulated = simulator.simulate(plan, {.tokens = 16384});
     CHECK(simulated.iteration_time_s == Approx(estimate.time.total_s).epsilon(0.05));
     // The ZeRO-3 strategies gather the next layer's weights beside this layer's compute.
@@ -72,13 +72,13 @@ TEST_CASE("simulator agrees with the analytic model when collectives slow the co
 TEST_CASE("simulator agrees with the analytic model on a global batch of several micro-batches", "[sim]") {
   const ModelSpec model = load_model("gpt-8l");
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
-  costmodel::Estimator estimator(model, cluster);
-  sim::Simulator simulator(model, cluster);
+  steps::Estimator estimator(model, cluster);
+  steps::StepSimulator simulator(model, cluster);
   for (const Strategy* strategy : {&megatron_ts(), &ulysses_z()}) {
     CAPTURE(strategy->name());
     const Plan plan = uniform_plan(*strategy, model.num_layers);
-    const costmodel::EstimateRequest request{.tokens = 4096, .micro_batches = 3};
-    const costmodel::Estimate estimate = estimator.estimate(plan, request);
+    const steps::EstimateRequest request{.tokens = 4096, .micro_batches = 3};
+    const steps::Estimate estimate = estimator.estimate(plan, request);
     const sim::SimulationResult simulated = simulator.simulate(plan, request);
     CHECK(simulated.iteration_time_s == Approx(estimate.time.total_s).epsilon(0.05));
     CHECK(simulated.peak_memory_bytes == Approx(estimate.memory.peak_bytes).epsilon(1e-12));
@@ -103,12 +103,12 @@ TEST_CASE("simulator agrees with the analytic model past one node, where the net
       dir.write("tor.json", testing::a100_with_network(testing::top_of_rack_tree(a100, 2, 2)));
   for (const hw::ClusterSpec& cluster : {hw::load_cluster("dgx-a100", 4), hw::load_cluster(tor)}) {
     CAPTURE(cluster.name);
-    costmodel::Estimator estimator(model, cluster);
-    sim::Simulator simulator(model, cluster);
+    steps::Estimator estimator(model, cluster);
+    steps::StepSimulator simulator(model, cluster);
     for (const Strategy* strategy : strategies_for(model, cluster.num_gpus())) {
       CAPTURE(strategy->name());
       const Plan plan = uniform_plan(*strategy, model.num_layers);
-      const costmodel::Estimate estimate = estimator.estimate(plan, {.tokens = 16384});
+      const steps::Estimate estimate = estimator.estimate(plan, {.tokens = 16384});
       const sim::SimulationResult simulated = simulator.simulate(plan, {.tokens = 16384});
       CHECK(simulated.iteration_time_s == Approx(estimate.time.total_s).epsilon(0.05));
       CHECK(simulated.peak_memory_bytes == Approx(estimate.memory.peak_bytes).epsilon(1e-12));
@@ -118,7 +118,7 @@ TEST_CASE("simulator agrees with the analytic model past one node, where the net
 
 TEST_CASE("simulator: a mixed plan lies between its pure plans in proportion to the layer counts", "[sim]") {
   const ModelSpec model = load_model("gpt-8l");
-  sim::Simulator simulator(model, hw::ClusterSpec(hw::load_cluster("dgx-a100")));
+  steps::StepSimulator simulator(model, hw::ClusterSpec(hw::load_cluster("dgx-a100")));
   const int64_t tokens = 32768;
   const double ts = simulator.simulate(uniform_plan(megatron_ts(), 8), {.tokens = tokens}).iteration_time_s;
   const double metp_time = simulator.simulate(uniform_plan(metp(), 8), {.tokens = tokens}).iteration_time_s;
@@ -140,7 +140,7 @@ TEST_CASE("simulator: a mixed plan lies between its pure plans in proportion to 
 TEST_CASE("simulator: running out of memory is a result naming the rank, layer and op", "[sim]") {
   const ModelSpec model = load_model("gpt-8l");
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
-  sim::Simulator simulator(model, cluster);
+  steps::StepSimulator simulator(model, cluster);
   // colossal_z materialises the full attention scores: out of memory from 16K (see the regimes test).
   const sim::SimulationResult result = simulator.simulate(uniform_plan(colossal_z(), 8), {.tokens = 32768});
   REQUIRE(result.oom);
@@ -160,7 +160,7 @@ TEST_CASE("simulator: running out of memory is a result naming the rank, layer a
 
 TEST_CASE("simulator: the same inputs give the same numbers", "[sim]") {
   const ModelSpec model = load_model("gpt-8l");
-  sim::Simulator simulator(model, hw::load_cluster("dgx-a100"));
+  steps::StepSimulator simulator(model, hw::load_cluster("dgx-a100"));
   const Plan plan = uniform_plan(megatron_cz(), 8);
   const sim::SimulationResult first = simulator.simulate(plan, {.tokens = 20000});
   const sim::SimulationResult second = simulator.simulate(plan, {.tokens = 20000});

@@ -20,7 +20,7 @@ TEST_CASE("simulator: a lone ring collective takes its bus bytes at the link rat
   const double B = 100e9;
   const hw::ClusterSpec cluster = flat_cluster(p, 1, B);
   const double hop = cluster.intra_node.hop_latency_s();
-  sim::Simulator simulator(ModelSpec{}, cluster);
+  sim::Simulator simulator(cluster);
   CAPTURE(p, S);
 
   const double all_reduce = simulator.run(lone_collective(OpKind::all_reduce, p, S)).iteration_time_s;
@@ -40,7 +40,7 @@ TEST_CASE("simulator: a lone ring collective takes its bus bytes at the link rat
 TEST_CASE("simulator: a lone collective on a preset takes NCCL's measured time, as the analytic model does",
           "[sim]") {
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
-  sim::Simulator simulator(ModelSpec{}, cluster);
+  sim::Simulator simulator(cluster);
   const costmodel::OpTimer timer(cluster, 8);
   for (double size : {1 * kMiB, 16 * kMiB, 1024 * kMiB}) {
     for (OpKind kind : {OpKind::all_reduce, OpKind::all_gather, OpKind::all_to_all}) {
@@ -62,7 +62,7 @@ TEST_CASE("simulator: two flows into one GPU share its link, each at half the ba
   const double B = 100e9, S = 64 * kMiB;
   const hw::ClusterSpec cluster = flat_cluster(4, 1, B);
   const double hop = cluster.intra_node.hop_latency_s();
-  sim::Simulator simulator(ModelSpec{}, cluster);
+  sim::Simulator simulator(cluster);
   const std::vector<double> alone = simulator.transfer_s({{0, 2, S}});
   REQUIRE(alone[0] == Approx(S / B + hop).epsilon(1e-6));
   const std::vector<double> shared = simulator.transfer_s({{0, 2, S}, {1, 2, S}});
@@ -90,7 +90,7 @@ TEST_CASE("simulator: a pure-compute program takes the sum of its kernel times",
     }
   }
   for (const Op& op : programs[0].ops) expected += timer.compute_s(op);
-  sim::Simulator simulator(ModelSpec{}, cluster);
+  sim::Simulator simulator(cluster);
   const sim::SimulationResult result = simulator.run(programs);
   CHECK(result.iteration_time_s == Approx(expected).epsilon(1e-9));
   CHECK(result.per_rank[0].compute_s == Approx(expected).epsilon(1e-9));
@@ -108,7 +108,7 @@ TEST_CASE("simulator: communication behind compute is hidden, a wait on it is ex
   kernel.kind = OpKind::memory_bound;
   kernel.memory_bytes = 1e8;  // 100 µs at 1 TB/s, the all-gather takes about 500 µs
   for (Program& program : programs) program.ops.insert(program.ops.begin() + 1, kernel);
-  sim::Simulator simulator(ModelSpec{}, cluster);
+  sim::Simulator simulator(cluster);
   const sim::SimulationResult result = simulator.run(programs);
   const double gather = timer.seconds(programs[0].ops[0]);
   CHECK(result.iteration_time_s == Approx(gather).epsilon(0.01));
@@ -129,7 +129,7 @@ TEST_CASE("simulator: compute beside a collective runs at 1 − the fabric's con
   kernel.kind = OpKind::memory_bound;
   kernel.memory_bytes = bytes;
   for (Program& program : programs) program.ops.insert(program.ops.begin() + 1, kernel);
-  sim::Simulator simulator(ModelSpec{}, cluster);
+  sim::Simulator simulator(cluster);
   const sim::SimulationResult result = simulator.run(programs);
   const double gather = timer.seconds(programs[0].ops[0]), work = timer.seconds(kernel);
   const double kernel_s = work < gather * (1 - share) ? work / (1 - share) : work + share * gather;
@@ -151,8 +151,8 @@ TEST_CASE("simulator: ranks that meet at a collective add the fabric's synchroni
   hw::ClusterSpec meeting = apart;
   meeting.intra_node.synchronization_s = synchronization_s;
   const std::vector<Program> programs = lone_collective(kind, 4, S);
-  const double unsynchronized = sim::Simulator(ModelSpec{}, apart).run(programs).iteration_time_s;
-  const double synchronized = sim::Simulator(ModelSpec{}, meeting).run(programs).iteration_time_s;
+  const double unsynchronized = sim::Simulator(apart).run(programs).iteration_time_s;
+  const double synchronized = sim::Simulator(meeting).run(programs).iteration_time_s;
   CHECK(synchronized - unsynchronized == Approx(synchronization_s).epsilon(1e-6));
   const costmodel::OpTimer timer(meeting, 4), unsynchronized_timer(apart, 4);
   const Op& op = programs[0].ops[0];
@@ -168,7 +168,7 @@ TEST_CASE("simulator: a collective beyond the flow limit takes the analytic mode
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
   sim::SimulationOptions options;
   options.max_flows_per_collective = 7;  // an 8-rank ring needs 8 flows
-  sim::Simulator simulator(ModelSpec{}, cluster, options);
+  sim::Simulator simulator(cluster, options);
   const std::vector<Program> programs = lone_collective(OpKind::all_reduce, 8, 64 * kMiB);
   const sim::SimulationResult result = simulator.run(programs);
   CHECK(result.flows == 0);

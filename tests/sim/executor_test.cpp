@@ -7,7 +7,7 @@
 #include "common/units.hpp"
 #include "costmodel/program_cost.hpp"
 #include "program/tracing_backend.hpp"
-#include "sim/simulator.hpp"
+#include "steps/step_simulator.hpp"
 #include "strategies/library.hpp"
 #include "strategies/model.hpp"
 #include "tests/sim/sim_helpers.hpp"
@@ -20,7 +20,7 @@ TEST_CASE("simulator: progress goes through tracing then simulating, and changes
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100", 2);
   sim::SimulationResult quiet;
   {
-    sim::Simulator simulator(model, cluster);
+    steps::StepSimulator simulator(model, cluster);
     quiet = simulator.simulate(plan, {.tokens = 16384, .degree = 16});
   }
   struct Report {
@@ -32,7 +32,7 @@ TEST_CASE("simulator: progress goes through tracing then simulating, and changes
   options.progress = [&](std::string_view phase, uint64_t done, uint64_t total) {
     reports.push_back({std::string(phase), done, total});
   };
-  sim::Simulator simulator(model, cluster, options);
+  steps::StepSimulator simulator(model, cluster, options);
   const sim::SimulationResult reported = simulator.simulate(plan, {.tokens = 16384, .degree = 16});
   // Equal but for rounding: SimGrid's clock goes on from the first Simulator's engine.
   CHECK(reported.iteration_time_s == Approx(quiet.iteration_time_s).epsilon(1e-12));
@@ -61,7 +61,7 @@ TEST_CASE("simulator: an all-to-all of 64 ranks simulates each of its 4032 flows
   // Below max_flows_per_collective every flow is simulated, none by the analytic model. (Its
   // speed, once 2 s for such an all-to-all when the executor waited on every flow in flight, is
   // measured by the large-simulation commands of docs/estimate-and-simulate.md, not here.)
-  sim::Simulator simulator(ModelSpec{}, hw::load_cluster("dgx-a100", 8));
+  sim::Simulator simulator(hw::load_cluster("dgx-a100", 8));
   const sim::SimulationResult r = simulator.run(testing::lone_collective(OpKind::all_to_all, 64, 256 * kMiB));
   CHECK(r.flows == 64 * 63);
   CHECK(r.analytic_collectives == 0);
@@ -92,7 +92,7 @@ TEST_CASE("simulator: the host issues ops as the analytic list schedule says", "
     const Program rank0 = program(0);
     const costmodel::OpTimer timer(cluster, 2);
     const double listed_s = costmodel::cost_phases(rank0, timer).at(0).cost.seconds;
-    sim::Simulator simulator(model, cluster);
+    sim::Simulator simulator(cluster);
     const double simulated_s = simulator.run({rank0, program(1)}).iteration_time_s;
     // A step's time is a difference of SimGrid clock readings, and the clock carries on across the
     // simulations of one process: after other tests' (hundreds of simulated seconds) a reading is exact
@@ -113,6 +113,6 @@ TEST_CASE("simulator: a host that only some calls cost issues them as the list s
   cluster.host = {0, 0, false, {{"add", 20e-6}}, {}};
   const double listed_s = costmodel::cost_phases(program, costmodel::OpTimer(cluster, 1)).at(0).cost.seconds;
   CHECK(listed_s > 20 * 20e-6);  // the adds are launch-bound
-  sim::Simulator simulator(load_model("tiny-gpt"), cluster);
+  sim::Simulator simulator(cluster);
   CHECK(simulator.run({program}).iteration_time_s == Approx(listed_s).epsilon(1e-9).margin(1e-12));
 }

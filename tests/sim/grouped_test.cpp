@@ -2,10 +2,10 @@
 // GPUs, matched among its own ranks, while the job's collectives gather every rank.
 #include <catch2/catch.hpp>
 
-#include "costmodel/estimate.hpp"
 #include "costmodel/op_time.hpp"
 #include "costmodel/program_cost.hpp"
-#include "sim/simulator.hpp"
+#include "steps/estimate.hpp"
+#include "steps/step_simulator.hpp"
 #include "strategies/library.hpp"
 #include "tests/sim/sim_helpers.hpp"
 
@@ -73,7 +73,7 @@ std::vector<Program> empty_job(int p) {
 TEST_CASE("simulator: groups' collectives run at once on their own GPUs, the job's gather every rank",
           "[sim]") {
   const hw::ClusterSpec cluster = testing::flat_cluster(8);
-  sim::Simulator simulator(ModelSpec{}, cluster);
+  sim::Simulator simulator(cluster);
   const double bytes = 64e6;
   const double group_of_4 =
       simulator.run(testing::lone_collective(OpKind::all_gather, 4, bytes)).iteration_time_s;
@@ -95,7 +95,7 @@ TEST_CASE("simulator: groups' collectives run at once on their own GPUs, the job
 TEST_CASE("simulator: a grouped step runs every group of a round at once", "[sim]") {
   const ModelSpec model = load_model("llama-8l");
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100", 2);
-  sim::Simulator simulator(model, cluster);
+  steps::StepSimulator simulator(model, cluster);
   const auto group = [&](int first, int degree, const Strategy& strategy, int64_t tokens) {
     StepSpec micro;
     micro.model = &model;
@@ -140,7 +140,7 @@ TEST_CASE(
   // shards' rings each keep to their own rail, so all of them take as long as one.
   const double nic = 10e9;
   const hw::ClusterSpec cluster = testing::flat_cluster(8, 2, 100e9, nic);
-  sim::Simulator simulator(ModelSpec{}, cluster);
+  sim::Simulator simulator(cluster);
   const double bytes = 1e9;  // bus bytes 2·(1/2)·bytes = bytes
   std::vector<Program> one = empty_job(16);
   add_replica_all_reduces(one, 8, {3}, bytes);
@@ -159,7 +159,7 @@ TEST_CASE("simulator: a hybrid-sharded grouped step gathers inside each node and
           "[sim]") {
   const ModelSpec model = load_model("llama-8l");
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100", 2);
-  sim::Simulator simulator(model, cluster);
+  steps::StepSimulator simulator(model, cluster);
   GroupedStepSpec spec;
   spec.model = &model;
   spec.num_layers = static_cast<int>(model.num_layers);
@@ -196,13 +196,13 @@ TEST_CASE("simulator: a hybrid-sharded grouped step gathers inside each node and
   const sim::SimulationResult full = simulator.simulate_grouped(spec);
   const sim::SimulationResult hsdp = simulator.simulate_grouped(hybrid);
   // Each GPU holds 1/8 of the model's state instead of 1/16.
-  const double more_state = costmodel::static_memory_bytes(model, 8, WeightLayout::job) -
-                            costmodel::static_memory_bytes(model, 16, WeightLayout::job);
+  const double more_state = steps::static_memory_bytes(model, 8, WeightLayout::job) -
+                            steps::static_memory_bytes(model, 16, WeightLayout::job);
   CHECK(hsdp.per_rank[0].peak_memory_bytes - full.per_rank[0].peak_memory_bytes ==
         Approx(more_state).epsilon(0.01));
   // The analytic model of the same programs agrees with the simulator.
   const costmodel::ProgramPrice priced =
       costmodel::price_program(trace_grouped_step(hybrid, 0, 16), costmodel::OpTimer(cluster, 16),
-                               costmodel::static_memory_bytes(model, 8, WeightLayout::job), 0);
+                               steps::static_memory_bytes(model, 8, WeightLayout::job), 0);
   CHECK(hsdp.iteration_time_s == Approx(priced.seconds).epsilon(0.05));
 }

@@ -7,9 +7,9 @@
 
 #include "common/units.hpp"
 #include "costmodel/collective_flows.hpp"
-#include "costmodel/estimate.hpp"
 #include "costmodel/op_time.hpp"
-#include "sim/simulator.hpp"
+#include "steps/estimate.hpp"
+#include "steps/step_simulator.hpp"
 #include "strategies/library.hpp"
 #include "tests/sim/sim_helpers.hpp"
 
@@ -24,7 +24,7 @@ TEST_CASE("simulator: on 2x dgx-a100, traffic between nodes takes a NIC and is s
   const double nvlink = cluster.intra_node.peak_bus_bandwidth(), nic = cluster.inter_node.bytes_per_second;
   const double intra_hop = cluster.intra_node.hop_latency_s();
   const double inter_hop = cluster.inter_node.hop_latency_s();
-  sim::Simulator simulator(ModelSpec{}, cluster);
+  sim::Simulator simulator(cluster);
 
   const std::vector<double> seconds = simulator.transfer_s({{0, 1, S}});
   const double same_node = seconds[0];
@@ -49,7 +49,7 @@ TEST_CASE("simulator: an oversubscribed spine slows traffic between rails, not w
   // 2 nodes of 2 GPUs: each rail's spine uplink carries 2 NICs' worth over 4, half a NIC.
   hw::ClusterSpec cluster = testing::flat_cluster(2, 2, 100e9, nic);
   cluster.spine_oversubscription = 4;
-  sim::Simulator simulator(ModelSpec{}, cluster);
+  sim::Simulator simulator(cluster);
   const double hop = cluster.inter_node.hop_latency_s();
   CHECK(simulator.transfer_s({{0, 2, S}})[0] == Approx(S / nic + hop).epsilon(1e-6));
   CHECK(simulator.transfer_s({{0, 3, S}})[0] == Approx(S / (nic / 2) + hop).epsilon(1e-6));
@@ -68,7 +68,7 @@ TEST_CASE(
     const double latency = cluster.inter_node.hop_latency_s();  // one hop: all pairs at once
     // The analytic model waits for its longest route, an NVLink one inside a node.
     const double longest_route_s = std::max(latency, cluster.intra_node.hop_latency_s());
-    sim::Simulator simulator(ModelSpec{}, cluster);
+    sim::Simulator simulator(cluster);
     return std::pair{simulator.run(programs).iteration_time_s - latency,
                      costmodel::OpTimer(cluster, 16).seconds(programs[0].ops[0]) - longest_route_s};
   };
@@ -98,7 +98,7 @@ TEST_CASE("simulator: a 16-GPU collective runs one ring per NIC and is slower th
   const double S = 1024 * kMiB;
   double eight = 0, sixteen = 0;
   {
-    sim::Simulator simulator(ModelSpec{}, two);
+    sim::Simulator simulator(two);
     eight = simulator.run(testing::lone_collective(OpKind::all_gather, 8, S)).iteration_time_s;
     sixteen = simulator.run(testing::lone_collective(OpKind::all_gather, 16, S)).iteration_time_s;
   }
@@ -115,7 +115,7 @@ TEST_CASE("simulator: a 1,024-GPU ring collective is 2,048 flows and takes NCCL'
   for (OpKind kind : {OpKind::all_gather, OpKind::reduce_scatter}) {
     CAPTURE(to_string(kind));
     const std::vector<Program> programs = testing::lone_collective(kind, 1024, S);
-    sim::Simulator simulator(ModelSpec{}, cluster);
+    sim::Simulator simulator(cluster);
     const sim::SimulationResult result = simulator.run(programs);
     // Eight rings share each node's 8 NVLink edges (1,024 flows); each crosses its own NIC between
     // nodes (8 × 128 flows).
@@ -130,7 +130,7 @@ TEST_CASE("simulator: a strategy over two nodes pays for the NICs", "[sim]") {
   const ModelSpec model = load_model("gpt-8l");
   double one = 0, two = 0;
   {
-    sim::Simulator simulator(model, hw::load_cluster("dgx-a100", 2));
+    steps::StepSimulator simulator(model, hw::load_cluster("dgx-a100", 2));
     const Plan plan = uniform_plan(megatron_cz(), 8);
     one = simulator.simulate(plan, {.tokens = 65536, .degree = 8}).per_rank[0].exposed_comm_s;
     two = simulator.simulate(plan, {.tokens = 65536, .degree = 16}).per_rank[0].exposed_comm_s;

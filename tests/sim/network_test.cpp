@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/units.hpp"
-#include "sim/simulator.hpp"
+#include "steps/step_simulator.hpp"
 #include "strategies/library.hpp"
 #include "tests/hw_models/network_files.hpp"
 #include "tests/sim/sim_helpers.hpp"
@@ -22,13 +22,14 @@ struct Times {
 
 Times times(const hw::ClusterSpec& cluster) {
   const ModelSpec model = load_model("gpt-8l");
-  sim::Simulator simulator(model, cluster);
+  steps::StepSimulator simulator(model, cluster);
   Times times;
   for (OpKind kind : {OpKind::all_gather, OpKind::all_to_all, OpKind::all_reduce})
     times.collectives_s.push_back(
-        simulator.run(testing::lone_collective(kind, 16, 256 * kMiB)).iteration_time_s);
+        simulator.simulator().run(testing::lone_collective(kind, 16, 256 * kMiB)).iteration_time_s);
   const double S = 64 * kMiB;
-  times.transfers_s = simulator.transfer_s({{0, 1, S}, {0, 8, S}, {1, 10, S}, {2, 11, S}, {12, 3, S}});
+  times.transfers_s =
+      simulator.simulator().transfer_s({{0, 1, S}, {0, 8, S}, {1, 10, S}, {2, 11, S}, {12, 3, S}});
   for (const Strategy* strategy : all_strategies())
     times.step_s +=
         simulator.simulate(uniform_plan(*strategy, model.num_layers), {.tokens = 16384, .degree = 16})
@@ -79,7 +80,7 @@ TEST_CASE("simulator: a 2:1 oversubscribed spine halves the bandwidth of an all-
   auto across_s = [&](double oversubscription) {
     const hw::ClusterSpec cluster = hw::load_cluster(dir.write(
         "tor.json", testing::a100_with_network(testing::top_of_rack_tree(a100, 2, oversubscription))));
-    sim::Simulator simulator(ModelSpec{}, cluster);
+    sim::Simulator simulator(cluster);
     // Every GPU of node 0 sends S to every GPU of node 1 at once.
     const double S = 16 * kMiB;
     std::vector<sim::Transfer> transfers;
@@ -100,6 +101,6 @@ TEST_CASE("simulator: a network graph and --oversubscription are not given toget
   hw::ClusterSpec cluster = hw::load_cluster(dir.write(
       "tree.json", testing::a100_with_network(testing::rail_fat_tree(hw::load_cluster("dgx-a100"), 2, 1))));
   cluster.spine_oversubscription = 2;
-  CHECK_THROWS_WITH(sim::Simulator(ModelSpec{}, cluster),
+  CHECK_THROWS_WITH(sim::Simulator(cluster),
                     Catch::Matchers::Contains("oversubscription") && Catch::Matchers::Contains("graph"));
 }

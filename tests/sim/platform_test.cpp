@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/units.hpp"
-#include "sim/simulator.hpp"
+#include "steps/step_simulator.hpp"
 #include "strategies/library.hpp"
 #include "strategies/model.hpp"
 #include "tests/sim/sim_helpers.hpp"
@@ -12,7 +12,7 @@ using namespace paradyse;
 
 TEST_CASE("simulator: on a 1000-node cluster a job of 8 GPUs builds one node, and more when it grows",
           "[sim]") {
-  sim::Simulator simulator(ModelSpec{}, hw::load_cluster("dgx-a100", 1000));
+  sim::Simulator simulator(hw::load_cluster("dgx-a100", 1000));
   CHECK(simulator.built_gpus() == 0);  // nothing before the first job
   const double S = 64 * kMiB;
   const double eight = simulator.run(testing::lone_collective(OpKind::all_gather, 8, S)).iteration_time_s;
@@ -35,16 +35,16 @@ TEST_CASE("simulator: the nodes a job does not use change nothing", "[sim]") {
   const ModelSpec model = load_model("gpt-8l");
   for (const Strategy* strategy : {&megatron_cz(), &ulysses_z()}) {  // rings; all-to-all through the spine
     const Plan plan = uniform_plan(*strategy, model.num_layers);
-    const costmodel::EstimateRequest request{.tokens = 16384, .degree = 16};
+    const steps::EstimateRequest request{.tokens = 16384, .degree = 16};
     sim::SimulationResult two, hundred;
     {
-      sim::Simulator simulator(model, hw::load_cluster("dgx-a100", 2));
+      steps::StepSimulator simulator(model, hw::load_cluster("dgx-a100", 2));
       two = simulator.simulate(plan, request);
     }
     {
-      sim::Simulator simulator(model, hw::load_cluster("dgx-a100", 100));
+      steps::StepSimulator simulator(model, hw::load_cluster("dgx-a100", 100));
       hundred = simulator.simulate(plan, request);
-      CHECK(simulator.built_gpus() == 16);
+      CHECK(simulator.simulator().built_gpus() == 16);
     }
     INFO(strategy->name());
     CHECK(two.flows > 0);
@@ -62,7 +62,7 @@ TEST_CASE("simulator: the spine's uplinks carry the cluster's real node count, n
   // streams at its NIC's rate though only nodes 0 and 1 are built (from those two, half a NIC).
   hw::ClusterSpec cluster = testing::flat_cluster(2, 8, 100e9, nic);
   cluster.spine_oversubscription = 4;
-  sim::Simulator simulator(ModelSpec{}, cluster);
+  sim::Simulator simulator(cluster);
   const double hop = cluster.inter_node.hop_latency_s();
   CHECK(simulator.transfer_s({{0, 3, S}})[0] == Approx(S / nic + hop).epsilon(1e-6));
   CHECK(simulator.built_gpus() == 4);
@@ -73,11 +73,11 @@ TEST_CASE("simulator: a cluster of 100000 nodes simulates a job of one node", "[
   const Plan plan = uniform_plan(megatron_ts(), model.num_layers);
   double one = 0;
   {
-    sim::Simulator simulator(model, hw::load_cluster("dgx-a100", 1));
+    steps::StepSimulator simulator(model, hw::load_cluster("dgx-a100", 1));
     one = simulator.simulate(plan, {.tokens = 4096, .degree = 8}).iteration_time_s;
   }
-  sim::Simulator simulator(model, hw::load_cluster("dgx-a100", 100000));
+  steps::StepSimulator simulator(model, hw::load_cluster("dgx-a100", 100000));
   CHECK(simulator.simulate(plan, {.tokens = 4096, .degree = 8}).iteration_time_s ==
         Approx(one).epsilon(1e-12));
-  CHECK(simulator.built_gpus() == 8);
+  CHECK(simulator.simulator().built_gpus() == 8);
 }

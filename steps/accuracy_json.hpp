@@ -5,9 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "costmodel/accuracy.hpp"
+#include "steps/accuracy.hpp"
 
-namespace paradyse::costmodel {
+namespace paradyse::steps {
 
 // Not a to_json of PercentageErrors: other reports name the same numbers otherwise (compare's
 // interpolation error).
@@ -30,4 +30,4 @@ inline void to_json(nlohmann::json& j, const AccuracyReport& report) {
   j = {{"points", report.points}, {"learned", report.learned}, {"analytic", report.analytic}};
 }
 
-}  // namespace paradyse::costmodel
+}  // namespace paradyse::steps

@@ -1,4 +1,4 @@
-#include "costmodel/estimate.hpp"
+#include "steps/estimate.hpp"
 
 #include "strategies/grouped_step.hpp"
 
@@ -7,18 +7,18 @@
 #include "common/limits.hpp"
 #include "strategies/training_step.hpp"
 
-namespace paradyse::costmodel {
+namespace paradyse::steps {
 
 struct Estimator::StrategyCosts {
   double initial_live_bytes = 0;  // the step's inputs (tokens, targets)
-  SegmentCost embedding_forward, layer_forward, head, layer_backward, embedding_backward;
-  SegmentCost layer_optimizer, model_optimizer;
+  costmodel::SegmentCost embedding_forward, layer_forward, head, layer_backward, embedding_backward;
+  costmodel::SegmentCost layer_optimizer, model_optimizer;
 };
 
 Estimator::Estimator(ModelSpec model, hw::ClusterSpec cluster)
     : model_(std::move(model)),
       cluster_(std::move(cluster)),
-      routed_(std::make_shared<const RoutedCollectiveTimer>(cluster_)) {}
+      routed_(std::make_shared<const costmodel::RoutedCollectiveTimer>(cluster_)) {}
 Estimator::~Estimator() = default;
 
 void Estimator::clear_cache() {
@@ -47,13 +47,13 @@ const Estimator::StrategyCosts& Estimator::strategy_costs(const Strategy& strate
   spec.plan = {{&strategy, recompute}};
   spec.gradients_clipped = gradients_clipped;
   const Program program = trace_training_step(spec, 0, degree);
-  const OpTimer timer(cluster_, degree, routed_);
+  const costmodel::OpTimer timer(cluster_, degree, routed_);
 
   auto costs = std::make_unique<StrategyCosts>();
   const uint32_t first_event = program.phases.empty() ? 0 : program.phases.front().first_memory_event;
   for (uint32_t e = 0; e < first_event; ++e)
     costs->initial_live_bytes += static_cast<double>(program.memory[e].bytes);
-  for (const PhaseCost& phase : cost_phases(program, timer)) {
+  for (const costmodel::PhaseCost& phase : costmodel::cost_phases(program, timer)) {
     switch (phase.phase) {
       case Phase::embedding_forward:
         costs->embedding_forward = phase.cost;
@@ -180,7 +180,7 @@ double static_memory_bytes(const ModelSpec& model, int degree, WeightLayout layo
 }
 
 namespace {
-MemoryStep memory_step(const SegmentCost& segment) {
+MemoryStep memory_step(const costmodel::SegmentCost& segment) {
   return {segment.memory_peak_bytes, segment.memory_delta_bytes};
 }
 }  // namespace
@@ -256,21 +256,21 @@ Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in
   const StrategyCosts& ends = *costs.front();
 
   // The iteration in execution order; memory folds along it.
-  SegmentCost forward = ends.embedding_forward;
+  costmodel::SegmentCost forward = ends.embedding_forward;
   for (const StrategyCosts* c : costs) forward.then(c->layer_forward);
   const double saved_activations = forward.memory_delta_bytes;
   forward.then(ends.head);
-  SegmentCost backward;
+  costmodel::SegmentCost backward;
   for (auto c = costs.rbegin(); c != costs.rend(); ++c) backward.then((*c)->layer_backward);
   backward.then(ends.embedding_backward);
-  SegmentCost optimizer;
+  costmodel::SegmentCost optimizer;
   for (const StrategyCosts* c : costs) optimizer.then(c->layer_optimizer);
   optimizer.then(ends.model_optimizer);
   // Gradient accumulation: each micro-batch leaves memory as it found it (its loss adds into one
   // buffer held from the start), so they fold one after another to the same peak.
-  SegmentCost micro_batch = forward;
+  costmodel::SegmentCost micro_batch = forward;
   micro_batch.then(backward);
-  SegmentCost iteration;
+  costmodel::SegmentCost iteration;
   for (int64_t i = 0; i < request.micro_batches; ++i) iteration.then(micro_batch);
   iteration.then(optimizer);
   const auto n = static_cast<double>(request.micro_batches);
@@ -313,4 +313,4 @@ Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in
   return estimates_.emplace(key, e).first->second;
 }
 
-}  // namespace paradyse::costmodel
+}  // namespace paradyse::steps

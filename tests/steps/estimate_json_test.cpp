@@ -1,5 +1,5 @@
 // The estimate's JSON: the keys `paradyse estimate --json` has always printed, each carrying its field.
-#include "costmodel/estimate_json.hpp"
+#include "steps/estimate_json.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -13,31 +13,31 @@ using paradyse::testing::json_keys;
 
 TEST_CASE("estimate JSON: every documented key, each carrying its own field", "[costmodel]") {
   // A different value in every field, so that two keys swapped would show.
-  costmodel::Estimate e{.plan = "megatron_ts",
-                        .tokens = 4000,
-                        .padded_tokens = 4096,
-                        .degree = 8,
-                        .batch = 2,
-                        .micro_batches = 7,
-                        .time = {.forward_s = 1,
-                                 .backward_s = 2,
-                                 .optimizer_s = 3,
-                                 .total_s = 6,
-                                 .compute_s = 5,
-                                 .exposed_communication_s = 0.5},
-                        .memory = {.weights_bytes = 10,
-                                   .gradients_bytes = 11,
-                                   .optimizer_states_bytes = 12,
-                                   .saved_activations_bytes = 13,
-                                   .transient_bytes = 14,
-                                   .fragmentation_bytes = 15,
-                                   .peak_bytes = 75,
-                                   .capacity_bytes = 80},
-                        .fits = true,
-                        .flops = 1e15,
-                        .model_flops = 9e14,
-                        .mfu = 0.4,
-                        .comm_bytes = 3e9};
+  steps::Estimate e{.plan = "megatron_ts",
+                    .tokens = 4000,
+                    .padded_tokens = 4096,
+                    .degree = 8,
+                    .batch = 2,
+                    .micro_batches = 7,
+                    .time = {.forward_s = 1,
+                             .backward_s = 2,
+                             .optimizer_s = 3,
+                             .total_s = 6,
+                             .compute_s = 5,
+                             .exposed_communication_s = 0.5},
+                    .memory = {.weights_bytes = 10,
+                               .gradients_bytes = 11,
+                               .optimizer_states_bytes = 12,
+                               .saved_activations_bytes = 13,
+                               .transient_bytes = 14,
+                               .fragmentation_bytes = 15,
+                               .peak_bytes = 75,
+                               .capacity_bytes = 80},
+                    .fits = true,
+                    .flops = 1e15,
+                    .model_flops = 9e14,
+                    .mfu = 0.4,
+                    .comm_bytes = 3e9};
   const nlohmann::json j = e;
   CHECK(json_keys(j) == std::set<std::string>{"plan", "seq", "padded_seq", "documents", "degree", "batch",
                                               "micro_batches", "time_s", "memory_bytes", "fits", "flops",

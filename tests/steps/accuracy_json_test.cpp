@@ -1,6 +1,6 @@
 // The accuracy report's JSON: per model and range, the points and the errors of time and memory, and
 // null errors where no point was compared.
-#include "costmodel/accuracy_json.hpp"
+#include "steps/accuracy_json.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -8,7 +8,7 @@ using namespace paradyse;
 
 TEST_CASE("accuracy JSON: errors per model and range, null where nothing was compared",
           "[costmodel][accuracy]") {
-  costmodel::AccuracyReport report;
+  steps::AccuracyReport report;
   report.points = 2;
   report.learned.inside.time.add(110, 100);    // 10 %
   report.learned.inside.time.add(70, 100);     // 30 %

@@ -28,9 +28,9 @@
 #include <string_view>
 #include <utility>
 
-#include "costmodel/profile.hpp"
+#include "steps/profile.hpp"
 
-namespace paradyse::costmodel {
+namespace paradyse::steps {
 
 // The fewest profiled lengths a (strategy, recompute) needs: a line with AICc needs n > 4.
 inline constexpr std::size_t kMinProfiledLengths = 5;
@@ -81,4 +81,4 @@ class LearnedModel {
   std::shared_ptr<const Impl> impl_;
 };
 
-}  // namespace paradyse::costmodel
+}  // namespace paradyse::steps

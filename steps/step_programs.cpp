@@ -1,11 +1,11 @@
-#include "costmodel/step_programs.hpp"
+#include "steps/step_programs.hpp"
 
 #include <string>
 
 #include "common/errors.hpp"
 #include "strategies/training_step.hpp"
 
-namespace paradyse::costmodel {
+namespace paradyse::steps {
 namespace {
 
 std::vector<Program> trace_ranks(int ranks, const std::function<Program(int rank)>& trace,
@@ -77,4 +77,4 @@ StepPrograms trace_grouped_step_programs(const GroupedStepSpec& spec, const hw::
   return step;
 }
 
-}  // namespace paradyse::costmodel
+}  // namespace paradyse::steps

@@ -18,7 +18,7 @@
 
 #include "strategies/strategy.hpp"
 
-namespace paradyse::costmodel {
+namespace paradyse::steps {
 
 // Net bytes a phase leaves allocated and its highest point above where it started.
 struct MemoryStep {
@@ -76,4 +76,4 @@ struct CostTable {
   std::optional<int> find(const Strategy& strategy, Recompute recompute = Recompute::none) const;
 };
 
-}  // namespace paradyse::costmodel
+}  // namespace paradyse::steps

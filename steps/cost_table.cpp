@@ -1,10 +1,10 @@
-#include "costmodel/cost_table.hpp"
+#include "steps/cost_table.hpp"
 
 #include <algorithm>
 
 #include "common/errors.hpp"
 
-namespace paradyse::costmodel {
+namespace paradyse::steps {
 
 std::string Candidate::name() const {
   std::string text(strategy->name());
@@ -63,4 +63,4 @@ std::optional<int> CostTable::find(const Strategy& strategy, Recompute recompute
   return std::nullopt;
 }
 
-}  // namespace paradyse::costmodel
+}  // namespace paradyse::steps

@@ -1,5 +1,5 @@
 // The programs every rank of a job records for one training step, traced on the tracing backend:
-// what the simulator runs (sim::Simulator::simulate, simulate_grouped) and what `paradyse export`
+// what the simulator runs (steps::StepSimulator) and what `paradyse export`
 // writes as Chakra traces, so that both see the same ops for the same request.
 #pragma once
 
@@ -7,12 +7,12 @@
 #include <functional>
 #include <vector>
 
-#include "costmodel/estimate.hpp"
 #include "hw_models/cluster.hpp"
 #include "program/program.hpp"
+#include "steps/estimate.hpp"
 #include "strategies/grouped_step.hpp"
 
-namespace paradyse::costmodel {
+namespace paradyse::steps {
 
 struct StepPrograms {
   std::vector<Program> programs;  // by job rank
@@ -38,4 +38,4 @@ int grouped_step_job(const GroupedStepSpec& spec);
 StepPrograms trace_grouped_step_programs(const GroupedStepSpec& spec, const hw::ClusterSpec& cluster,
                                          const TraceProgress& progress = {});
 
-}  // namespace paradyse::costmodel
+}  // namespace paradyse::steps

@@ -1,24 +1,24 @@
 // The cost models' accuracy against a held-out profile: points are paired by strategy, recompute and
 // length, split at the learned model's profiled range, and both files must describe the model asked.
-#include "costmodel/accuracy.hpp"
+#include "steps/accuracy.hpp"
 
 #include <catch2/catch.hpp>
 
 #include "common/errors.hpp"
-#include "costmodel/estimate.hpp"
+#include "steps/estimate.hpp"
 #include "strategies/library.hpp"
 
 namespace paradyse::testing {
 namespace {
 
 // A profile of the analytic model itself: its errors against this profile must be exactly 0.
-costmodel::Profile analytic_profile(const ModelSpec& model, const hw::ClusterSpec& cluster,
-                                    const std::vector<int64_t>& lengths) {
-  costmodel::Estimator estimator(model, cluster);
-  costmodel::Profile profile{model.name, cluster.name, 8, 1, "analytic", {}};
+steps::Profile analytic_profile(const ModelSpec& model, const hw::ClusterSpec& cluster,
+                                const std::vector<int64_t>& lengths) {
+  steps::Estimator estimator(model, cluster);
+  steps::Profile profile{model.name, cluster.name, 8, 1, "analytic", {}};
   for (const Strategy* strategy : {&megatron_ts(), &ulysses_z()})
     for (int64_t tokens : lengths) {
-      const costmodel::Estimate e =
+      const steps::Estimate e =
           estimator.estimate(uniform_plan(*strategy, model.num_layers), {.tokens = tokens, .degree = 8});
       profile.points.push_back(
           {std::string(strategy->name()), "none", tokens, e.time.total_s, e.memory.peak_bytes, 1.0});
@@ -35,15 +35,14 @@ TEST_CASE("accuracy: held-out points are paired and split at the profiled range"
   // all along (at the vocabulary's size they switch to gathering the tables, and memory steps).
   std::vector<int64_t> fitted;
   for (int64_t s = 1024; s <= 14336; s += 1024) fitted.push_back(s);
-  const costmodel::LearnedModel learned =
-      costmodel::LearnedModel::fit(analytic_profile(model, cluster, fitted));
+  const steps::LearnedModel learned = steps::LearnedModel::fit(analytic_profile(model, cluster, fitted));
 
   // 3,000 tokens is inside 1K–14K; 24K and 28K are beyond it; a strategy the learned model does not
   // know is left out.
-  costmodel::Profile heldout = analytic_profile(model, cluster, {3000, 24576, 28672});
+  steps::Profile heldout = analytic_profile(model, cluster, {3000, 24576, 28672});
   heldout.points.push_back({"megatron_cz", "none", 4096, 1.0, 1.0, 1.0});
-  const costmodel::AccuracyReport report =
-      costmodel::evaluate_accuracy(learned, "learned.json", heldout, "heldout.csv", model, cluster);
+  const steps::AccuracyReport report =
+      steps::evaluate_accuracy(learned, "learned.json", heldout, "heldout.csv", model, cluster);
   CHECK(report.points == 6);
   CHECK(report.learned.inside.time.count() == 2);
   CHECK(report.learned.outside.time.count() == 4);
@@ -64,27 +63,26 @@ TEST_CASE("accuracy: files of another model, cluster or degree are refused, nami
           "[costmodel][accuracy]") {
   const ModelSpec model = load_model("bert-large");
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
-  const costmodel::LearnedModel learned =
-      costmodel::LearnedModel::fit(analytic_profile(model, cluster, {1024, 2048, 4096, 8192, 16384}));
-  costmodel::Profile heldout = analytic_profile(model, cluster, {3000});
+  const steps::LearnedModel learned =
+      steps::LearnedModel::fit(analytic_profile(model, cluster, {1024, 2048, 4096, 8192, 16384}));
+  steps::Profile heldout = analytic_profile(model, cluster, {3000});
 
   SECTION("another model asked") {
     CHECK_THROWS_WITH(
-        costmodel::evaluate_accuracy(learned, "learned.json", heldout, "heldout.csv", load_model("gpt-8l"),
-                                     cluster),
+        steps::evaluate_accuracy(learned, "learned.json", heldout, "heldout.csv", load_model("gpt-8l"),
+                                 cluster),
         Catch::Contains("learned.json: field 'model'") && Catch::Contains("'gpt-8l' was asked for"));
   }
   SECTION("a profile of another degree") {
     heldout.degree = 4;
     CHECK_THROWS_WITH(
-        costmodel::evaluate_accuracy(learned, "learned.json", heldout, "heldout.csv", model, cluster),
+        steps::evaluate_accuracy(learned, "learned.json", heldout, "heldout.csv", model, cluster),
         Catch::Contains("heldout.csv: field 'degree'"));
   }
   SECTION("no point to compare") {
     heldout.points = {{"megatron_cz", "none", 4096, 1.0, 1.0, 1.0}};
-    CHECK_THROWS_AS(
-        costmodel::evaluate_accuracy(learned, "learned.json", heldout, "heldout.csv", model, cluster),
-        InputError);
+    CHECK_THROWS_AS(steps::evaluate_accuracy(learned, "learned.json", heldout, "heldout.csv", model, cluster),
+                    InputError);
   }
 }
 

@@ -1,6 +1,6 @@
 // The learned cost model against known curves: the forest inside the profiled range, the polynomial
 // chosen by AIC beyond it, the saved file's round trip, and the errors of bad files and bad queries.
-#include "costmodel/learned_model.hpp"
+#include "steps/learned_model.hpp"
 #include "tests/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -20,7 +20,7 @@
 #include "common/errors.hpp"
 
 using namespace paradyse;
-using namespace paradyse::costmodel;
+using namespace paradyse::steps;
 
 using paradyse::testing::TempDir;
 

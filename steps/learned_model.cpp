@@ -1,7 +1,7 @@
 // The learned cost model: XGBoost random forests inside the profiled range, least-squares polynomials
 // (Eigen) chosen by AIC beyond it. Both libraries stay in this file (their headers are heavy to compile
 // and no other folder should depend on them); learned_model.hpp speaks project types only.
-#include "costmodel/learned_model.hpp"
+#include "steps/learned_model.hpp"
 
 #include "common/atomic_file.hpp"
 
@@ -26,7 +26,7 @@
 #include "common/json_input.hpp"
 #include "strategies/strategy.hpp"
 
-namespace paradyse::costmodel {
+namespace paradyse::steps {
 namespace {
 
 constexpr const char* format_name = "paradyse-learned-cost-model";
@@ -597,4 +597,4 @@ const std::string& LearnedModel::source() const {
   return impl_->source;
 }
 
-}  // namespace paradyse::costmodel
+}  // namespace paradyse::steps

@@ -4,9 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "costmodel/estimate.hpp"
+#include "steps/estimate.hpp"
 
-namespace paradyse::costmodel {
+namespace paradyse::steps {
 
 // The keys leave out the fields' "_bytes": they sit under "memory_bytes".
 inline void to_json(nlohmann::json& j, const MemoryBreakdown& memory) {
@@ -44,4 +44,4 @@ inline void to_json(nlohmann::json& j, const Estimate& e) {
        {"comm_bytes", e.comm_bytes}};
 }
 
-}  // namespace paradyse::costmodel
+}  // namespace paradyse::steps

@@ -1,9 +1,9 @@
-#include "costmodel/accuracy.hpp"
+#include "steps/accuracy.hpp"
 
 #include "common/errors.hpp"
-#include "costmodel/estimate.hpp"
+#include "steps/estimate.hpp"
 
-namespace paradyse::costmodel {
+namespace paradyse::steps {
 namespace {
 
 void check_same(const std::string& file, const std::string& field, const std::string& in_file,
@@ -49,4 +49,4 @@ AccuracyReport evaluate_accuracy(const LearnedModel& learned, const std::string&
   return report;
 }
 
-}  // namespace paradyse::costmodel
+}  // namespace paradyse::steps

@@ -1,4 +1,4 @@
-#include "costmodel/estimate.hpp"
+#include "steps/estimate.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -16,7 +16,7 @@ ModelSpec four_layers(bool causal) {
   return m;
 }
 
-double static_bytes(const costmodel::Estimate& e) {
+double static_bytes(const steps::Estimate& e) {
   return e.memory.weights_bytes + e.memory.gradients_bytes + e.memory.optimizer_states_bytes;
 }
 
@@ -31,9 +31,9 @@ TEST_CASE("Estimator: one traced layer per strategy prices the whole traced iter
       for (int64_t micro_batches : {1, 3}) {
         const ModelSpec model = four_layers(causal);
         if (strategy->unsupported(model, 8)) continue;
-        costmodel::Estimator estimator(model, cluster);
+        steps::Estimator estimator(model, cluster);
         const int64_t s = 16384;
-        const costmodel::Estimate e =
+        const steps::Estimate e =
             estimator.estimate(*strategy, {.tokens = s, .degree = 8, .micro_batches = micro_batches});
         Program whole = trace_step(*strategy, model, 8, s, 1, Recompute::none, 0, 4, micro_batches);
         INFO(strategy->name() << " causal " << causal << " micro-batches " << micro_batches);
@@ -62,12 +62,12 @@ TEST_CASE("Estimator: one traced layer per strategy prices the whole traced iter
 TEST_CASE("Estimator: n micro-batches take n × (forward + backward) + one optimizer step", "[costmodel]") {
   const ModelSpec model = four_layers(true);
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
-  costmodel::Estimator estimator(model, cluster);
+  steps::Estimator estimator(model, cluster);
   for (const Strategy* strategy : strategies_for(model, 8)) {
-    const costmodel::Estimate one = estimator.estimate(*strategy, {.tokens = 8192});
+    const steps::Estimate one = estimator.estimate(*strategy, {.tokens = 8192});
     for (int64_t n : {2, 5}) {
       INFO(strategy->name() << " n " << n);
-      const costmodel::Estimate e = estimator.estimate(*strategy, {.tokens = 8192, .micro_batches = n});
+      const steps::Estimate e = estimator.estimate(*strategy, {.tokens = 8192, .micro_batches = n});
       const auto nd = static_cast<double>(n);
       CHECK(e.time.total_s == Approx(nd * (one.time.forward_s + one.time.backward_s) + one.time.optimizer_s));
       CHECK(e.time.optimizer_s == one.time.optimizer_s);
@@ -89,8 +89,8 @@ TEST_CASE("Estimator: static memory is Megatron-LM's 18 bytes per parameter, sha
   // bytes per parameter without the distributed optimizer: bf16 weight 2, fp32 main gradient 4, fp32
   // master weight and two Adam moments 12.
   const ModelSpec model = load_model("llama3-8b");
-  costmodel::Estimator estimator(model, hw::load_cluster("dgx-a100"));
-  const costmodel::Estimate e = estimator.estimate(megatron_ts(), {.tokens = 8192});
+  steps::Estimator estimator(model, hw::load_cluster("dgx-a100"));
+  const steps::Estimate e = estimator.estimate(megatron_ts(), {.tokens = 8192});
   // Norm weights are replicated and the vocabulary is padded to a multiple of p: both below 0.1 %.
   REQUIRE(static_bytes(e) == Approx(18.0 * static_cast<double>(model.total_parameters()) / 8).epsilon(1e-3));
   REQUIRE(e.memory.gradients_bytes == Approx(2 * e.memory.weights_bytes));
@@ -101,26 +101,26 @@ TEST_CASE("model_flops: Korthikanti et al. 2022, Appendix A", "[costmodel]") {
   // 72·B·L·s·h²·(1 + s/(6h) + V/(12hL)) for a GELU MHA model with non-causal attention.
   ModelSpec m = four_layers(false);
   const double b = 2, s = 32768, h = static_cast<double>(m.hidden), L = 4, V = static_cast<double>(m.vocab);
-  REQUIRE(costmodel::model_flops(m, 32768, 2) ==
+  REQUIRE(steps::model_flops(m, 32768, 2) ==
           Approx(72 * b * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L))).epsilon(1e-12));
   // Causal attention does half the attention FLOPs.
   m.causal = true;
-  REQUIRE(costmodel::model_flops(m, 32768, 2) ==
+  REQUIRE(steps::model_flops(m, 32768, 2) ==
           Approx(72 * b * L * s * h * h * (1 + s / (12 * h) + V / (12 * h * L))).epsilon(1e-12));
 }
 
 TEST_CASE("Estimator: a mixed plan costs its layers' shares of the pure plans", "[costmodel]") {
   const ModelSpec model = four_layers(true);
-  costmodel::Estimator estimator(model, hw::load_cluster("dgx-a100"));
+  steps::Estimator estimator(model, hw::load_cluster("dgx-a100"));
   const std::vector<const Strategy*>& strategies = all_strategies();
   for (const Strategy* a : strategies)
     for (const Strategy* b : strategies) {
       if (a == b || a->unsupported(model, 8) || b->unsupported(model, 8)) continue;
-      const costmodel::EstimateRequest request{.tokens = 32768};
+      const steps::EstimateRequest request{.tokens = 32768};
       const double ta = estimator.estimate(*a, request).time.total_s;
       const double tb = estimator.estimate(*b, request).time.total_s;
       const LayerChoice la{a}, lb{b};
-      const costmodel::Estimate mixed = estimator.estimate(Plan{la, lb, la, lb}, request);
+      const steps::Estimate mixed = estimator.estimate(Plan{la, lb, la, lb}, request);
       INFO(a->name() << " + " << b->name());
       REQUIRE(mixed.time.total_s == Approx((ta + tb) / 2).epsilon(1e-9));
       REQUIRE(mixed.plan == std::string(a->name()) + "," + std::string(b->name()) + "," +
@@ -129,7 +129,7 @@ TEST_CASE("Estimator: a mixed plan costs its layers' shares of the pure plans", 
 }
 
 TEST_CASE("Estimator: bad requests are input errors", "[costmodel]") {
-  costmodel::Estimator estimator(four_layers(true), hw::load_cluster("dgx-a100"));
+  steps::Estimator estimator(four_layers(true), hw::load_cluster("dgx-a100"));
   REQUIRE_THROWS_WITH(estimator.estimate(megatron_ts(), {.tokens = 0}),
                       Catch::Contains("positive sequence length"));
   REQUIRE_THROWS_WITH(estimator.estimate(megatron_ts(), {.tokens = 4096, .degree = 16}),
@@ -150,34 +150,34 @@ TEST_CASE("Estimator: at 2^30 tokens a strategy whose tensor no int64 counts is 
           "[costmodel]") {
   // colossal_z materialises [b, a, s/p, s] scores: 16 heads × 2^60 pairs at degree 1 is 2^64 elements.
   const int64_t tokens = int64_t{1} << 30;
-  costmodel::Estimator estimator(four_layers(true), hw::load_cluster("dgx-a100"));
+  steps::Estimator estimator(four_layers(true), hw::load_cluster("dgx-a100"));
   REQUIRE_THROWS_AS(estimator.estimate(colossal_z(), {.tokens = tokens, .degree = 1}), TensorTooLarge);
-  const costmodel::CostTable table = estimator.cost_table(
+  const steps::CostTable table = estimator.cost_table(
       {{&megatron_ts(), Recompute::none}, {&colossal_z(), Recompute::none}}, {.tokens = tokens, .degree = 1});
   REQUIRE(table.candidates.size() == 1);
   CHECK(table.candidates[0].strategy == &megatron_ts());
-  CHECK_FALSE(table.fits(costmodel::CostTable::Choice(4, 0)));  // priced, and out of memory
+  CHECK_FALSE(table.fits(steps::CostTable::Choice(4, 0)));  // priced, and out of memory
 }
 
 TEST_CASE("Estimator: lengths are padded to the layout's multiple, and padding is not model FLOPs",
           "[costmodel]") {
-  costmodel::Estimator estimator(four_layers(true), hw::load_cluster("dgx-a100"));
-  const costmodel::Estimate e = estimator.estimate(megatron_ts(), {.tokens = 4097});
+  steps::Estimator estimator(four_layers(true), hw::load_cluster("dgx-a100"));
+  const steps::Estimate e = estimator.estimate(megatron_ts(), {.tokens = 4097});
   REQUIRE(e.padded_tokens == 4112);  // next multiple of 2p = 16
   REQUIRE(e.tokens == 4097);
-  REQUIRE(e.model_flops == Approx(costmodel::model_flops(estimator.model(), 4097, 1)));
-  const costmodel::Estimate again = estimator.estimate(megatron_ts(), {.tokens = 4097});
+  REQUIRE(e.model_flops == Approx(steps::model_flops(estimator.model(), 4097, 1)));
+  const steps::Estimate again = estimator.estimate(megatron_ts(), {.tokens = 4097});
   REQUIRE(again.time.total_s == e.time.total_s);
 }
 
 TEST_CASE("Estimator: recomputation is chosen per layer", "[costmodel]") {
   const ModelSpec model = four_layers(true);
-  costmodel::Estimator estimator(model, hw::load_cluster("dgx-a100"));
-  const costmodel::EstimateRequest request{.tokens = 65536};
-  const costmodel::Estimate none = estimator.estimate(megatron_ts(), request);
-  const costmodel::Estimate full = estimator.estimate(megatron_ts(), request, Recompute::full);
+  steps::Estimator estimator(model, hw::load_cluster("dgx-a100"));
+  const steps::EstimateRequest request{.tokens = 65536};
+  const steps::Estimate none = estimator.estimate(megatron_ts(), request);
+  const steps::Estimate full = estimator.estimate(megatron_ts(), request, Recompute::full);
   const LayerChoice keep{&megatron_ts(), Recompute::none}, redo{&megatron_ts(), Recompute::full};
-  const costmodel::Estimate half = estimator.estimate(Plan{keep, redo, keep, redo}, request);
+  const steps::Estimate half = estimator.estimate(Plan{keep, redo, keep, redo}, request);
   // Every layer's saved activations are its own: half the layers keep everything, half only their input.
   REQUIRE(
       half.memory.saved_activations_bytes ==
@@ -191,9 +191,9 @@ TEST_CASE("Estimator: recomputation is chosen per layer", "[costmodel]") {
 TEST_CASE("Estimator: a packed micro-batch pads each document and counts attention within each",
           "[costmodel]") {
   const ModelSpec model = four_layers(true);
-  costmodel::Estimator estimator(model, hw::load_cluster("dgx-a100"));
+  steps::Estimator estimator(model, hw::load_cluster("dgx-a100"));
   const std::vector<int64_t> documents{1000, 3001, 97};
-  const costmodel::Estimate packed = estimator.estimate(megatron_ts(), {.documents = documents});
+  const steps::Estimate packed = estimator.estimate(megatron_ts(), {.documents = documents});
   CHECK(packed.tokens == 4098);
   CHECK(packed.documents == 3);
   CHECK(packed.padded_tokens == 1008 + 3008 + 112);  // each to a multiple of 2p = 16
@@ -202,11 +202,11 @@ TEST_CASE("Estimator: a packed micro-batch pads each document and counts attenti
   double squares = 0;
   for (const int64_t s : documents) squares += static_cast<double>(s * s);
   const double s_all = 4098;
-  const double gemms_and_logits = costmodel::model_flops(model, 4098, 1) - 3 * L * 4 * s_all * s_all * h / 2;
+  const double gemms_and_logits = steps::model_flops(model, 4098, 1) - 3 * L * 4 * s_all * s_all * h / 2;
   CHECK(packed.model_flops == Approx(gemms_and_logits + 3 * L * 4 * squares * h / 2).epsilon(1e-12));
   // The same tokens in one sequence attend over all S² / 2 pairs: slower, and the order of documents
   // changes nothing.
-  const costmodel::Estimate one = estimator.estimate(megatron_ts(), {.tokens = 4098});
+  const steps::Estimate one = estimator.estimate(megatron_ts(), {.tokens = 4098});
   CHECK(one.time.total_s > packed.time.total_s);
   CHECK(estimator.estimate(megatron_ts(), {.documents = {97, 3001, 1000}}).time.total_s ==
         packed.time.total_s);

@@ -2,7 +2,7 @@
 // optimizer step included) for a per-layer plan of strategies, from traced programs and the cluster.
 //
 // Usage:
-//   costmodel::Estimator estimator(model, cluster);
+//   steps::Estimator estimator(model, cluster);
 //   Estimate e = estimator.estimate(megatron_ts(), {.tokens = 32768});
 //   Estimate mixed = estimator.estimate(plan, {.tokens = 32768});  // a strategy per layer
 //
@@ -20,14 +20,14 @@
 #include <tuple>
 #include <vector>
 
-#include "costmodel/cost_table.hpp"
 #include "costmodel/program_cost.hpp"
 #include "hw_models/cluster.hpp"
+#include "steps/cost_table.hpp"
 #include "strategies/micro_batch.hpp"
 #include "strategies/strategy.hpp"
 #include "strategies/training_step.hpp"
 
-namespace paradyse::costmodel {
+namespace paradyse::steps {
 
 struct EstimateRequest {
   int64_t tokens = 0;         // per sequence, before padding
@@ -110,7 +110,7 @@ class Estimator {
 
   ModelSpec model_;
   hw::ClusterSpec cluster_;
-  std::shared_ptr<const RoutedCollectiveTimer>
+  std::shared_ptr<const costmodel::RoutedCollectiveTimer>
       routed_;  // shared by the traced layers: each group routed once
   std::map<std::tuple<const Strategy*, int, std::vector<int64_t>, int64_t, Recompute, bool>,
            std::unique_ptr<StrategyCosts>>
@@ -146,4 +146,4 @@ double static_memory_bytes(const ModelSpec& model, int degree, WeightLayout layo
 double model_flops(const ModelSpec& model, const MicroBatch& micro_batch, int64_t batch);
 double model_flops(const ModelSpec& model, int64_t tokens, int64_t batch);
 
-}  // namespace paradyse::costmodel
+}  // namespace paradyse::steps

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace paradyse::costmodel {
+namespace paradyse::steps {
 
 // One measured (strategy, length) of a uniform plan: every layer the same strategy and recompute.
 struct ProfilePoint {
@@ -51,4 +51,4 @@ void write_profile(const Profile& profile, const std::string& path);
 // duplicate (strategy, recompute, seq), or an empty file is an InputError(path, line, column, ...).
 Profile read_profile(const std::string& path);
 
-}  // namespace paradyse::costmodel
+}  // namespace paradyse::steps

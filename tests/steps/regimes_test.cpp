@@ -1,7 +1,7 @@
 // The regimes the paper reports, on its setting: the GPT-3 shape (gpt-8l) on one 8×A100 node.
 #include <catch2/catch.hpp>
 
-#include "costmodel/estimate.hpp"
+#include "steps/estimate.hpp"
 #include "strategies/library.hpp"
 
 using namespace paradyse;
@@ -9,11 +9,11 @@ using namespace paradyse;
 namespace {
 
 struct Setting {
-  costmodel::Estimator estimator{load_model("gpt-8l"), hw::load_cluster("dgx-a100")};
+  steps::Estimator estimator{load_model("gpt-8l"), hw::load_cluster("dgx-a100")};
   // Every strategy that runs on the node's 8 GPUs.
   std::vector<const Strategy*> strategies = strategies_for(estimator.model(), 8);
 
-  costmodel::Estimate at(const Strategy& strategy, int64_t tokens) {
+  steps::Estimate at(const Strategy& strategy, int64_t tokens) {
     return estimator.estimate(strategy, {.tokens = tokens});
   }
   double seconds(const Strategy& strategy, int64_t tokens) { return at(strategy, tokens).time.total_s; }

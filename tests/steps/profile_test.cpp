@@ -1,5 +1,5 @@
 // The profile CSV: exact round trip, and one InputError naming file, line and column per kind of bad file.
-#include "costmodel/profile.hpp"
+#include "steps/profile.hpp"
 #include "tests/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -15,7 +15,7 @@
 #include "common/errors.hpp"
 
 using namespace paradyse;
-using namespace paradyse::costmodel;
+using namespace paradyse::steps;
 
 using paradyse::testing::TempDir;
 

@@ -7,12 +7,12 @@
 #include <string>
 
 #include "common/statistics.hpp"
-#include "costmodel/learned_model.hpp"
-#include "costmodel/profile.hpp"
 #include "hw_models/cluster.hpp"
+#include "steps/learned_model.hpp"
+#include "steps/profile.hpp"
 #include "strategies/model.hpp"
 
-namespace paradyse::costmodel {
+namespace paradyse::steps {
 
 struct TimeAndMemoryErrors {
   PercentageErrors time, memory;
@@ -33,4 +33,4 @@ AccuracyReport evaluate_accuracy(const LearnedModel& learned, const std::string&
                                  const Profile& heldout, const std::string& profile_file,
                                  const ModelSpec& model, const hw::ClusterSpec& cluster);
 
-}  // namespace paradyse::costmodel
+}  // namespace paradyse::steps

@@ -1,6 +1,6 @@
 // Reading and writing the profile CSV (format in profile.hpp). The writer applies the reader's rules
 // before writing, so every file paradyse writes reads back, and reads back to the same points.
-#include "costmodel/profile.hpp"
+#include "steps/profile.hpp"
 
 #include <fmt/format.h>
 
@@ -25,7 +25,7 @@
 #include "common/limits.hpp"
 #include "strategies/strategy.hpp"
 
-namespace paradyse::costmodel {
+namespace paradyse::steps {
 
 namespace {
 
@@ -274,4 +274,4 @@ Profile read_profile(const std::string& path) {
   return profile;
 }
 
-}  // namespace paradyse::costmodel
+}  // namespace paradyse::steps
