@@ -15,7 +15,7 @@ std::string to_string(const RankSet& ranks) {
          std::to_string(ranks.size);
 }
 
-RankSet Backend::ranks_of(CommGroup group) const {
+RankSet Groups::ranks_of(CommGroup group) const {
   const int shard = shard_degree();
   switch (group) {
     case CommGroup::parallel:
@@ -30,7 +30,7 @@ RankSet Backend::ranks_of(CommGroup group) const {
   return {};
 }
 
-GroupSplit split_group(const Backend& be, int inner_size) {
+GroupSplit split_group(const Groups& be, int inner_size) {
   PARADYSE_CHECK(inner_size >= 1 && be.degree() % inner_size == 0,
                  "groups of " + std::to_string(inner_size) + " in a group of " + std::to_string(be.degree()));
   const RankSet group = be.parallel_ranks();
@@ -39,7 +39,7 @@ GroupSplit split_group(const Backend& be, int inner_size) {
           {group.rank(rank % inner_size), be.degree() / inner_size, inner_size * group.stride}};
 }
 
-GroupScope::GroupScope(Backend& be, const RankSet& ranks) : be_(be), outer_(be.parallel_ranks()) {
+GroupScope::GroupScope(Groups& be, const RankSet& ranks) : be_(be), outer_(be.parallel_ranks()) {
   be_.set_parallel_ranks(ranks);
 }
 

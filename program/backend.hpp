@@ -2,6 +2,11 @@
 // tensors; every call appends an op to this rank's program) or real tensors and a real communicator.
 // Strategies never know which.
 //
+// It is four narrow parts, and code that needs only one takes only that one: Compute (the layer's
+// math), Communication (collectives and point-to-point transfers), StepOperations (phases, weights and
+// their gradients, the optimizer, values the host reads) and Groups (the ranks a call runs over).
+// The op table (op_table.hpp) declares the kinds of work these calls issue.
+//
 // Layout conventions: activations are [b, s, ...] with the sequence in dim 1; attention takes
 // q [b, s_q, heads, d], k and v [b, s_k, kv_heads, d] (FlashAttention's layout) and GQA when
 // kv_heads < heads. Collectives run over the layer's parallel group of `degree()` ranks and count
@@ -20,14 +25,14 @@
 
 namespace paradyse {
 
-class Backend;
+class Communication;
 
 // A started communication. wait() makes later compute wait for it and returns its result; it must be
 // called exactly once (a dropped Pending is a bug: the compute stream would never wait for it).
 class [[nodiscard]] Pending {
  public:
   Pending() = default;
-  Pending(Backend* backend, int64_t token, Tensor result)
+  Pending(Communication* backend, int64_t token, Tensor result)
       : backend_(backend), token_(token), result_(std::move(result)) {}
   Pending(Pending&& other) noexcept { *this = std::move(other); }
   Pending& operator=(Pending&& other) noexcept {
@@ -44,7 +49,7 @@ class [[nodiscard]] Pending {
   Tensor wait();
 
  private:
-  Backend* backend_ = nullptr;
+  Communication* backend_ = nullptr;
   int64_t token_ = 0;
   Tensor result_;
 };
@@ -116,12 +121,13 @@ struct RankSet {
 };
 std::string to_string(const RankSet& ranks);  // "ranks 2 + 4·i for i < 3"
 
-// Checks that a shard group of `degree` ranks divides a job of `job_degree` (Backend::use_shard_degree).
+// Checks that a shard group of `degree` ranks divides a job of `job_degree` (Groups::use_shard_degree).
 void check_shard_degree(int degree, int job_degree);
 
-class Backend {
+// The ranks a call runs over: this rank's parallel group, and the job and its shard groups.
+class Groups {
  public:
-  virtual ~Backend() = default;
+  virtual ~Groups() = default;
 
   virtual int rank() const = 0;    // index in the parallel group
   virtual int degree() const = 0;  // p, ranks in the group
@@ -129,7 +135,7 @@ class Backend {
   // The job and its groups. A step that several groups of ranks train at once, each group on its own
   // micro-batch (FlexSP's heterogeneous sequence-parallel groups; grouped_step.hpp), shards the
   // weights over all job_degree() ranks of the job and gathers them from all of them; the parallel
-  // group that rank(), degree() and the collectives below use is then one of its groups, ranks
+  // group that rank(), degree() and the collectives use is then one of its groups, ranks
   // [first, first + degree()) of the job. A backend starts with the whole job as its group.
   virtual int job_rank() const = 0;
   virtual int job_degree() const = 0;
@@ -149,18 +155,19 @@ class Backend {
   // The job ranks `group` names for this rank.
   RankSet ranks_of(CommGroup group) const;
 
-  // Marks the start of a phase of the step (layer = -1 outside the layers).
-  virtual void begin_phase(Phase phase, int layer) = 0;
+ protected:
+  friend class GroupScope;
+  // Makes `ranks` the parallel group (GroupScope); nothing else of the backend's state changes.
+  virtual void set_parallel_ranks(const RankSet& ranks) = 0;
+};
+
+// The layer's math, on the compute stream.
+class Compute {
+ public:
+  virtual ~Compute() = default;
+
   // A label for the following ops ("qkv", "ring step 3"); the tracer and profiler record it.
   virtual void label(std::string_view name) = 0;
-
-  // This rank's shard of a model weight, created once per model; `name` and `shard` identify it so
-  // that a real backend initialises it consistently with a one-device reference. Weights, gradients
-  // and optimizer state are the static memory terms, not part of the activation timeline.
-  virtual Tensor parameter(std::string_view name, const Shape& shape, int shard) = 0;
-  // A zero gradient accumulator of the given shape (static memory, like parameters): fp32, the main
-  // gradient Megatron-LM accumulates bf16 weight gradients into (--accumulate-allreduce-grads-in-fp32).
-  virtual Tensor gradient_buffer(const Shape& shape) = 0;
 
   // Tensors and views. view/slice share storage; concat copies.
   virtual Tensor zeros(const Shape& shape, DType dtype) = 0;
@@ -236,6 +243,25 @@ class Backend {
                                        const Tensor& maxima) = 0;
   virtual LossOutput vocabulary_shard_loss(const Tensor& logits, const Tensor& targets, int64_t first_row,
                                            const Tensor& maxima, const Tensor& sums, double loss_weight) = 0;
+};
+
+// What a training step does around its layers: its phases, the weights and their gradient buffers,
+// the optimizer, and the values the host reads.
+class StepOperations {
+ public:
+  virtual ~StepOperations() = default;
+
+  // Marks the start of a phase of the step (layer = -1 outside the layers).
+  virtual void begin_phase(Phase phase, int layer) = 0;
+
+  // This rank's shard of a model weight, created once per model; `name` and `shard` identify it so
+  // that a real backend initialises it consistently with a one-device reference. Weights, gradients
+  // and optimizer state are the static memory terms, not part of the activation timeline.
+  virtual Tensor parameter(std::string_view name, const Shape& shape, int shard) = 0;
+  // A zero gradient accumulator of the given shape (static memory, like parameters): fp32, the main
+  // gradient Megatron-LM accumulates bf16 weight gradients into (--accumulate-allreduce-grads-in-fp32).
+  virtual Tensor gradient_buffer(const Shape& shape) = 0;
+
   // Mixed-precision Adam on one weight shard and its fp32 main gradient (the fp32 master weight and
   // moments are the backend's): 18 bytes per parameter in all with the bf16 weight, Megatron-LM's
   // "bf16 parameters, fp32 gradients" (Megatron Core, Distributed Optimizer).
@@ -248,8 +274,14 @@ class Backend {
   // The host reads a one-element tensor (`.item()`: a loss to log, a gradient norm to clip by), so it
   // waits for it, and for everything issued before it on the compute stream, before it issues more.
   virtual double read_scalar(const Tensor& x) = 0;
+};
 
-  // Communication over the group, on the communication stream.
+// Collectives and point-to-point transfers, on the communication stream.
+class Communication {
+ public:
+  virtual ~Communication() = default;
+
+  // Over the parallel group:
   // all_gather: concatenates every rank's x along dim. reduce_scatter: sums, keeps this rank's
   // 1/p slice along dim. all_to_all: splits x into p parts along split_dim, sends part j to rank j,
   // concatenates the received parts along concat_dim. broadcast: root's x to all (x gives the shape
@@ -296,12 +328,11 @@ class Backend {
 
  protected:
   friend class Pending;
-  friend class GroupScope;
-  // Makes `ranks` the parallel group (GroupScope); nothing else of the backend's state changes.
-  virtual void set_parallel_ranks(const RankSet& ranks) = 0;
   // Makes the compute stream wait for communication `token`; returns its result.
   virtual Tensor wait(int64_t token, Tensor result) = 0;
 };
+
+class Backend : public Groups, public Compute, public StepOperations, public Communication {};
 
 // Makes `ranks` (job ranks, this rank among them) the parallel group until the scope ends, when the
 // group before it is restored: how a 2-D strategy runs one of its dimensions (the all-to-all over a
@@ -309,13 +340,13 @@ class Backend {
 // of the 1-D strategy that runs it. Every rank of `ranks` must enter the same scope.
 class GroupScope {
  public:
-  GroupScope(Backend& be, const RankSet& ranks);
+  GroupScope(Groups& be, const RankSet& ranks);
   ~GroupScope();
   GroupScope(const GroupScope&) = delete;
   GroupScope& operator=(const GroupScope&) = delete;
 
  private:
-  Backend& be_;
+  Groups& be_;
   RankSet outer_;
 };
 
@@ -325,11 +356,11 @@ class GroupScope {
 struct GroupSplit {
   RankSet inner, outer;
 };
-GroupSplit split_group(const Backend& be, int inner_size);
+GroupSplit split_group(const Groups& be, int inner_size);
 
 inline Tensor Pending::wait() {
   PARADYSE_CHECK(backend_ != nullptr, "wait() on a Pending that was never started or already waited");
-  Backend* backend = backend_;
+  Communication* backend = backend_;
   backend_ = nullptr;
   return backend->wait(token_, std::move(result_));
 }

@@ -79,7 +79,7 @@ struct PhaseMark {
 struct Program {
   int rank = 0;  // in the parallel group the program started with
   int degree = 1;
-  int job_rank = 0;  // in the job (Backend::job_rank)
+  int job_rank = 0;  // in the job (Groups::job_rank)
   int job_degree = 1;
   std::vector<Op> ops;
   std::vector<MemoryEvent> memory;

@@ -4,7 +4,7 @@
 
 namespace paradyse::core_attention {
 
-Saved unfused_probabilities(Backend& be, const ModelSpec& model, const Tensor& scores,
+Saved unfused_probabilities(Compute& be, const ModelSpec& model, const Tensor& scores,
                             const AttentionMask& mask) {
   Saved saved;
   saved.probs = be.softmax(scores, softmax_scale(model), mask);
@@ -21,7 +21,7 @@ const Tensor& times_v_operand(const Saved& saved) {
   return saved.dropped_probs.defined() ? saved.dropped_probs : saved.probs;
 }
 
-Tensor unfused_scores_grad(Backend& be, const ModelSpec& model, Tensor d_probs, Saved& saved) {
+Tensor unfused_scores_grad(Compute& be, const ModelSpec& model, Tensor d_probs, Saved& saved) {
   saved.dropped_probs = Tensor();
   if (saved.dropout_mask.defined()) {
     d_probs = be.dropout_backward(d_probs, saved.dropout_mask, model.attention_dropout);
@@ -36,7 +36,7 @@ double softmax_scale(const ModelSpec& model) {
   return 1.0 / std::sqrt(static_cast<double>(model.head_dim()));
 }
 
-Tensor expand_heads(Backend& be, const ModelSpec& model, const Tensor& x) {
+Tensor expand_heads(Compute& be, const ModelSpec& model, const Tensor& x) {
   const int64_t group = model.heads / model.kv_heads;
   if (group == 1) return x;
   const int64_t b = x.size(0), n = x.size(1), kv_heads = x.size(2), d = x.size(3);
@@ -44,7 +44,7 @@ Tensor expand_heads(Backend& be, const ModelSpec& model, const Tensor& x) {
   return be.view(be.concat(copies, 3), {b, n, kv_heads * group, d});  // [b, n, a_kv', group, d]
 }
 
-Tensor reduce_heads(Backend& be, const ModelSpec& model, const Tensor& x) {
+Tensor reduce_heads(Compute& be, const ModelSpec& model, const Tensor& x) {
   const int64_t group = model.heads / model.kv_heads;
   if (group == 1) return x;
   const int64_t b = x.size(0), n = x.size(1), kv_heads = x.size(2) / group, d = x.size(3);
@@ -63,7 +63,7 @@ AttentionMask full_sequence_mask(const LayerContext& ctx) {
   return mask(ctx, ctx.layout.gathered(), ctx.layout.gathered());
 }
 
-Forward forward(Backend& be, const LayerContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+Forward forward(Compute& be, const LayerContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
                 const AttentionMask& mask) {
   Forward result;
   if (ctx.model.attention_kernel == AttentionKernel::flash) {
@@ -79,7 +79,7 @@ Forward forward(Backend& be, const LayerContext& ctx, const Tensor& q, const Ten
   return result;
 }
 
-AttentionGrads backward(Backend& be, const LayerContext& ctx, const Tensor& d_out, const Tensor& q,
+AttentionGrads backward(Compute& be, const LayerContext& ctx, const Tensor& d_out, const Tensor& q,
                         const Tensor& k, const Tensor& v, const Tensor& out, const AttentionMask& mask,
                         Saved saved) {
   const bool flash = ctx.model.attention_kernel == AttentionKernel::flash;

@@ -37,27 +37,27 @@ struct Forward {
   Saved saved;
 };
 
-Forward forward(Backend& be, const LayerContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+Forward forward(Compute& be, const LayerContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
                 const AttentionMask& mask);
 // Consumes `saved` (recomputing it first under selective recomputation). `out` is the forward's output;
 // only the flash kernel reads it, and under selective recomputation it may be undefined (recomputed).
-AttentionGrads backward(Backend& be, const LayerContext& ctx, const Tensor& d_out, const Tensor& q,
+AttentionGrads backward(Compute& be, const LayerContext& ctx, const Tensor& d_out, const Tensor& q,
                         const Tensor& k, const Tensor& v, const Tensor& out, const AttentionMask& mask,
                         Saved saved);
 
 // The unfused kernel's pieces, which ColossalZ's ring self-attention shares.
 // From the raw scores S = QKᵀ: P = softmax(S/√d, mask) and, with attention dropout, P' and its mask.
-Saved unfused_probabilities(Backend& be, const ModelSpec& model, const Tensor& scores,
+Saved unfused_probabilities(Compute& be, const ModelSpec& model, const Tensor& scores,
                             const AttentionMask& mask);
 const Tensor& times_v_operand(const Saved& saved);  // P', or P without attention dropout
 // dS from dP' (the gradient of ×V's left operand), releasing what `saved` held.
-Tensor unfused_scores_grad(Backend& be, const ModelSpec& model, Tensor d_probs, Saved& saved);
+Tensor unfused_scores_grad(Compute& be, const ModelSpec& model, Tensor d_probs, Saved& saved);
 
 double softmax_scale(const ModelSpec& model);  // 1/√d
 // GQA for the unfused score GEMMs, which need equal heads: [b, n, a_kv', d] → [b, n, a', d], query head
 // i reading KV head i / (a/a_kv); a view when a = a_kv.
-Tensor expand_heads(Backend& be, const ModelSpec& model, const Tensor& x);
+Tensor expand_heads(Compute& be, const ModelSpec& model, const Tensor& x);
 // Backward of expand_heads: [b, n, a', d] → [b, n, a_kv', d], summing each KV head's query group.
-Tensor reduce_heads(Backend& be, const ModelSpec& model, const Tensor& x);
+Tensor reduce_heads(Compute& be, const ModelSpec& model, const Tensor& x);
 
 }  // namespace paradyse::core_attention

@@ -56,7 +56,7 @@ struct GroupedStepSpec {
   int num_layers = 0;  // every plan's length
   std::vector<Round> rounds;
   double clip_grad_norm = 1.0;  // as StepSpec's
-  int shard_degree = 0;         // ranks in a shard group: 0 for the whole job (Backend::use_shard_degree)
+  int shard_degree = 0;         // ranks in a shard group: 0 for the whole job (Groups::use_shard_degree)
 
   int shard_degree_of(int job_degree) const { return shard_degree == 0 ? job_degree : shard_degree; }
 };

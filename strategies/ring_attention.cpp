@@ -4,26 +4,26 @@
 
 namespace paradyse::ring {
 
-Neighbours neighbours(const Backend& be) {
+Neighbours neighbours(const Groups& be) {
   const int p = be.degree(), r = be.rank();
   return {(r + 1) % p, (r - 1 + p) % p};
 }
 
-Tensor keys(Backend& be, const KvBlock& block) {
+Tensor keys(Compute& be, const KvBlock& block) {
   return block.is_packed() ? be.slice(block.kv, 2, 0, block.kv.size(2) / 2) : block.k;
 }
 
-Tensor values(Backend& be, const KvBlock& block) {
+Tensor values(Compute& be, const KvBlock& block) {
   return block.is_packed() ? be.slice(block.kv, 2, block.kv.size(2) / 2, block.kv.size(2) / 2) : block.v;
 }
 
-KvBlock zeros_like(Backend& be, const KvBlock& block, DType dtype) {
+KvBlock zeros_like(Compute& be, const KvBlock& block, DType dtype) {
   if (block.is_packed()) return KvBlock::packed(be.zeros(block.kv.shape(), dtype));
   Tensor k = be.zeros(block.k.shape(), dtype);
   return KvBlock::apart(std::move(k), be.zeros(block.v.shape(), dtype));
 }
 
-void add_into(Backend& be, const KvBlock& target, const KvBlock& x) {
+void add_into(Compute& be, const KvBlock& target, const KvBlock& x) {
   if (target.is_packed() && x.is_packed()) {
     Tensor sum = target.kv;
     be.add_(sum, x.kv);

@@ -42,7 +42,7 @@ namespace paradyse::ring {
 struct Neighbours {
   int next, previous;
 };
-Neighbours neighbours(const Backend& be);
+Neighbours neighbours(const Groups& be);
 
 // One step of the ring as the rank holding the block sees it.
 struct Step {
@@ -61,12 +61,12 @@ struct KvBlock {
   static KvBlock apart(Tensor k, Tensor v) { return {Tensor(), std::move(k), std::move(v)}; }
   bool is_packed() const { return kv.defined(); }
 };
-Tensor keys(Backend& be, const KvBlock& block);  // a view when packed
-Tensor values(Backend& be, const KvBlock& block);
+Tensor keys(Compute& be, const KvBlock& block);  // a view when packed
+Tensor values(Compute& be, const KvBlock& block);
 // A zero block of `block`'s shapes and layout in `dtype`.
-KvBlock zeros_like(Backend& be, const KvBlock& block, DType dtype);
+KvBlock zeros_like(Compute& be, const KvBlock& block, DType dtype);
 // target += x, in place: one add when both are packed, else keys and values apart (as views of a packed one).
-void add_into(Backend& be, const KvBlock& target, const KvBlock& x);
+void add_into(Compute& be, const KvBlock& target, const KvBlock& x);
 
 // The exchange of one block in flight: each of its tensors sent to the next rank, the previous rank's
 // received in its place.

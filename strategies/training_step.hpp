@@ -45,7 +45,7 @@ int64_t padded_vocab(const ModelSpec& model, int degree);
 
 // How a job holds its layers' weights. group: the unified layout over the parallel group, which is
 // the whole job (training_step). job: each layer's weights one flat tensor sharded over the job's
-// shard group (Backend::shard_degree: the job, or a node), for steps whose groups train different
+// shard group (Groups::shard_degree: the job, or a node), for steps whose groups train different
 // micro-batches (grouped_step.hpp).
 enum class WeightLayout : uint8_t { group, job };
 

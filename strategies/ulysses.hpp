@@ -12,13 +12,13 @@ constexpr int kHeadDim = 2;
 
 // [b, n, heads, d] → [b, p·n, heads/p, d]: part j of the heads goes to rank j, which concatenates every
 // rank's tokens in rank order.
-inline Pending sequence_to_heads_async(Backend& be, const Tensor& x) {
+inline Pending sequence_to_heads_async(Communication& be, const Tensor& x) {
   return be.all_to_all_async(x, kHeadDim, kSequenceDim);
 }
 
 // [b, p·n, heads/p, d] → [b, n, heads, d]: rank j's tokens go back to it, which concatenates every rank's
 // heads in rank order.
-inline Pending heads_to_sequence_async(Backend& be, const Tensor& x) {
+inline Pending heads_to_sequence_async(Communication& be, const Tensor& x) {
   return be.all_to_all_async(x, kSequenceDim, kHeadDim);
 }
 
