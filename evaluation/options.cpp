@@ -31,7 +31,9 @@ ModelSpec MachineOptions::load_model() const {
 }
 
 hw::ClusterSpec MachineOptions::load_cluster() const {
-  return hw::load_cluster(cluster, nodes);
+  hw::ClusterSpec spec = hw::load_cluster(cluster, nodes);
+  if (!framework.empty()) hw::use_framework(spec, hw::load_framework(framework));
+  return spec;
 }
 
 int64_t parse_length(const std::string& text, const std::string& flag) {

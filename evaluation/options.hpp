@@ -28,6 +28,7 @@ struct MachineOptions {
   std::string loss_kernel;       // "", "fused" or "unfused"
   std::string cluster = "dgx-a100";
   int nodes = 1;
+  std::string framework;  // "": the cluster's own (its preset's, or its file's host block)
 
   ModelSpec load_model() const;
   hw::ClusterSpec load_cluster() const;

@@ -23,6 +23,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 const std::vector<std::string> kAxes = {"cluster",
+                                        "framework",
                                         "nodes",
                                         "degree",
                                         "nvlink_scale",
@@ -38,6 +39,7 @@ const std::vector<std::string> kAxes = {"cluster",
                                         "shard_group"};
 const std::vector<std::string> kBaseKeys = {"model",
                                             "cluster",
+                                            "framework",
                                             "nodes",
                                             "degree",
                                             "trace",
@@ -274,6 +276,7 @@ CompareJob SweepSpec::job(const SweepPoint& point) const {
   job.machine.model = settings.value("model", job.machine.model);
   job.machine.cluster = settings.value("cluster", job.machine.cluster);
   job.machine.nodes = settings.value("nodes", 1);
+  job.machine.framework = settings.value("framework", std::string());
   job.policies.degree = settings.value("degree", 0);
   job.policies.policies = settings.value("policies", job.policies.policies);
   job.trace = settings.value("trace", job.trace);

@@ -65,6 +65,10 @@ void add_machine_options(CLI::App& command, evaluation::MachineOptions& options)
   command.add_option("--nodes", options.nodes, "number of nodes of the cluster preset")
       ->check(positive_whole_number())
       ->capture_default_str();
+  command.add_option("--framework", options.framework,
+                     fmt::format("how the host issues the step's calls: a framework preset ({}) or a "
+                                 "framework JSON file (default: the cluster's; docs/inputs.md#frameworks)",
+                                 fmt::join(hw::framework_preset_names(), ", ")));
 }
 
 void add_degree_and_batch_options(CLI::App& command, int& degree, int64_t& batch) {

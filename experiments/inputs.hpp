@@ -14,7 +14,7 @@
 
 namespace paradyse::cli {
 
-// --model, --attention, --cluster, --nodes.
+// --model, --attention, --cluster, --nodes, --framework.
 // --attention, --attention-kernel and --loss-kernel (evaluation::model_overrides reads them).
 void add_model_overrides(CLI::App& command, std::string& attention, std::string& attention_kernel,
                          std::string& loss_kernel);

@@ -1,6 +1,7 @@
 // Cluster presets and files: the strict schema of hw_models/presets/*.json, read into ClusterSpec.
 //
-// {"name", "description", "gpus_per_node", "nics_per_node", "gpu": {...}, "host": {...} (optional),
+// {"name", "description", "gpus_per_node", "nics_per_node", "gpu": {...}, "framework" or "host": {...}
+//  (optional: a framework preset or file, framework.hpp, or a host block of its own),
 //  "intra_node": {...}, "inter_node": {...}, "source": {...}}. Keys carry units and values are SI (bytes,
 // seconds, FLOP/s, bytes/s). Every block has a `source` object with exactly one text per figure of that
 // block, so a number cannot be added without saying where it came from; unknown and missing keys are
@@ -21,6 +22,7 @@
 
 #include "common/errors.hpp"
 #include "common/json_input.hpp"
+#include "hw_models/figure_sources.hpp"
 
 namespace paradyse::hw {
 
@@ -97,33 +99,6 @@ double FabricSpec::streaming_bandwidth(double size_bytes, Collective collective)
 namespace {
 
 using json_input::Object;
-
-std::string got(const Object& block, std::string_view key) {
-  return ", got " + block.json().at(std::string(key)).dump();
-}
-
-void require_source(const Object& sources, std::string_view figure) {
-  if (!sources.has(figure)) sources.fail(figure, "missing required field");
-  if (sources.string(figure).empty())
-    sources.fail(figure, "expected where this figure came from (or 'assumed: why'), got \"\"");
-}
-
-// The block's `source` object must name a source, not empty, for each of these figures and for each
-// of `optional` that the block has; it may name no other.
-void require_sources(const Object& block, std::initializer_list<std::string_view> figures,
-                     std::initializer_list<std::string_view> optional = {}) {
-  const Object sources = block.object("source");
-  sources.require_keys(figures, optional);
-  for (std::string_view figure : figures) require_source(sources, figure);
-  for (std::string_view figure : optional)
-    if (block.has(figure)) require_source(sources, figure);
-}
-
-std::string non_empty_string(const Object& block, std::string_view key) {
-  std::string text = block.string(key);
-  if (text.empty()) block.fail(key, "expected a non-empty string, got \"\"");
-  return text;
-}
 
 double non_negative_number(const Object& block, std::string_view key) {
   double value = block.number(key);
@@ -249,28 +224,6 @@ GpuSpec read_gpu(const Object& gpu) {
   return spec;
 }
 
-HostSpec read_host(const Object& host) {
-  constexpr std::string_view kByCall = "kernel_dispatch_seconds_by_call";
-  constexpr std::string_view kByKind = "communication_dispatch_seconds_by_kind";
-  host.require_keys({"kernel_dispatch_seconds", "communication_dispatch_seconds", "synchronous", "source"},
-                    {kByCall, kByKind});
-  require_sources(host, {"kernel_dispatch_seconds", "communication_dispatch_seconds", "synchronous"},
-                  {kByCall, kByKind});
-  HostSpec spec{host.number_in("kernel_dispatch_seconds", 0, 0.1, "s"),
-                host.number_in("communication_dispatch_seconds", 0, 0.1, "s"),
-                host.boolean("synchronous"),
-                {},
-                {}};
-  for (auto [key, seconds] : {std::pair{kByCall, &spec.kernel_dispatch_s_by_call},
-                              {kByKind, &spec.communication_dispatch_s_by_kind}}) {
-    if (!host.has(key)) continue;
-    const Object entries = host.object(key);
-    for (const auto& [name, value] : entries.json().items())
-      (*seconds)[name] = entries.number_in(name, 0, 0.1, "s");
-  }
-  return spec;
-}
-
 CalibrationReference read_calibration(const Object& calibration) {
   calibration.require_keys({"reference_start_seconds", "reference_end_seconds", "source"});
   require_sources(calibration, {"reference_start_seconds", "reference_end_seconds"});
@@ -320,8 +273,10 @@ ClusterSpec read_cluster(const json_input::Json& json, const std::string& source
   Object top(json, source);
   top.require_keys(
       {"name", "description", "gpus_per_node", "nics_per_node", "gpu", "intra_node", "inter_node", "source"},
-      {"host", "network", "calibration"});
+      {"host", "framework", "network", "calibration"});
   require_sources(top, {"gpus_per_node", "nics_per_node"});
+  if (top.has("host") && top.has("framework"))
+    top.fail("framework", "expected either a framework or a host block, got both");
   ClusterSpec spec;
   spec.name = non_empty_string(top, "name");
   spec.description = top.string("description");
@@ -330,6 +285,14 @@ ClusterSpec read_cluster(const json_input::Json& json, const std::string& source
   spec.nics_per_node = count(top, "nics_per_node");
   spec.gpu = read_gpu(top.object("gpu"));
   if (top.has("host")) spec.host = read_host(top.object("host"));
+  if (top.has("framework")) {
+    try {
+      use_framework(spec, load_framework(non_empty_string(top, "framework")));
+    } catch (const InputError& e) {
+      if (!e.file().empty()) throw;  // the framework's own file names itself
+      top.fail("framework", e.message());
+    }
+  }
   if (top.has("calibration")) spec.calibration = read_calibration(top.object("calibration"));
   spec.intra_node = read_fabric(top.object("intra_node"));
   spec.inter_node = read_fabric(top.object("inter_node"));
@@ -350,6 +313,11 @@ std::string joined_preset_names() {
 }
 
 }  // namespace
+
+void use_framework(ClusterSpec& cluster, const FrameworkSpec& framework) {
+  cluster.host = framework.host;
+  cluster.framework = framework.source.starts_with("preset ") ? framework.name : framework.source;
+}
 
 std::vector<std::string> cluster_preset_names() {
   std::vector<std::string> names;

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "hw_models/framework.hpp"
 #include "hw_models/network.hpp"
 
 namespace paradyse::hw {
@@ -118,33 +119,6 @@ struct FabricSpec {
   double streaming_bandwidth(double size_bytes, Collective collective = Collective::all_reduce) const;
 };
 
-// The host thread of each rank, which issues its kernels and collectives in program order: a device
-// op starts no earlier than its issue, so a chain of short kernels runs at the host's pace (eager
-// PyTorch). `synchronous`: the host waits for each kernel to end before it issues the next, and
-// for a communication when the program waits for it (a CPU, where host and device are one thread).
-struct HostSpec {
-  double kernel_dispatch_s = 0;         // per compute op: framework dispatch and kernel launch
-  double communication_dispatch_s = 0;  // per collective or transfer call
-  bool synchronous = false;
-  // Optional ("kernel_dispatch_seconds_by_call"): a backend call's own cost by its name (Backend's
-  // method), measured as the framework issues it; the other calls take kernel_dispatch_s.
-  std::map<std::string, double> kernel_dispatch_s_by_call;
-  // Optional ("communication_dispatch_seconds_by_kind"): what issuing a collective or transfer of a
-  // kind (all_gather, send_recv, ...) costs the host, measured as the backend's call takes to return;
-  // the other kinds take communication_dispatch_s. (Gloo's send writes its bytes on the calling
-  // thread: on a CPU, a send_recv of 256 KiB returned after 118 µs, an all-to-all after 12 µs.)
-  std::map<std::string, double> communication_dispatch_s_by_kind;
-
-  // Whether issuing ops costs the host anything (else only a synchronous host or a read waits).
-  bool dispatches_at_a_cost() const {
-    const auto positive = [](const auto& entry) { return entry.second > 0; };
-    return kernel_dispatch_s > 0 || communication_dispatch_s > 0 ||
-           std::any_of(kernel_dispatch_s_by_call.begin(), kernel_dispatch_s_by_call.end(), positive) ||
-           std::any_of(communication_dispatch_s_by_kind.begin(), communication_dispatch_s_by_kind.end(),
-                       positive);
-  }
-};
-
 // A calibrated machine's speed when it was measured (`paradyse calibrate`): the seconds of one fixed
 // piece of a step (real_backend/machine_speed.hpp) before its first figure and after its last.
 // validate times the same piece around each run, to show how far the machine has drifted since.
@@ -160,7 +134,11 @@ struct ClusterSpec {
   int num_nodes = 1;
   int gpus_per_node = 0;
   GpuSpec gpu;
-  HostSpec host;                                    // optional "host" block; without it ops issue at no cost
+  // How the host issues the step's calls: the framework the cluster names ("framework"), or its own
+  // "host" block; with neither, ops issue at no cost. --framework replaces it (use_framework).
+  HostSpec host;
+  std::string framework;  // the framework preset or file `host` came from; "" for the cluster's own
+
   std::optional<CalibrationReference> calibration;  // optional "calibration" block
   FabricSpec intra_node;
   FabricSpec inter_node;
@@ -204,6 +182,8 @@ void check_spine_oversubscription(const ClusterSpec& cluster);
 // schema. `num_nodes` replicates the node (multi-node variants); throws InputError on bad input.
 ClusterSpec load_cluster(const std::string& name_or_path, int num_nodes = 1);
 std::vector<std::string> cluster_preset_names();  // sorted
+// The cluster's host issues calls as `framework` does (--framework).
+void use_framework(ClusterSpec& cluster, const FrameworkSpec& framework);
 // A preset's JSON text as embedded in the binary, the starting point of a custom cluster file;
 // throws InputError if `name` is no preset.
 std::string_view cluster_preset_text(const std::string& name);

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/json_input.hpp"
+#include "hw_models/framework.hpp"
 #include "program/tracing_backend.hpp"
 
 using namespace paradyse;
@@ -211,5 +213,34 @@ TEST_CASE("cost_phases: compute beside a collective runs at 1 − its fabric's c
     Tensor g = be.all_gather(a, 0);
     CHECK(costmodel::cost_phases(be.program(), costmodel::OpTimer(cluster, 2))[0].cost.seconds ==
           Approx(11e-6));
+  }
+}
+
+TEST_CASE("cost_phases: a host-bound chain takes its framework's cost per call", "[costmodel]") {
+  // Small adds, which a GPU runs faster than eager PyTorch issues them, after a first phase that
+  // starts the host level with the device: the second phase takes its calls' host costs.
+  TracingBackend be(0, 1);
+  be.begin_phase(Phase::layer_forward, 0);
+  Tensor x = be.zeros({1024}, DType::bf16);
+  be.begin_phase(Phase::layer_forward, 1);
+  constexpr int kAdds = 20;
+  for (int i = 0; i < kAdds; ++i) x = be.add(x, x);
+  const Program program = be.take_program();
+
+  hw::ClusterSpec ideal = hw::load_cluster("dgx-a100");
+  hw::use_framework(ideal, hw::load_framework("no-host-cost"));
+  const double device_s = costmodel::cost_phases(program, costmodel::OpTimer(ideal, 1)).at(1).cost.seconds;
+  for (const char* framework : {"eager-pytorch-h100-host", "eager-pytorch-h200-host"}) {
+    INFO(framework);
+    hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+    hw::use_framework(cluster, hw::load_framework(framework));
+    const double add_s = json_input::load_file(std::string("hw_models/frameworks/") + framework + ".json")
+                             .at("host")
+                             .at("kernel_dispatch_seconds_by_call")
+                             .at("add")
+                             .get<double>();
+    REQUIRE(add_s > device_s / kAdds);  // host-bound
+    const double seconds = costmodel::cost_phases(program, costmodel::OpTimer(cluster, 1)).at(1).cost.seconds;
+    CHECK(seconds == Approx(kAdds * add_s).epsilon(1e-12));
   }
 }

@@ -90,3 +90,19 @@ TEST_CASE("every subcommand explains itself with --help", "[experiments]") {
     REQUIRE_THAT(r.out, Catch::Contains("Usage") || Catch::Contains("usage"));
   }
 }
+
+TEST_CASE("estimate --framework: the host that issues a short step's calls sets its time", "[experiments]") {
+  // 1K tokens over 8 GPUs: a few hundred tokens per GPU, where eager PyTorch's issue costs bound the step.
+  const std::string args = "estimate --strategy megatron_ts --seq 1K --json";
+  const auto total_s = [&](const std::string& framework) {
+    const RunResult r = run_paradyse(args + framework);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.out).at("time_s").at("total").get<double>();
+  };
+  const double cluster_default = total_s("");
+  CHECK(total_s(" --framework eager-pytorch-nominal") == cluster_default);  // dgx-a100's own
+  const double ideal = total_s(" --framework no-host-cost");
+  const double h100_host = total_s(" --framework eager-pytorch-h100-host");
+  CHECK(ideal < cluster_default);
+  CHECK(h100_host > cluster_default);  // a layer's calls cost 20-120 µs there against 10 µs nominal
+}

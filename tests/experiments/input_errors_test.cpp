@@ -93,3 +93,16 @@ TEST_CASE("command line: run checks its predicted memory against this machine's 
   check_refused(run_paradyse("run --model gpt-8l --ranks 2 --seq 64K"), "available memory");
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
 }
+
+TEST_CASE("command line: --framework takes a preset or a file, and names a bad one", "[experiments]") {
+  check_refused(run_paradyse("estimate --seq 4K --framework pytorch"),
+                "expected a preset (eager-pytorch-h100-host, eager-pytorch-h200-host");
+  TempDir dir;
+  const std::string unsourced = dir.write(
+      "framework.json",
+      R"({"name": "mine", "description": "", "host_machine": "my laptop", "host": {"kernel_dispatch_seconds": 1e-5,
+          "communication_dispatch_seconds": 1e-5, "synchronous": false, "source": {"kernel_dispatch_seconds": "timed",
+          "communication_dispatch_seconds": "timed"}}})");
+  check_refused(run_paradyse("simulate --plan megatron_ts --seq 4K --framework " + unsourced),
+                unsourced + ": field 'host.source.synchronous'");
+}

@@ -73,6 +73,7 @@ struct Reader {
 constexpr Reader kReaders[] = {
     {'m', "model config", ".json", [](const std::string& p) { (void)load_model(p); }},
     {'c', "cluster", ".json", [](const std::string& p) { (void)hw::load_cluster(p); }},
+    {'k', "framework", ".json", [](const std::string& p) { (void)hw::load_framework(p); }},
     {'n', "network graph", ".json", read_network_block},
     {'t', "plain trace", ".txt", [](const std::string& p) { (void)traces::load_trace(p); }},
     {'v', "CSV trace", ".csv", [](const std::string& p) { (void)traces::load_trace(p); }},

@@ -40,6 +40,14 @@ std::string write_edited_a100(const TempDir& dir, const std::string& name,
   return dir.write(name, json.dump(2));
 }
 
+// The edit that gives the cluster a host block of its own in place of its preset's framework.
+std::function<void(paradyse::json_input::Json&)> own_host(const paradyse::json_input::Json& host) {
+  return [host](paradyse::json_input::Json& json) {
+    json.erase("framework");
+    json["host"] = host;
+  };
+}
+
 // Loading must throw an InputError; returns it for the caller to inspect.
 InputError load_error(const std::string& name_or_path, int num_nodes = 1) {
   REQUIRE_THROWS_AS(load_cluster(name_or_path, num_nodes), InputError);
@@ -461,8 +469,7 @@ TEST_CASE(
       {"synchronous", true},
       {"source",
        {{"kernel_dispatch_seconds", "a"}, {"communication_dispatch_seconds", "b"}, {"synchronous", "c"}}}};
-  const ClusterSpec cluster =
-      load_cluster(write_edited_a100(dir, "host.json", [&](auto& json) { json["host"] = host; }));
+  const ClusterSpec cluster = load_cluster(write_edited_a100(dir, "host.json", own_host(host)));
   CHECK(cluster.host.kernel_dispatch_s == 1e-5);
   CHECK(cluster.host.communication_dispatch_s == 2e-5);
   CHECK(cluster.host.synchronous);
@@ -479,41 +486,34 @@ TEST_CASE(
 
   auto by_call = host;
   by_call["kernel_dispatch_seconds_by_call"] = {{"linear", 2e-5}, {"adam_step", 3e-6}};
-  const std::string with_calls =
-      write_edited_a100(dir, "host-by-call.json", [&](auto& json) { json["host"] = by_call; });
+  const std::string with_calls = write_edited_a100(dir, "host-by-call.json", own_host(by_call));
   CHECK_THAT(load_error(with_calls).what(), Contains("host.source.kernel_dispatch_seconds_by_call"));
   by_call["source"]["kernel_dispatch_seconds_by_call"] = "d";
-  const std::string sourced_calls =
-      write_edited_a100(dir, "host-by-call-sourced.json", [&](auto& json) { json["host"] = by_call; });
+  const std::string sourced_calls = write_edited_a100(dir, "host-by-call-sourced.json", own_host(by_call));
   CHECK(load_cluster(sourced_calls).host.kernel_dispatch_s_by_call ==
         std::map<std::string, double>{{"adam_step", 3e-6}, {"linear", 2e-5}});
   CHECK(load_cluster("dgx-a100").host.kernel_dispatch_s_by_call.empty());
 
   auto by_kind = host;
   by_kind["communication_dispatch_seconds_by_kind"] = {{"send_recv", 1.2e-4}, {"all_reduce", 6e-5}};
-  const std::string with_kinds =
-      write_edited_a100(dir, "host-by-kind.json", [&](auto& json) { json["host"] = by_kind; });
+  const std::string with_kinds = write_edited_a100(dir, "host-by-kind.json", own_host(by_kind));
   CHECK_THAT(load_error(with_kinds).what(), Contains("host.source.communication_dispatch_seconds_by_kind"));
   by_kind["source"]["communication_dispatch_seconds_by_kind"] = "e";
   by_kind["communication_dispatch_seconds_by_kind"]["all_gather"] = -1;
-  const std::string negative_kind =
-      write_edited_a100(dir, "host-by-kind-negative.json", [&](auto& json) { json["host"] = by_kind; });
+  const std::string negative_kind = write_edited_a100(dir, "host-by-kind-negative.json", own_host(by_kind));
   CHECK_THAT(load_error(negative_kind).what(), Contains("communication_dispatch_seconds_by_kind.all_gather"));
   by_kind["communication_dispatch_seconds_by_kind"].erase("all_gather");
-  const std::string sourced_kinds =
-      write_edited_a100(dir, "host-by-kind-sourced.json", [&](auto& json) { json["host"] = by_kind; });
+  const std::string sourced_kinds = write_edited_a100(dir, "host-by-kind-sourced.json", own_host(by_kind));
   CHECK(load_cluster(sourced_kinds).host.communication_dispatch_s_by_kind ==
         std::map<std::string, double>{{"all_reduce", 6e-5}, {"send_recv", 1.2e-4}});
 
   auto without_source = host;
   without_source["source"].erase("synchronous");
-  const std::string unsourced =
-      write_edited_a100(dir, "unsourced-host.json", [&](auto& json) { json["host"] = without_source; });
+  const std::string unsourced = write_edited_a100(dir, "unsourced-host.json", own_host(without_source));
   CHECK_THAT(load_error(unsourced).what(), Contains("host.source.synchronous"));
   auto negative = host;
   negative["kernel_dispatch_seconds"] = -1;
-  const std::string bad =
-      write_edited_a100(dir, "negative-host.json", [&](auto& json) { json["host"] = negative; });
+  const std::string bad = write_edited_a100(dir, "negative-host.json", own_host(negative));
   CHECK_THAT(load_error(bad).what(), Contains("host.kernel_dispatch_seconds"));
 }
 

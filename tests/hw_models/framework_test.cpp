@@ -1,0 +1,143 @@
+// hw_models/framework.cpp: framework presets and files, how a cluster names its framework, and bad
+// framework input refused naming the file and the field.
+#include "hw_models/framework.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "common/errors.hpp"
+#include "common/json_input.hpp"
+#include "hw_models/cluster.hpp"
+#include "tests/temp_dir.hpp"
+
+namespace {
+
+using Catch::Matchers::Contains;
+using paradyse::InputError;
+using paradyse::hw::framework_preset_names;
+using paradyse::hw::load_framework;
+using paradyse::testing::TempDir;
+
+// A framework preset's file as it is in the repository (the tests run from its root).
+paradyse::json_input::Json framework_preset_file(const std::string& name) {
+  return paradyse::json_input::load_file("hw_models/frameworks/" + name + ".json");
+}
+
+// The eager-pytorch-h100-host preset, edited, written as a file.
+std::string write_edited_h100_host(const TempDir& dir, const std::string& name,
+                                   const std::function<void(paradyse::json_input::Json&)>& edit) {
+  auto json = framework_preset_file("eager-pytorch-h100-host");
+  edit(json);
+  return dir.write(name, json.dump(2));
+}
+
+std::string framework_load_error(const std::string& path) {
+  try {
+    load_framework(path);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  FAIL("expected an InputError for " + path);
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("framework presets: each loads under its file's name and says which host it was measured on",
+          "[hw_models]") {
+  const std::vector<std::string> names = framework_preset_names();
+  REQUIRE(names.size() >= 4);
+  for (const std::string& name : names) {
+    INFO(name);
+    const paradyse::hw::FrameworkSpec framework = load_framework(name);
+    CHECK(framework.name == name);
+    CHECK(framework.source == "preset " + name);
+    CHECK(framework.host_machine == framework_preset_file(name)["host_machine"].get<std::string>());
+    CHECK(framework.host.kernel_dispatch_s ==
+          framework_preset_file(name)["host"]["kernel_dispatch_seconds"].get<double>());
+  }
+  // The ideal host costs nothing for any call.
+  CHECK_FALSE(load_framework("no-host-cost").host.dispatches_at_a_cost());
+}
+
+TEST_CASE("cluster presets: each names a framework preset, whose host it issues calls with", "[hw_models]") {
+  for (const std::string& cluster : paradyse::hw::cluster_preset_names()) {
+    INFO(cluster);
+    const paradyse::hw::ClusterSpec spec = paradyse::hw::load_cluster(cluster);
+    const std::vector<std::string> names = framework_preset_names();
+    REQUIRE(std::find(names.begin(), names.end(), spec.framework) != names.end());
+    const auto by_call = framework_preset_file(spec.framework)["host"].value(
+        "kernel_dispatch_seconds_by_call", paradyse::json_input::Json::object());
+    for (const auto& [call, seconds] : by_call.items())
+      CHECK(spec.host.kernel_dispatch_s_by_call.at(call) == seconds.get<double>());
+  }
+  // --framework replaces the cluster's.
+  paradyse::hw::ClusterSpec a100 = paradyse::hw::load_cluster("dgx-a100");
+  REQUIRE(a100.host.kernel_dispatch_s_by_call.empty());
+  paradyse::hw::use_framework(a100, load_framework("eager-pytorch-h200-host"));
+  CHECK(a100.framework == "eager-pytorch-h200-host");
+  CHECK(a100.host.kernel_dispatch_s_by_call.at("linear") ==
+        framework_preset_file("eager-pytorch-h200-host")["host"]["kernel_dispatch_seconds_by_call"]["linear"]
+            .get<double>());
+}
+
+TEST_CASE("framework files: a figure without a source, a missing key or an unknown name is refused",
+          "[hw_models]") {
+  TempDir dir;
+  const std::string unsourced = write_edited_h100_host(
+      dir, "unsourced.json", [](auto& json) { json["host"]["source"].erase("synchronous"); });
+  CHECK_THAT(framework_load_error(unsourced), Contains(unsourced) && Contains("host.source.synchronous"));
+  const std::string empty_source = write_edited_h100_host(
+      dir, "empty-source.json", [](auto& json) { json["host"]["source"]["kernel_dispatch_seconds"] = ""; });
+  CHECK_THAT(framework_load_error(empty_source), Contains("host.source.kernel_dispatch_seconds") &&
+                                                     Contains("expected where this figure came from"));
+  const std::string by_call = write_edited_h100_host(dir, "by-call-unsourced.json", [](auto& json) {
+    json["host"]["source"].erase("kernel_dispatch_seconds_by_call");
+  });
+  CHECK_THAT(framework_load_error(by_call), Contains("host.source.kernel_dispatch_seconds_by_call"));
+  const std::string no_machine =
+      write_edited_h100_host(dir, "no-machine.json", [](auto& json) { json.erase("host_machine"); });
+  CHECK_THAT(framework_load_error(no_machine), Contains("host_machine"));
+  const std::string negative = write_edited_h100_host(dir, "negative.json", [](auto& json) {
+    json["host"]["kernel_dispatch_seconds_by_call"]["add"] = -1e-6;
+  });
+  CHECK_THAT(framework_load_error(negative), Contains("host.kernel_dispatch_seconds_by_call.add"));
+  CHECK_THAT(framework_load_error("eager-pytorch"), Contains("expected a preset (") &&
+                                                        Contains("no-host-cost") &&
+                                                        Contains("'eager-pytorch', which is neither"));
+  // A user's own measurement: the preset's figures in a file of its own load as they are.
+  const std::string own = write_edited_h100_host(dir, "own.json", [](auto&) {});
+  CHECK(load_framework(own).host.kernel_dispatch_s_by_call ==
+        load_framework("eager-pytorch-h100-host").host.kernel_dispatch_s_by_call);
+  CHECK(load_framework(own).source == own);
+}
+
+TEST_CASE("cluster files: a framework by name or file, or a host block, not both", "[hw_models]") {
+  TempDir dir;
+  auto a100 = paradyse::json_input::parse(paradyse::hw::cluster_preset_text("dgx-a100"), "test");
+  auto named = a100;
+  named["framework"] = "eager-pytorch-h100-host";
+  const paradyse::hw::ClusterSpec with_name =
+      paradyse::hw::load_cluster(dir.write("named.json", named.dump(2)));
+  CHECK(with_name.framework == "eager-pytorch-h100-host");
+  CHECK(with_name.host.communication_dispatch_s ==
+        framework_preset_file("eager-pytorch-h100-host")["host"]["communication_dispatch_seconds"]
+            .get<double>());
+
+  auto both = named;
+  both["host"] = framework_preset_file("eager-pytorch-nominal")["host"];
+  const std::string both_path = dir.write("both.json", both.dump(2));
+  REQUIRE_THROWS_AS(paradyse::hw::load_cluster(both_path), InputError);
+  try {
+    paradyse::hw::load_cluster(both_path);
+  } catch (const InputError& e) {
+    CHECK_THAT(e.what(), Contains(both_path) && Contains("expected either a framework or a host block"));
+  }
+  auto unknown = a100;
+  unknown["framework"] = "pytorch";
+  REQUIRE_THROWS_WITH(paradyse::hw::load_cluster(dir.write("unknown.json", unknown.dump(2))),
+                      Contains("'pytorch', which is neither"));
+}
