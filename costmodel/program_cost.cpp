@@ -10,6 +10,7 @@ SegmentCost& SegmentCost::then(const SegmentCost& later) {
   seconds += later.seconds;
   compute_s += later.compute_s;
   communication_s += later.communication_s;
+  host_bound_s += later.host_bound_s;
   flops += later.flops;
   bus_bytes += later.bus_bytes;
   return *this;
@@ -65,10 +66,14 @@ SegmentCost cost_segment(const Program& program, OpId first_op, OpId end_op, uin
     const Op& op = program.ops[id];
     const auto stream = static_cast<std::size_t>(op.stream);
     host += timer.dispatch_s(op);
-    double ready = host;
+    double deps_done = 0;
     for (OpId dep : op.deps)
-      if (dep >= first_op) ready = std::max(ready, finish[dep - first_op]);
+      if (dep >= first_op) deps_done = std::max(deps_done, finish[dep - first_op]);
+    const double ready = std::max(host, deps_done);
     const double start = std::max(stream_free[stream], ready);
+    // The compute stream could have started but for the host's issue.
+    if (op.stream == Stream::compute)
+      cost.host_bound_s += std::max(0.0, host - std::max(stream_free[0], deps_done));
     const double duration = timer.seconds(op);
     double end = start + duration;
     if (op.stream == Stream::compute) {
@@ -128,6 +133,7 @@ std::vector<PhaseCost> cost_phases(const Program& program, const OpTimer& timer)
     if (ahead) {
       double issue_s = 0;
       for (OpId id = mark.first_op; id < end_op; ++id) issue_s += timer.dispatch_s(program.ops[id]);
+      cost.host_bound_s = std::max(0.0, issue_s - cost.seconds);
       cost.seconds = std::max(cost.seconds, issue_s);
     }
     phases.push_back({mark.phase, mark.layer, cost});

@@ -6,6 +6,7 @@
 // While a collective is in flight the compute stream runs at 1 − its OpTimer::compute_contention.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "costmodel/op_time.hpp"
@@ -16,12 +17,15 @@ struct SegmentCost {
   double seconds = 0;          // from the first op's start to the last op's end
   double compute_s = 0;        // busy time of the compute stream
   double communication_s = 0;  // busy time of the communication stream
+  double host_bound_s = 0;     // the compute stream idle, waiting for the host to issue its next op
   double flops = 0;
   double bus_bytes = 0;
   double memory_delta_bytes = 0;  // live bytes at the end minus at the start
   double memory_peak_bytes = 0;   // highest live bytes above the start
 
-  double exposed_communication_s() const { return seconds - compute_s; }
+  // The rest of the time the compute stream is not busy: waiting for communication, or for the
+  // communication stream to finish after it.
+  double exposed_communication_s() const { return std::max(0.0, seconds - compute_s - host_bound_s); }
   // This segment after `earlier`, with no overlap across the boundary.
   SegmentCost& then(const SegmentCost& later);
 };

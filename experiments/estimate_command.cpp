@@ -54,6 +54,7 @@ void print_details(const steps::Estimate& e) {
   fmt::print("  total                                  {}\n", ms(e.time.total_s));
   fmt::print("    compute stream busy                  {}\n", ms(e.time.compute_s));
   fmt::print("    exposed communication                {}\n", ms(e.time.exposed_communication_s));
+  fmt::print("    waiting for the host to issue        {}\n", ms(e.time.host_bound_s));
   fmt::print("memory per GPU\n");
   fmt::print("  weights (bf16 shards)                  {}\n", gib(e.memory.weights_bytes));
   fmt::print("  gradients (fp32 main, shards)          {}\n", gib(e.memory.gradients_bytes));
@@ -70,8 +71,8 @@ void print_details(const steps::Estimate& e) {
 }
 
 void print_table(const std::vector<EstimateRow>& rows) {
-  fmt::print("{:<12} {:>8} {:>11} {:>11} {:>11} {:>9} {:>5} {:>6} {:>9}\n", "strategy", "seq", "forward_ms",
-             "backward_ms", "total_ms", "peak_GiB", "fits", "MFU_%", "comm_GB");
+  fmt::print("{:<12} {:>8} {:>11} {:>11} {:>11} {:>9} {:>5} {:>6} {:>9} {:>7}\n", "strategy", "seq",
+             "forward_ms", "backward_ms", "total_ms", "peak_GiB", "fits", "MFU_%", "comm_GB", "host_%");
   for (const EstimateRow& row : rows) {
     if (!row.estimate) {
       fmt::print("{:<12} {:>8} {}\n", row.strategy->name(), row.tokens,
@@ -79,10 +80,10 @@ void print_table(const std::vector<EstimateRow>& rows) {
       continue;
     }
     const steps::Estimate& e = *row.estimate;
-    fmt::print("{:<12} {:>8} {:>11.2f} {:>11.2f} {:>11.2f} {:>9.2f} {:>5} {:>6.1f} {:>9.3f}\n",
+    fmt::print("{:<12} {:>8} {:>11.2f} {:>11.2f} {:>11.2f} {:>9.2f} {:>5} {:>6.1f} {:>9.3f} {:>7.1f}\n",
                row.strategy->name(), row.tokens, e.time.forward_s * 1e3, e.time.backward_s * 1e3,
                e.time.total_s * 1e3, e.memory.peak_bytes / kGiB, e.fits ? "yes" : "OOM", e.mfu * 100,
-               e.comm_bytes / 1e9);
+               e.comm_bytes / 1e9, 100 * e.time.host_bound_s / e.time.total_s);
   }
 }
 
@@ -139,11 +140,15 @@ void run(const EstimateOptions& options) {
   const ModelSpec& model = estimator.model();
   const hw::ClusterSpec& cluster = estimator.cluster();
   fmt::print(
-      "{} (h {}, {} heads, {} KV heads, {} layers, {}, {} attention, {} loss) on {} ({} GPUs of {}), "
-      "degree {}, batch {}{}, recompute {}\n",
+      "{} (h {}, {} heads, {} KV heads, {} layers, {}, {} attention, {} loss) on {} ({} GPUs of {}, "
+      "framework {}), degree {}, batch {}{}, recompute {}\n",
       model.name, model.hidden, model.heads, model.kv_heads, model.num_layers,
       model.causal ? "causal" : "bidirectional", to_string(model.attention_kernel),
-      to_string(model.loss_kernel), cluster.name, cluster.num_gpus(), cluster.gpu.name, degree, options.batch,
+      to_string(model.loss_kernel), cluster.name, cluster.num_gpus(), cluster.gpu.name,
+      !cluster.framework.empty()                                        ? cluster.framework
+      : cluster.host.dispatches_at_a_cost() || cluster.host.synchronous ? "the cluster file's host block"
+                                                                        : "none: calls issue at no cost",
+      degree, options.batch,
       options.micro_batches > 1 ? fmt::format(" × {} micro-batches", options.micro_batches) : "",
       options.recompute);
   if (single && rows[0].estimate) {

@@ -20,6 +20,8 @@
 
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
 #include "common/errors.hpp"
 #include "common/json_input.hpp"
 #include "hw_models/figure_sources.hpp"
@@ -306,12 +308,6 @@ ClusterSpec read_cluster(const json_input::Json& json, const std::string& source
   return spec;
 }
 
-std::string joined_preset_names() {
-  std::string names;
-  for (const std::string& name : cluster_preset_names()) names += (names.empty() ? "" : ", ") + name;
-  return names;
-}
-
 }  // namespace
 
 void use_framework(ClusterSpec& cluster, const FrameworkSpec& framework) {
@@ -330,8 +326,9 @@ std::string_view cluster_preset_text(const std::string& name) {
   const auto& presets = cluster_preset_files();
   auto preset = presets.find(name);
   if (preset == presets.end())
-    throw InputError("", 0, "cluster",
-                     "expected a preset (" + joined_preset_names() + "), got '" + name + "'");
+    throw InputError(
+        "", 0, "cluster",
+        fmt::format("expected a preset ({}), got '{}'", fmt::join(cluster_preset_names(), ", "), name));
   return preset->second;
 }
 
@@ -361,9 +358,9 @@ ClusterSpec load_cluster(const std::string& name_or_path, int num_nodes) {
     spec = read_cluster(json_input::load_file(name_or_path), name_or_path);
   } else {
     throw InputError("", 0, "cluster",
-                     "expected a preset (" + joined_preset_names() +
-                         ") or the path of a cluster JSON file, got '" + name_or_path +
-                         "', which is neither");
+                     fmt::format("expected a preset ({}) or the path of a cluster JSON file, got '{}', which "
+                                 "is neither",
+                                 fmt::join(cluster_preset_names(), ", "), name_or_path));
   }
   // A network graph joins the nodes it names: the default of one node takes them all.
   if (spec.network && num_nodes != spec.network->num_nodes()) {

@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include <fmt/ranges.h>
+
 #include "common/errors.hpp"
 #include "hw_models/figure_sources.hpp"
 
@@ -52,18 +54,11 @@ FrameworkSpec read_framework(const json_input::Json& json, const std::string& so
   return spec;
 }
 
-std::string joined_preset_names() {
-  std::string names;
-  for (const std::string& name : framework_preset_names()) names += (names.empty() ? "" : ", ") + name;
-  return names;
-}
-
 }  // namespace
 
 std::vector<std::string> framework_preset_names() {
-  std::vector<std::string> names;
+  std::vector<std::string> names;  // in the map's order: sorted
   for (const auto& [name, text] : framework_preset_files()) names.emplace_back(name);
-  std::sort(names.begin(), names.end());
   return names;
 }
 
@@ -80,9 +75,9 @@ FrameworkSpec load_framework(const std::string& name_or_path) {
   if (std::filesystem::is_regular_file(name_or_path, no_file))
     return read_framework(json_input::load_file(name_or_path), name_or_path);
   throw InputError("", 0, "framework",
-                   "expected a preset (" + joined_preset_names() +
-                       ") or the path of a framework JSON file, got '" + name_or_path +
-                       "', which is neither");
+                   fmt::format("expected a preset ({}) or the path of a framework JSON file, got '{}', which "
+                               "is neither",
+                               fmt::join(framework_preset_names(), ", "), name_or_path));
 }
 
 }  // namespace paradyse::hw

@@ -289,6 +289,7 @@ Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in
   e.time.total_s = iteration.seconds;
   e.time.compute_s = iteration.compute_s;
   e.time.exposed_communication_s = iteration.exposed_communication_s();
+  e.time.host_bound_s = iteration.host_bound_s;
 
   static_memory(model_, p, e.memory);
   // The traced step holds one micro-batch's tokens and targets; a global batch holds them all.

@@ -49,6 +49,7 @@ struct TimeBreakdown {
   double total_s = 0;
   double compute_s = 0;                // busy time of the compute stream
   double exposed_communication_s = 0;  // time the compute stream waits for communication
+  double host_bound_s = 0;             // time the compute stream waits for the host to issue its calls
 };
 
 struct MemoryBreakdown {               // per rank

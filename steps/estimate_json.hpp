@@ -22,9 +22,10 @@ inline void to_json(nlohmann::json& j, const MemoryBreakdown& memory) {
 
 // The keys leave out the fields' "_s": they sit under "time_s".
 inline void to_json(nlohmann::json& j, const TimeBreakdown& time) {
-  j = {{"total", time.total_s},       {"forward", time.forward_s},
-       {"backward", time.backward_s}, {"optimizer", time.optimizer_s},
-       {"compute", time.compute_s},   {"exposed_communication", time.exposed_communication_s}};
+  j = {{"total", time.total_s},          {"forward", time.forward_s},
+       {"backward", time.backward_s},    {"optimizer", time.optimizer_s},
+       {"compute", time.compute_s},      {"exposed_communication", time.exposed_communication_s},
+       {"host_bound", time.host_bound_s}};
 }
 
 inline void to_json(nlohmann::json& j, const Estimate& e) {

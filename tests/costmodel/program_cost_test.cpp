@@ -229,7 +229,10 @@ TEST_CASE("cost_phases: a host-bound chain takes its framework's cost per call",
 
   hw::ClusterSpec ideal = hw::load_cluster("dgx-a100");
   hw::use_framework(ideal, hw::load_framework("no-host-cost"));
-  const double device_s = costmodel::cost_phases(program, costmodel::OpTimer(ideal, 1)).at(1).cost.seconds;
+  const costmodel::SegmentCost device =
+      costmodel::cost_phases(program, costmodel::OpTimer(ideal, 1)).at(1).cost;
+  const double device_s = device.seconds;
+  CHECK(device.host_bound_s == 0);
   for (const char* framework : {"eager-pytorch-h100-host", "eager-pytorch-h200-host"}) {
     INFO(framework);
     hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
@@ -240,7 +243,26 @@ TEST_CASE("cost_phases: a host-bound chain takes its framework's cost per call",
                              .at("add")
                              .get<double>();
     REQUIRE(add_s > device_s / kAdds);  // host-bound
-    const double seconds = costmodel::cost_phases(program, costmodel::OpTimer(cluster, 1)).at(1).cost.seconds;
-    CHECK(seconds == Approx(kAdds * add_s).epsilon(1e-12));
+    const costmodel::SegmentCost cost =
+        costmodel::cost_phases(program, costmodel::OpTimer(cluster, 1)).at(1).cost;
+    CHECK(cost.seconds == Approx(kAdds * add_s).epsilon(1e-12));
+    // The GPU's own time of the phase; the rest it waits for the host.
+    CHECK(cost.host_bound_s == Approx(kAdds * add_s - device_s).epsilon(1e-12));
+    CHECK(cost.exposed_communication_s() == Approx(0).margin(1e-15));
   }
+}
+
+TEST_CASE("cost_phases: the compute stream's waits for the host are the host-bound time", "[costmodel]") {
+  // Three 1 µs kernels, each issued 5 µs after the one before: they run at 5-6, 10-11 and 15-16 µs.
+  hw::ClusterSpec cluster = flat_cluster();
+  cluster.host.kernel_dispatch_s = 5e-6;
+  TracingBackend be(0, 1);
+  be.begin_phase(Phase::layer_forward, 0);
+  for (int i = 0; i < 3; ++i) (void)be.zeros({1000}, DType::u8);
+  const costmodel::SegmentCost cost =
+      costmodel::cost_phases(be.program(), costmodel::OpTimer(cluster, 1)).at(0).cost;
+  CHECK(cost.seconds == Approx(16e-6));
+  CHECK(cost.compute_s == Approx(3e-6));
+  CHECK(cost.host_bound_s == Approx(13e-6));
+  CHECK(cost.exposed_communication_s() == Approx(0).margin(1e-15));
 }

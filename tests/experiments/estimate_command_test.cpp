@@ -92,12 +92,22 @@ TEST_CASE("every subcommand explains itself with --help", "[experiments]") {
 }
 
 TEST_CASE("estimate --framework: the host that issues a short step's calls sets its time", "[experiments]") {
-  // 1K tokens over 8 GPUs: a few hundred tokens per GPU, where eager PyTorch's issue costs bound the step.
-  const std::string args = "estimate --strategy megatron_ts --seq 1K --json";
-  const auto total_s = [&](const std::string& framework) {
+  // BERT-large, 1K tokens over 8 GPUs: 128 tokens of a 1024-wide model per GPU, kernels of a few
+  // microseconds, where eager PyTorch's issue costs bound the step.
+  const std::string args = "estimate --model bert-large --strategy megatron_ts --seq 1K --json";
+  const auto time_s = [&](const std::string& framework) {
     const RunResult r = run_paradyse(args + framework);
     REQUIRE(r.exit_code == 0);
-    return nlohmann::json::parse(r.out).at("time_s").at("total").get<double>();
+    const auto time = nlohmann::json::parse(r.out).at("time_s");
+    // The step's time is the compute stream's: busy, waiting for communication, or for the host.
+    CHECK(time.at("total").get<double>() ==
+          Approx(time.at("compute").get<double>() + time.at("exposed_communication").get<double>() +
+                 time.at("host_bound").get<double>())
+              .epsilon(1e-9));
+    return time;
+  };
+  const auto total_s = [&](const std::string& framework) {
+    return time_s(framework).at("total").get<double>();
   };
   const double cluster_default = total_s("");
   CHECK(total_s(" --framework eager-pytorch-nominal") == cluster_default);  // dgx-a100's own
@@ -105,4 +115,10 @@ TEST_CASE("estimate --framework: the host that issues a short step's calls sets 
   const double h100_host = total_s(" --framework eager-pytorch-h100-host");
   CHECK(ideal < cluster_default);
   CHECK(h100_host > cluster_default);  // a layer's calls cost 20-120 µs there against 10 µs nominal
+  CHECK(time_s(" --framework no-host-cost").at("host_bound").get<double>() == 0);
+  CHECK(time_s(" --framework eager-pytorch-h100-host").at("host_bound").get<double>() > 0.5 * h100_host);
+  // The table names the framework in its first line and gives the host's share in its last column.
+  const RunResult table =
+      run_paradyse("estimate --strategy megatron_ts --seq 1K,64K --framework no-host-cost");
+  CHECK_THAT(table.out, Catch::Contains("framework no-host-cost") && Catch::Contains("host_%"));
 }

@@ -24,7 +24,8 @@ TEST_CASE("estimate JSON: every documented key, each carrying its own field", "[
                              .optimizer_s = 3,
                              .total_s = 6,
                              .compute_s = 5,
-                             .exposed_communication_s = 0.5},
+                             .exposed_communication_s = 0.25,
+                             .host_bound_s = 0.75},
                     .memory = {.weights_bytes = 10,
                                .gradients_bytes = 11,
                                .optimizer_states_bytes = 12,
@@ -52,7 +53,8 @@ TEST_CASE("estimate JSON: every documented key, each carrying its own field", "[
                                          {"backward", 2.0},
                                          {"optimizer", 3.0},
                                          {"compute", 5.0},
-                                         {"exposed_communication", 0.5}});
+                                         {"exposed_communication", 0.25},
+                                         {"host_bound", 0.75}});
   CHECK(j.at("memory_bytes") == nlohmann::json{{"peak", 75.0},
                                                {"capacity", 80.0},
                                                {"weights", 10.0},
