@@ -145,10 +145,7 @@ void run(const EstimateOptions& options) {
       model.name, model.hidden, model.heads, model.kv_heads, model.num_layers,
       model.causal ? "causal" : "bidirectional", to_string(model.attention_kernel),
       to_string(model.loss_kernel), cluster.name, cluster.num_gpus(), cluster.gpu.name,
-      !cluster.framework.empty()                                        ? cluster.framework
-      : cluster.host.dispatches_at_a_cost() || cluster.host.synchronous ? "the cluster file's host block"
-                                                                        : "none: calls issue at no cost",
-      degree, options.batch,
+      framework_text(cluster), degree, options.batch,
       options.micro_batches > 1 ? fmt::format(" × {} micro-batches", options.micro_batches) : "",
       options.recompute);
   if (single && rows[0].estimate) {

@@ -145,6 +145,12 @@ std::vector<MicroBatch> parse_micro_batches(const std::string& lengths, const st
   return micro_batches;
 }
 
+std::string framework_text(const hw::ClusterSpec& cluster) {
+  if (!cluster.framework.empty()) return cluster.framework;
+  return cluster.host.dispatches_at_a_cost() || cluster.host.synchronous ? "the cluster file's host block"
+                                                                         : "none: calls issue at no cost";
+}
+
 CLI::Option* add_step_flags(CLI::App& command, StepFlags& flags, const std::string& plan_help) {
   CLI::Option* plan = command.add_option("--plan", flags.plan, plan_help);
   command.add_option("--seq", flags.length, "sequence length in tokens: 4096, 16K, 1M");

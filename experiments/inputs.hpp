@@ -37,6 +37,10 @@ void add_documents_option(CLI::App& command, std::string& documents);
 std::vector<MicroBatch> parse_micro_batches(const std::string& lengths, const std::string& documents,
                                             const std::string& others = "");
 
+// The framework whose host costs `cluster` prices calls with, for a report's first line: its name, or
+// what stands in its place (the cluster file's own host block, or none).
+std::string framework_text(const hw::ClusterSpec& cluster);
+
 // One plan's training step, as `simulate` and `export` take it: --plan, --seq or --docs, --degree,
 // --batch, --micro-batches and --recompute.
 struct StepFlags {

@@ -47,10 +47,11 @@ std::string plan_header(const sim::SimulationResult& r, const steps::StepSimulat
   const ModelSpec& model = simulator.model();
   const hw::ClusterSpec& cluster = simulator.cluster();
   return fmt::format(
-             "{} ({} layers, {}, {} attention, {} loss) on {} ({} GPUs of {}), degree {}, batch {}{}\n",
+             "{} ({} layers, {}, {} attention, {} loss) on {} ({} GPUs of {}, framework {}), degree {}, "
+             "batch {}{}\n",
              model.name, model.num_layers, model.causal ? "causal" : "bidirectional",
              to_string(model.attention_kernel), to_string(model.loss_kernel), cluster.name,
-             cluster.num_gpus(), cluster.gpu.name, r.degree, r.batch,
+             cluster.num_gpus(), cluster.gpu.name, framework_text(cluster), r.degree, r.batch,
              r.micro_batches > 1 ? fmt::format(" × {} micro-batches", r.micro_batches) : "") +
          fmt::format("plan {}, seq {}{}{}\n", r.plan, r.tokens,
                      r.documents > 1 ? fmt::format(" in {} packed documents", r.documents) : "",

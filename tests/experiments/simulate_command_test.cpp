@@ -174,3 +174,18 @@ TEST_CASE("simulate: two processes print the same JSON and write the same timeli
   CHECK(read_text(dir / "second.json") == timeline);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("simulate names the framework that issues the calls, and --framework changes a short step",
+          "[experiments]") {
+  const std::string args = "simulate --model bert-large --plan megatron_ts --seq 1K";
+  const RunResult own = run_paradyse(args);
+  REQUIRE(own.exit_code == 0);
+  CHECK_THAT(own.out, Catch::Contains("framework eager-pytorch-nominal)"));  // dgx-a100's own
+  const RunResult ideal = run_paradyse(args + " --framework no-host-cost --json");
+  const RunResult measured = run_paradyse(args + " --framework eager-pytorch-h100-host --json");
+  REQUIRE(ideal.exit_code == 0);
+  REQUIRE(measured.exit_code == 0);
+  // A host that issues each call in tens of microseconds makes this host-bound step slower.
+  CHECK(nlohmann::json::parse(measured.out).at("iteration_time_s").get<double>() >
+        1.5 * nlohmann::json::parse(ideal.out).at("iteration_time_s").get<double>());
+}
