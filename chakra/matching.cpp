@@ -64,18 +64,16 @@ void check_collectives_match(const std::vector<RankTrace>& ranks, const std::vec
       if (reference.kind != OpKind::send_recv) continue;
       for (int m = 0; m < group.size; ++m) {
         const Op& op = op_of(m, k);
-        if (op.send_to >= 0 && op_of(op.send_to, k).recv_from != m)
-          fail(m, k,
-               "expected rank " + std::to_string(group.rank(op.send_to)) +
-                   " to receive from this rank in the same " +
-                   "exchange (the same place in its communication over " + to_string(group) +
-                   "), got it not");
-        if (op.recv_from >= 0 && op_of(op.recv_from, k).send_to != m)
-          fail(m, k,
-               "expected rank " + std::to_string(group.rank(op.recv_from)) +
-                   " to send to this rank in the same " +
-                   "exchange (the same place in its communication over " + to_string(group) +
-                   "), got it not");
+        // Each side of an exchange names the other at the same place in its communication.
+        const auto check_peer = [&](int peer, int16_t Op::*back, const char* does) {
+          if (peer >= 0 && op_of(peer, k).*back != m)
+            fail(m, k,
+                 "expected rank " + std::to_string(group.rank(peer)) + " to " + does +
+                     " this rank in the same exchange (the same place in its communication over " +
+                     to_string(group) + "), got it not");
+        };
+        check_peer(op.send_to, &Op::recv_from, "receive from");
+        check_peer(op.recv_from, &Op::send_to, "send to");
       }
     }
   }

@@ -179,8 +179,7 @@ void add_estimate_command(CLI::App& app) {
   add_documents_option(*command, options->documents);
   add_degree_and_batch_options(*command, options->degree, options->batch);
   add_micro_batches_option(*command, options->micro_batches);
-  command->add_option("--recompute", options->recompute, "activation recomputation: none, selective or full")
-      ->capture_default_str();
+  add_recompute_option(*command, options->recompute);
   command->add_flag("--json", options->json, "print JSON instead of a table");
   command->callback([options] { run(*options); });
 }

@@ -124,6 +124,11 @@ void add_policy_options(CLI::App& command, evaluation::PolicyOptions& options) {
                    "optimal: also choose each layer's activation recomputation (none, selective, full)");
 }
 
+void add_recompute_option(CLI::App& command, std::string& recompute) {
+  command.add_option("--recompute", recompute, "activation recomputation: none, selective or full")
+      ->capture_default_str();
+}
+
 void add_documents_option(CLI::App& command, std::string& documents) {
   command.add_option(
       "--docs", documents,
@@ -157,8 +162,7 @@ CLI::Option* add_step_flags(CLI::App& command, StepFlags& flags, const std::stri
   add_documents_option(command, flags.documents);
   add_degree_and_batch_options(command, flags.degree, flags.batch);
   add_micro_batches_option(command, flags.micro_batches);
-  command.add_option("--recompute", flags.recompute, "activation recomputation: none, selective or full")
-      ->capture_default_str();
+  add_recompute_option(command, flags.recompute);
   return plan;
 }
 

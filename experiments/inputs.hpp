@@ -29,6 +29,8 @@ void add_degree_and_batch_options(CLI::App& command, int& degree, int64_t& batch
 // --policy, --costmodel, --degree, --batch, --gamma, --exclude and the ablation switches.
 void add_micro_batches_option(CLI::App& command, int64_t& micro_batches);
 void add_policy_options(CLI::App& command, evaluation::PolicyOptions& options);
+// --recompute: every layer's activation recomputation, none, selective or full.
+void add_recompute_option(CLI::App& command, std::string& recompute);
 // --docs: one packed micro-batch, its documents' tokens comma-separated.
 void add_documents_option(CLI::App& command, std::string& documents);
 // What --seq LENGTHS (one sequence each) or --docs DOCUMENTS (one packed micro-batch) asks for;

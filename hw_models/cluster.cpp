@@ -312,7 +312,7 @@ ClusterSpec read_cluster(const json_input::Json& json, const std::string& source
 
 void use_framework(ClusterSpec& cluster, const FrameworkSpec& framework) {
   cluster.host = framework.host;
-  cluster.framework = framework.source.starts_with("preset ") ? framework.name : framework.source;
+  cluster.framework = framework.name;
 }
 
 std::vector<std::string> cluster_preset_names() {

@@ -137,7 +137,7 @@ struct ClusterSpec {
   // How the host issues the step's calls: the framework the cluster names ("framework"), or its own
   // "host" block; with neither, ops issue at no cost. --framework replaces it (use_framework).
   HostSpec host;
-  std::string framework;  // the framework preset or file `host` came from; "" for the cluster's own
+  std::string framework;  // the name of the framework `host` came from; "" for the cluster's own
 
   std::optional<CalibrationReference> calibration;  // optional "calibration" block
   FabricSpec intra_node;

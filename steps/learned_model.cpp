@@ -44,10 +44,6 @@ constexpr std::array<double LearnedPrediction::*, num_targets> predicted = {
     &LearnedPrediction::iteration_time_s, &LearnedPrediction::peak_memory_bytes,
     &LearnedPrediction::saved_bytes_per_layer};
 
-bool is_source(std::string_view text) {
-  return text == "sim" || text == "analytic" || text == "real";
-}
-
 // ---- XGBoost -------------------------------------------------------------------------------------
 
 // XGBoost's last error without its "[hh:mm:ss] " stamp and the stack trace after the first line.
@@ -436,7 +432,7 @@ LearnedModel LearnedModel::fit(const Profile& profile) {
                      "expected a positive parallel degree, got " + std::to_string(profile.degree));
   if (profile.batch <= 0)
     throw InputError("", 0, "batch", "expected a positive batch, got " + std::to_string(profile.batch));
-  if (!is_source(profile.source))
+  if (!is_profile_source(profile.source))
     throw InputError("", 0, "source", "expected sim, analytic or real, got '" + profile.source + "'");
   auto impl = std::make_shared<Impl>();
   impl->model = profile.model;
@@ -535,7 +531,7 @@ LearnedModel LearnedModel::load(const std::string& path) {
   impl->degree = static_cast<int>(degree);
   impl->batch = root.positive_integer("batch");
   impl->source = root.string("source");
-  if (!is_source(impl->source))
+  if (!is_profile_source(impl->source))
     root.fail("source", "expected sim, analytic or real, got '" + impl->source + "'");
 
   const Json& entries = json.at("entries");

@@ -44,10 +44,6 @@ enum Column : std::size_t {
   num_columns
 };
 
-bool is_source(std::string_view text) {
-  return text == "sim" || text == "analytic" || text == "real";
-}
-
 // The header row: the column names, in Column order.
 const std::vector<std::string>& column_names() {
   static const std::vector<std::string> names = {"model",
@@ -127,7 +123,7 @@ void check_header_fields(const Place& place, const Profile& profile) {
     place.fail(degree_column, "expected a positive integer, got '" + std::to_string(profile.degree) + "'");
   if (profile.batch <= 0)
     place.fail(batch_column, "expected a positive integer, got '" + std::to_string(profile.batch) + "'");
-  if (!is_source(profile.source))
+  if (!is_profile_source(profile.source))
     place.fail(source_column, "expected sim, analytic or real, got '" + profile.source + "'");
 }
 
@@ -237,6 +233,10 @@ void write_rows(const Profile& profile, std::ostream& out, const std::string& fi
 }
 
 }  // namespace
+
+bool is_profile_source(std::string_view text) {
+  return text == "sim" || text == "analytic" || text == "real";
+}
 
 void write_profile(const Profile& profile, std::ostream& out) {
   write_rows(profile, out, "");

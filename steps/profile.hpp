@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace paradyse::steps {
@@ -39,6 +40,9 @@ struct Profile {
   std::string source;  // what measured it: "sim", "analytic" or "real"
   std::vector<ProfilePoint> points;
 };
+
+// Whether `text` names what measured a profile: "sim", "analytic" or "real".
+bool is_profile_source(std::string_view text);
 
 // Writes the CSV. An empty name or a value that reading would reject is an InputError naming the
 // field, so nothing unreadable is written.
