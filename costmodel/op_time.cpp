@@ -165,9 +165,20 @@ double OpTimer::communication_s(const Op& op) const {
   return (group_size(op) > 1 ? fabric(op).synchronization_s : 0) + unsynchronized_s(op);
 }
 
+double OpTimer::latency_bound_s(const Op& op) const {
+  const int group_size = this->group_size(op);
+  if (group_size <= 1) return 0;
+  return fabric(op).small_message_s(to_string(op.kind), group_size, op.size_bytes).value_or(0);
+}
+
 double OpTimer::unsynchronized_s(const Op& op) const {
   const int group_size = this->group_size(op);
-  if (const std::optional<double> seconds = routed_->seconds(op, group_size, degree_)) return *seconds;
+  // Where bandwidth prices a collective of a few KB at a few microseconds, NCCL's launch and protocol
+  // rounds take tens: the measured time of such a collective bounds it from below. The bandwidth
+  // curves meet these tables without a step, since each is the larger of the two.
+  const double latency_bound_s = this->latency_bound_s(op);
+  if (const std::optional<double> seconds = routed_->seconds(op, group_size, degree_))
+    return std::max(*seconds, latency_bound_s);
   // Too many flows to route: nccl-tests' bus bandwidth at the collective's size turns bus bytes into
   // time (bus bytes as nccl-tests' doc/PERFORMANCE.md defines them; the fabric's bus bandwidth curve is
   // nccl-tests' all-reduce measured by size); the hops' latency is the floor of small messages.
@@ -184,8 +195,8 @@ double OpTimer::unsynchronized_s(const Op& op) const {
     bandwidth *=
         std::min(1.0, nics * fabric.bytes_per_second * cluster_.nic_share() / fabric.peak_bus_bandwidth());
   }
-  return latency_hops(op.kind, group_size) * fabric.hop_latency_s() +
-         op.bus_bytes / bandwidth * spine_factor(op, group_size);
+  return std::max(latency_bound_s, latency_hops(op.kind, group_size) * fabric.hop_latency_s() +
+                                       op.bus_bytes / bandwidth * spine_factor(op, group_size));
 }
 
 double OpTimer::spine_factor(const Op& op, int group_size) const {

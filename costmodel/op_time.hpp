@@ -51,8 +51,13 @@ class OpTimer {
   bool synchronous_host() const { return cluster_.host.synchronous; }
   // A compute op's time: its recorded duration_s where it has one, else its price.
   double compute_s(const Op& op) const;
-  // A collective's or transfer's time: its fabric's synchronization_s, then its hops and bytes.
+  // A collective's or transfer's time: its fabric's synchronization_s, then its hops and bytes, and at
+  // least its latency-bound time.
   double communication_s(const Op& op) const;
+  // The least time of a collective or transfer of few bytes, as measured on its fabric
+  // (FabricSpec::small_message_s), less its fabric's synchronization_s; 0 where the fabric has no
+  // measurement or the group is one rank.
+  double latency_bound_s(const Op& op) const;
   // The share of the compute stream's rate that `op` takes while it is in flight (its fabric's
   // compute_contention); 0 for an op that is no communication.
   double compute_contention(const Op& op) const;

@@ -11,6 +11,8 @@
 #include "hw_models/cluster.hpp"
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <climits>
 #include <cmath>
 #include <filesystem>
@@ -96,6 +98,22 @@ double FabricSpec::streaming_bandwidth(double size_bytes, Collective collective)
   // Below the measured sizes the latency is all of the time: the bytes then stream at the peak.
   if (streaming_s * peak <= bus_bytes) return peak;
   return bus_bytes / streaming_s;
+}
+
+std::optional<double> FabricSpec::small_message_s(std::string_view collective, int ranks,
+                                                  double size_bytes) const {
+  auto table = small_message_s_by_bytes.find(collective);
+  // A transfer between two GPUs is one hop, not a collective's protocol rounds.
+  if (table == small_message_s_by_bytes.end() && collective != "send_recv")
+    table = small_message_s_by_bytes.find("all_reduce");
+  if (table == small_message_s_by_bytes.end() || table->second.empty()) return std::nullopt;
+  const std::map<int, Curve>& by_ranks = table->second;
+  const auto above = by_ranks.lower_bound(ranks);
+  if (above == by_ranks.end()) return by_ranks.rbegin()->second.at(size_bytes);
+  if (above->first == ranks || above == by_ranks.begin()) return above->second.at(size_bytes);
+  const auto below = std::prev(above);
+  const double share = static_cast<double>(ranks - below->first) / (above->first - below->first);
+  return below->second.at(size_bytes) * (1 - share) + above->second.at(size_bytes) * share;
 }
 
 namespace {
@@ -233,18 +251,50 @@ CalibrationReference read_calibration(const Object& calibration) {
           calibration.positive_number("reference_end_seconds")};
 }
 
+// The collectives a small-message table may name: the communication ops of a program.
+constexpr std::array<std::string_view, 7> kSmallMessageCollectives{
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "send_recv"};
+
+// {"all_reduce": {"8": [[bytes, seconds], ...], "4": [...]}, "all_gather": {...}}: a collective of
+// the program, then a rank count of at least 2, then seconds from 100 ns to 10 ms by bytes.
+std::map<std::string, std::map<int, Curve>, std::less<>> read_small_messages(const Object& fabric,
+                                                                             std::string_view key) {
+  const Object tables = fabric.object(key);
+  if (tables.json().empty()) fabric.fail(key, "expected at least one collective's table, got {}");
+  std::map<std::string, std::map<int, Curve>, std::less<>> result;
+  for (const auto& [collective, by_ranks] : tables.json().items()) {
+    if (std::find(kSmallMessageCollectives.begin(), kSmallMessageCollectives.end(), collective) ==
+        kSmallMessageCollectives.end())
+      tables.fail(collective, fmt::format("expected one of {}, got a table for \"{}\"",
+                                          fmt::join(kSmallMessageCollectives, ", "), collective));
+    const Object rank_tables = tables.object(collective);
+    if (by_ranks.empty()) tables.fail(collective, "expected at least one rank count's table, got {}");
+    for (const auto& [ranks_text, points] : by_ranks.items()) {
+      int ranks = 0;
+      const auto [end, error] =
+          std::from_chars(ranks_text.data(), ranks_text.data() + ranks_text.size(), ranks);
+      if (error != std::errc{} || end != ranks_text.data() + ranks_text.size() || ranks < 2)
+        rank_tables.fail(ranks_text,
+                         "expected a rank count of at least 2 as the key, got \"" + ranks_text + "\"");
+      result[collective][ranks] = positive_curve(rank_tables, ranks_text, 1e-7, 1e-2, "s");
+    }
+  }
+  return result;
+}
+
 FabricSpec read_fabric(const Object& fabric) {
   constexpr std::string_view kAllGather = "all_gather_bus_bandwidth_by_bytes";
   constexpr std::string_view kReduceScatter = "reduce_scatter_bus_bandwidth_by_bytes";
   constexpr std::string_view kSendRecv = "send_recv_bandwidth_by_bytes";
   constexpr std::string_view kContention = "compute_contention";
   constexpr std::string_view kSynchronization = "synchronization_seconds";
+  constexpr std::string_view kSmallMessages = "small_message_seconds_by_bytes";
   fabric.require_keys(
       {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds", "source"},
-      {kAllGather, kReduceScatter, kSendRecv, kContention, kSynchronization});
+      {kAllGather, kReduceScatter, kSendRecv, kContention, kSynchronization, kSmallMessages});
   require_sources(fabric,
                   {"bytes_per_second", "bus_bandwidth_by_bytes", "all_to_all_efficiency", "latency_seconds"},
-                  {kAllGather, kReduceScatter, kSendRecv, kContention, kSynchronization});
+                  {kAllGather, kReduceScatter, kSendRecv, kContention, kSynchronization, kSmallMessages});
   FabricSpec spec;
   spec.bytes_per_second = fabric.number_in("bytes_per_second", 1e6, 1e14, "bytes/s");
   // No cap at bytes_per_second: all-reduce with NVLink SHARP beats the per-direction link rate.
@@ -265,6 +315,7 @@ FabricSpec read_fabric(const Object& fabric) {
                   "expected a share of the compute below 1 (at 1 no compute would progress), got 1");
   }
   if (fabric.has(kSynchronization)) spec.synchronization_s = fabric.number_in(kSynchronization, 0, 1, "s");
+  if (fabric.has(kSmallMessages)) spec.small_message_s_by_bytes = read_small_messages(fabric, kSmallMessages);
   return spec;
 }
 

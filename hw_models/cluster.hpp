@@ -105,6 +105,18 @@ struct FabricSpec {
   // threads, on the cores the ranks compute on). The mean over a chain of compute and collectives.
   // Optional, seconds; absent, 0.
   double synchronization_s = 0;
+  // Optional ("small_message_seconds_by_bytes"): the time of collectives of a few hundred KB or less,
+  // where NCCL's latency, not the bandwidth of the links, sets it (nccl-tests, one point per size): by
+  // the collective's name (all_reduce, all_gather, ...), then by the group's rank count, seconds by
+  // the collective's size as nccl-tests counts it. A collective takes at least this long.
+  std::map<std::string, std::map<int, Curve>, std::less<>> small_message_s_by_bytes;
+
+  // The measured time of a small `collective` over `ranks` GPUs: its own table, else the all-reduce's
+  // (NCCL's floor is a kernel launch and a few protocol rounds for every collective; a send_recv
+  // takes only its own); between two measured
+  // rank counts, read linearly, outside them the nearest; past the table's largest size, its last
+  // time. nullopt where the fabric has no table.
+  std::optional<double> small_message_s(std::string_view collective, int ranks, double size_bytes) const;
 
   // Which collective's measurements a time is read from.
   enum class Collective : uint8_t { all_reduce, all_gather, reduce_scatter, send_recv };

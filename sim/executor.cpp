@@ -69,6 +69,7 @@ struct Collective {
   std::vector<sg4::ActivityPtr> flows;  // in flight, in launch order
   std::size_t first_unfinished = 0;     // flows before it are done
   double tail_s = 0;
+  double earliest_end_s = 0;  // its launch plus its latency-bound time (OpTimer::latency_bound_s)
 };
 
 // Seconds of `spans` not covered by `covered` (both sorted and disjoint).
@@ -347,6 +348,7 @@ class Run {
     const hw::FabricSpec& fabric = cluster_.fabric_of(c.ranks.first, size, c.ranks.stride);
     const double efficiency = costmodel::flow_efficiency(o, size, fabric, cluster_);
     c.tail_s = std::max(0, plan.latency_hops - 1) * fabric.hop_latency_s() + fabric.synchronization_s;
+    c.earliest_end_s = now_ + timer_.latency_bound_s(o) + fabric.synchronization_s;
     c.flows.reserve(plan.flows.size());
     for (const costmodel::Flow& flow : plan.flows) {
       const auto bytes = static_cast<uint64_t>(std::max(1.0, std::round(flow.bytes / efficiency)));
@@ -355,7 +357,7 @@ class Run {
     }
     flows_ += plan.flows.size();
     if (plan.flows.empty()) {
-      finish_collective(k, now_);
+      end_collective(k);
       return;
     }
     awaited_.push_back(c.flows.front());
@@ -379,8 +381,15 @@ class Run {
     awaited_collective_[i] = awaited_collective_.back();
     awaited_collective_.pop_back();
     c.flows = {};
-    if (c.tail_s > 0)
-      set_timer(now_ + c.tail_s, -1, k);
+    end_collective(k);
+  }
+
+  // Its flows are done: it ends after its tail, and no sooner than its latency-bound time allows.
+  void end_collective(std::size_t k) {
+    const Collective& c = collectives_[k];
+    const double end_s = std::max(now_ + c.tail_s, c.earliest_end_s);
+    if (end_s > now_)
+      set_timer(end_s, -1, k);
     else
       finish_collective(k, now_);
   }

@@ -114,6 +114,7 @@ TEST_CASE("OpTimer: a collective takes bus bytes over NCCL's bus bandwidth at it
   SECTION("an all-gather or reduce-scatter the fabric measured takes its own measured time") {
     // A CPU backend's: Gloo's all-gather, and a reduce-scatter that is an all-to-all and a sum.
     hw::ClusterSpec measured = cluster;
+    measured.intra_node.small_message_s_by_bytes.clear();  // a CPU fabric measures every size itself
     measured.intra_node.all_gather_bus_bandwidth_by_bytes =
         hw::Curve({{1e6, 20e9}, {1e9, 150e9}, {1e10, 160e9}});
     measured.intra_node.reduce_scatter_bus_bandwidth_by_bytes =
@@ -161,10 +162,12 @@ TEST_CASE("OpTimer: a collective takes bus bytes over NCCL's bus bandwidth at it
         intra.seconds(op) ==
         Approx(hop + op.bus_bytes / (streaming * cluster.intra_node.all_to_all_efficiency)).epsilon(1e-12));
   }
-  SECTION("tiny messages pay the hops' latency and stream at the peak") {
-    op.size_bytes = 64;
-    op.bus_bytes = 112;
-    REQUIRE(intra.seconds(op) == Approx(cluster.intra_node.latency_s + 112 / 231.6e9).epsilon(1e-12));
+  SECTION("tiny messages take their measured latency-bound time, above the hops' latency") {
+    op.size_bytes = 4;
+    op.bus_bytes = 7;
+    // nccl-tests, 8 A100 of ABCI's node A, one process per GPU: 17.29 us at 4 B.
+    REQUIRE(intra.seconds(op) == Approx(17.29e-6).epsilon(1e-4));
+    REQUIRE(intra.seconds(op) >= cluster.intra_node.latency_s);
   }
   SECTION("a group wider than a node goes over the NICs") {
     const hw::ClusterSpec two = hw::load_cluster("dgx-a100", 2);
@@ -309,4 +312,68 @@ TEST_CASE("an op with a recorded duration takes it on any cluster", "[costmodel]
   CHECK(on_h100.seconds(gemm) == 1.5e-3);
   gemm.duration_s = 0;  // recorded as nothing: takes nothing
   CHECK(on_a100.seconds(gemm) == 0);
+}
+
+TEST_CASE("OpTimer: small collectives take the nccl-tests times their presets cite", "[costmodel]") {
+  struct Point {
+    const char* cluster;
+    int nodes;
+    OpKind kind;
+    int ranks;
+    double size_bytes;
+    double measured_s;
+    const char* source;  // nccl-tests, out-of-place time
+  };
+  const Point points[] = {
+      {"dgx-a100", 1, OpKind::all_reduce, 8, 4, 17.29e-6, "ABCI node A, -g 1, job08.sh.7280517"},
+      {"dgx-a100", 1, OpKind::all_reduce, 8, 65536, 40.25e-6, "ABCI node A, -g 1, job08.sh.7280517"},
+      {"dgx-a100", 1, OpKind::all_reduce, 8, 262144, 48.22e-6, "ABCI node A, -g 1, job08.sh.7280517"},
+      {"dgx-a100", 1, OpKind::all_reduce, 4, 65536, 27.08e-6, "ABCI node A, -g 1, job04.sh.7280520"},
+      {"dgx-a100", 1, OpKind::broadcast, 8, 16384, 12.62e-6, "ABCI node A, -g 1, job08.sh.7280576"},
+      {"dgx-a100", 2, OpKind::all_reduce, 16, 1024, 36.44e-6, "ABCI two nodes A, -g 1, job02.sh.7194279"},
+      {"dgx-h100", 1, OpKind::all_gather, 8, 4096, 34.61e-6, "Together AI, all_gather_ring.out"},
+      {"dgx-h100", 1, OpKind::reduce_scatter, 4, 1024, 21.36e-6, "waynehacking8 quiet, reduce_scatter.txt"},
+      {"dgx-h100", 2, OpKind::all_reduce, 16, 16384, 32.74e-6, "NVIDIA/nccl-tests#309, 2x Dell XE9680"},
+  };
+  for (const Point& p : points) {
+    const hw::ClusterSpec cluster = hw::load_cluster(p.cluster, p.nodes);
+    const costmodel::OpTimer timer(cluster, p.ranks);
+    Op op;
+    op.kind = p.kind;
+    op.stream = Stream::communication;
+    op.size_bytes = p.size_bytes;
+    op.bus_bytes = p.size_bytes;
+    op.root = 0;  // a broadcast's
+    INFO(p.cluster << " " << to_string(p.kind) << " over " << p.ranks << " at " << p.size_bytes << " B ("
+                   << p.source << ")");
+    // The hops' latency and the bytes at the peak add a few ns to the tiniest.
+    CHECK(timer.seconds(op) == Approx(p.measured_s).epsilon(1e-4));
+  }
+}
+
+TEST_CASE("OpTimer: the small-message times meet the bandwidth curve without a step", "[costmodel]") {
+  const char* cluster_name = GENERATE("dgx-a100", "dgx-h100");
+  const OpKind kind = GENERATE(OpKind::all_reduce, OpKind::all_gather, OpKind::all_to_all);
+  const int ranks = GENERATE(4, 8);
+  const hw::ClusterSpec cluster = hw::load_cluster(cluster_name);
+  const costmodel::OpTimer timer(cluster, ranks);
+  CAPTURE(cluster_name, to_string(kind), ranks);
+  Op op;
+  op.kind = kind;
+  op.stream = Stream::communication;
+  const double share = (ranks - 1.0) / ranks;
+  double previous_s = 0;
+  // From well inside the tables to well past the curve's first point, in 1 % steps: no jump either
+  // way, and no dip before the curve's first point (past it, the curve's own reading in log size
+  // decides).
+  const double curve_start = cluster.intra_node.bus_bandwidth_by_bytes.points().front().first;
+  for (double size = 64 * 1024; size <= 16 * 1024 * 1024; size *= 1.01) {
+    op.size_bytes = size;
+    op.bus_bytes = (kind == OpKind::all_reduce ? 2 : 1) * share * size;
+    const double seconds = timer.seconds(op);
+    CAPTURE(size, seconds, previous_s);
+    if (size <= curve_start) REQUIRE(seconds >= previous_s * (1 - 1e-9));
+    if (previous_s > 0) REQUIRE(std::abs(seconds / previous_s - 1) <= 0.03);
+    previous_s = seconds;
+  }
 }

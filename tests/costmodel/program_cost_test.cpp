@@ -18,7 +18,8 @@ hw::ClusterSpec flat_cluster() {
   c.gpu.hbm_bytes_per_second = 1e9;  // 1 byte per ns
   c.intra_node.bus_bandwidth_by_bytes = hw::Curve({{1, 1e9}, {2, 1e9}});
   c.intra_node.latency_s = 0;
-  c.host = {};  // ops issue at no cost unless a test says otherwise
+  c.intra_node.small_message_s_by_bytes.clear();  // no measured floor under the flat bandwidth
+  c.host = {};                                    // ops issue at no cost unless a test says otherwise
   return c;
 }
 

@@ -592,6 +592,44 @@ TEST_CASE("load_cluster: a fabric's synchronization time is optional, not negati
   CHECK_THAT(load_error(unsourced).what(), Contains("intra_node.source.synchronization_seconds"));
 }
 
+TEST_CASE("load_cluster: small-message tables are optional, by collective and rank count, and sourced",
+          "[hw_models]") {
+  TempDir dir;
+  const ClusterSpec cluster = load_cluster(write_edited_a100(dir, "small.json", [&](auto& json) {
+    json["inter_node"]["small_message_seconds_by_bytes"] = {
+        {"all_gather", {{"2", {{8, 10e-6}, {65536, 20e-6}}}, {"6", {{8, 30e-6}, {65536, 40e-6}}}}}};
+    json["inter_node"]["source"]["small_message_seconds_by_bytes"] = "measured";
+  }));
+  const paradyse::hw::FabricSpec& fabric = cluster.inter_node;
+  CHECK(fabric.small_message_s("all_gather", 2, 8) == Approx(10e-6));
+  CHECK(fabric.small_message_s("all_gather", 4, 8) == Approx(20e-6));     // halfway between 2 and 6 ranks
+  CHECK(fabric.small_message_s("all_gather", 16, 1e9) == Approx(40e-6));  // the nearest, then the last
+  CHECK_FALSE(fabric.small_message_s("all_reduce", 2, 8).has_value());    // nothing to fall back on
+  // The preset's own: the all-reduce's table stands in for a collective without one.
+  CHECK(cluster.intra_node.small_message_s("all_to_all", 8, 4) ==
+        cluster.intra_node.small_message_s("all_reduce", 8, 4));
+
+  const auto error_for = [&](const std::string& name, const paradyse::json_input::Json& tables,
+                             bool sourced) {
+    return std::string(load_error(write_edited_a100(dir, name, [&](auto& json) {
+                         json["intra_node"]["small_message_seconds_by_bytes"] = tables;
+                         if (!sourced) json["intra_node"]["source"].erase("small_message_seconds_by_bytes");
+                       })).what());
+  };
+  using paradyse::json_input::Json;
+  const Json good = {{"all_reduce", {{"8", {{8, 1e-5}}}}}};
+  CHECK_THAT(error_for("unsourced-small.json", good, false),
+             Contains("intra_node.source.small_message_seconds_by_bytes"));
+  CHECK_THAT(
+      error_for("misspelt-small.json", Json{{"allreduce", {{"8", {{8, 1e-5}}}}}}, true),
+      Contains("intra_node.small_message_seconds_by_bytes.allreduce") && Contains("all_reduce, all_gather"));
+  CHECK_THAT(error_for("one-rank-small.json", Json{{"all_reduce", {{"1", {{8, 1e-5}}}}}}, true),
+             Contains("all_reduce.1") && Contains("rank count of at least 2"));
+  CHECK_THAT(error_for("unit-slip-small.json", Json{{"all_reduce", {{"8", {{8, 17.0}}}}}}, true),
+             Contains("all_reduce.8") && Contains("s, got 17"));
+  CHECK_THAT(error_for("empty-small.json", Json::object(), true), Contains("at least one collective"));
+}
+
 TEST_CASE("load_cluster: a calibration's speed reference is optional, positive, and sourced", "[hw_models]") {
   TempDir dir;
   CHECK_FALSE(load_cluster("dgx-a100").calibration.has_value());

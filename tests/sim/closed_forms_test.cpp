@@ -42,8 +42,8 @@ TEST_CASE("simulator: a lone collective on a preset takes NCCL's measured time, 
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
   sim::Simulator simulator(cluster);
   const costmodel::OpTimer timer(cluster, 8);
-  for (double size : {1 * kMiB, 16 * kMiB, 1024 * kMiB}) {
-    for (OpKind kind : {OpKind::all_reduce, OpKind::all_gather, OpKind::all_to_all}) {
+  for (double size : {1 * kKiB, 64 * kKiB, 1 * kMiB, 16 * kMiB, 1024 * kMiB}) {
+    for (OpKind kind : {OpKind::all_reduce, OpKind::all_gather, OpKind::all_to_all, OpKind::broadcast}) {
       const std::vector<Program> programs = lone_collective(kind, 8, size);
       CAPTURE(size, to_string(kind));
       // Issued after the host's dispatch of it, then NCCL's time.
@@ -56,6 +56,11 @@ TEST_CASE("simulator: a lone collective on a preset takes NCCL's measured time, 
   // curve, from the Azure AI-benchmarking-guide).
   CHECK(simulator.run(lone_collective(OpKind::all_reduce, 8, 1024 * kMiB)).iteration_time_s ==
         Approx(2.0 * 7 / 8 * 1024 * kMiB / 228.1e9).epsilon(0.01));
+  // A small one is its latency-bound measurement: 40.25 us for 64 KiB over 8 A100 (nccl-tests, one
+  // process per GPU, ABCI's job08.sh.7280517.nccl), where its flows alone take a few microseconds.
+  const std::vector<Program> small = lone_collective(OpKind::all_reduce, 8, 64 * kKiB);
+  CHECK(simulator.run(small).iteration_time_s ==
+        Approx(timer.dispatch_s(small[0].ops[0]) + 40.25e-6).epsilon(1e-6));
 }
 
 TEST_CASE("simulator: two flows into one GPU share its link, each at half the bandwidth", "[sim]") {
