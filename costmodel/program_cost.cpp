@@ -150,6 +150,7 @@ ProgramPrice price_program(const Program& program, const OpTimer& timer, double 
     total.then(phase.cost);
   }
   price.seconds = total.seconds;
+  price.host_bound_s = total.host_bound_s;
   price.peak_bytes = static_bytes + total.memory_peak_bytes * (1 + fragmentation);
   return price;
 }

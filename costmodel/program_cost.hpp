@@ -44,6 +44,7 @@ std::vector<PhaseCost> cost_phases(const Program& program, const OpTimer& timer)
 // allocator's `fragmentation` on top (as the simulator's memory fold counts them).
 struct ProgramPrice {
   double seconds = 0;
+  double host_bound_s = 0;  // of seconds, the compute stream waiting for the host (SegmentCost)
   double optimizer_s = 0;
   double peak_bytes = 0;
 };

@@ -53,6 +53,7 @@ void summarise(PolicyResult& result, const hw::ClusterSpec& cluster, int degree)
     }
     ++result.trained;
     result.total_s += s.seconds;
+    result.host_bound_s += s.host_bound_s;
     result.trained_tokens += static_cast<double>(s.tokens);
     result.model_flops += s.model_flops;
     if (result.first_oom < 0) result.max_len_before_oom = std::max(result.max_len_before_oom, s.tokens);
@@ -83,18 +84,22 @@ StepEngine::~StepEngine() = default;
 StepEngine::Step StepEngine::step(const Plan& plan, const MicroBatch& micro_batch) {
   const steps::Estimate estimate =
       estimator_.estimate(plan, {.degree = degree_, .batch = 1, .documents = micro_batch.documents});
-  Step step{estimate.padded_tokens, 0, estimate.memory.peak_bytes, estimate.fits, estimate.time.optimizer_s};
+  Step step{.padded_tokens = estimate.padded_tokens,
+            .peak_bytes = estimate.memory.peak_bytes,
+            .fits = estimate.fits,
+            .optimizer_s = estimate.time.optimizer_s};
   if (!step.fits) return step;
-  if (!simulated_) {
-    step.seconds = estimate.time.total_s;
-  } else if (!micro_batch.packed()) {
-    step.seconds = simulated_->seconds(plan, estimate.padded_tokens);
-  } else {
+  IterationTime time{estimate.time.total_s, estimate.time.host_bound_s};
+  if (simulated_ && !micro_batch.packed()) {
+    time = simulated_->time(plan, estimate.padded_tokens);
+  } else if (simulated_) {
     const steps::Estimate sequence =
         estimator_.estimate(plan, {.tokens = estimate.padded_tokens, .degree = degree_, .batch = 1});
-    step.seconds = simulated_->seconds(plan, micro_batch.cost_key(degree_, model_.causal),
-                                       estimate.time.total_s / sequence.time.total_s);
+    time = simulated_->time(plan, micro_batch.cost_key(degree_, model_.causal),
+                            estimate.time.total_s / sequence.time.total_s);
   }
+  step.seconds = time.seconds;
+  step.host_bound_s = time.host_bound_s;
   return step;
 }
 
@@ -159,6 +164,7 @@ CompareResult run_compare(const std::vector<selector::Policy*>& policies,
       s.peak_bytes = step.peak_bytes;
       s.fits = step.fits;
       s.seconds = step.seconds;
+      s.host_bound_s = step.host_bound_s;
       optimizer_s[i] = step.optimizer_s;
     }
     accumulate(out, optimizer_s);

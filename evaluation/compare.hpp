@@ -37,7 +37,8 @@ struct SequenceResult {
   // last trained micro-batch (they accumulate gradients; one optimizer step runs for all). 0 when not
   // trained.
   double seconds = 0;
-  double peak_bytes = 0;  // the engine's
+  double host_bound_s = 0;  // of `seconds`, the GPUs waiting for their hosts (mean over ranks)
+  double peak_bytes = 0;    // the engine's
   bool fits = false;
   // Group policies, per step: its slowest group over the mean group (per round, averaged), and the
   // solver's time; 0 for other policies.
@@ -49,7 +50,8 @@ struct PolicyResult {
   std::string policy;
   std::vector<SequenceResult> sequences;
   int64_t trained = 0;
-  double total_s = 0;  // over trained sequences
+  double total_s = 0;       // over trained sequences
+  double host_bound_s = 0;  // of total_s, the GPUs waiting for their hosts (mean over ranks)
   double trained_tokens = 0;
   double model_flops = 0;
   double tokens_per_second = 0;
@@ -96,6 +98,7 @@ class StepEngine {
   struct Step {
     int64_t padded_tokens = 0;
     double seconds = 0;  // 0 when the plan does not fit (it is not run)
+    double host_bound_s = 0;
     double peak_bytes = 0;
     bool fits = false;
     double optimizer_s = 0;  // the analytic estimate's optimizer step, the same for every plan

@@ -263,6 +263,7 @@ std::string shard_group_text(const RunDescription& run) {
 
 void to_json(nlohmann::json& j, const PolicyResult& policy) {
   j = {{"total_time_s", policy.total_s},
+       {"host_bound_share", policy.total_s > 0 ? policy.host_bound_s / policy.total_s : 0.0},
        {"tokens_per_s", policy.tokens_per_second},
        {"mfu", policy.mfu},
        {"oom_count", policy.oom_count},
@@ -320,15 +321,16 @@ nlohmann::json summary_json(const CompareResult& result, const RunDescription& r
 
 std::string summary_table(const CompareResult& result) {
   std::string text =
-      fmt::format("{:<20} {:>12} {:>12} {:>7} {:>7} {:>9} {:>9} {:>10} {:>11} {:>16} {:>9}  {}\n", "policy",
-                  "total_time", "tokens_per_s", "MFU_%", "steps", "micro_bs", "trained", "oom_count",
-                  "oom_tokens", "max_len_before_oom", "switches", "strategies");
+      fmt::format("{:<20} {:>12} {:>12} {:>7} {:>7} {:>7} {:>9} {:>9} {:>10} {:>11} {:>16} {:>9}  {}\n",
+                  "policy", "total_time", "tokens_per_s", "MFU_%", "host_%", "steps", "micro_bs", "trained",
+                  "oom_count", "oom_tokens", "max_len_before_oom", "switches", "strategies");
   for (const PolicyResult& p : result.policies)
-    text +=
-        fmt::format("{:<20} {:>12} {:>12.0f} {:>7.1f} {:>7} {:>9} {:>9} {:>10} {:>11.0f} {:>16} {:>9}  {}\n",
-                    p.policy, hours(p.total_s), p.tokens_per_second, 100 * p.mfu, p.steps, p.micro_batches(),
-                    p.trained, p.oom_count, p.oom_tokens, p.max_len_before_oom, p.plan_switches,
-                    strategy_shares_text(p.strategy_time_shares));
+    text += fmt::format(
+        "{:<20} {:>12} {:>12.0f} {:>7.1f} {:>7.1f} {:>7} {:>9} {:>9} {:>10} {:>11.0f} {:>16} {:>9}  {}\n",
+        p.policy, hours(p.total_s), p.tokens_per_second, 100 * p.mfu,
+        p.total_s > 0 ? 100 * p.host_bound_s / p.total_s : 0.0, p.steps, p.micro_batches(), p.trained,
+        p.oom_count, p.oom_tokens, p.max_len_before_oom, p.plan_switches,
+        strategy_shares_text(p.strategy_time_shares));
   return text;
 }
 

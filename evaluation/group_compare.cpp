@@ -59,7 +59,7 @@ std::string layout_text(const selector::GroupSchedule& schedule) {
 // The analytic engine's time of a grouped step: each rank's program priced phase by phase, the
 // slowest rank; its memory: the highest of the ranks' live bytes over the static terms.
 struct Timed {
-  double seconds = 0, peak_bytes = 0;
+  double seconds = 0, host_bound_s = 0, peak_bytes = 0;  // host_bound_s: the mean over ranks
   bool fits = false;
 };
 Timed analytic(const GroupedStepSpec& spec, const hw::ClusterSpec& cluster, int job) {
@@ -72,6 +72,7 @@ Timed analytic(const GroupedStepSpec& spec, const hw::ClusterSpec& cluster, int 
     const costmodel::ProgramPrice price = costmodel::price_program(
         trace_grouped_step(spec, rank, job), timer, static_bytes, cluster.gpu.allocator_fragmentation);
     timed.seconds = std::max(timed.seconds, price.seconds);
+    timed.host_bound_s += price.host_bound_s / job;
     timed.peak_bytes = std::max(timed.peak_bytes, price.peak_bytes);
   }
   timed.fits = timed.peak_bytes <= cluster.tensor_capacity_bytes();
@@ -223,16 +224,18 @@ PolicyResult run_group_policy(const GroupPolicy& policy, const traces::TrainingS
     if (steps::StepSimulator* simulator = engine.simulator()) {
       const sim::SimulationResult simulated = simulator->simulate_grouped(spec);
       result.seconds = simulated.iteration_time_s;
+      result.host_bound_s = simulated.mean_host_bound_s();
       result.peak_bytes = simulated.peak_memory_bytes;
       result.fits = !simulated.oom;
     } else {
       const Timed timed = analytic(spec, engine.cluster(), job);
       result.seconds = timed.seconds;
+      result.host_bound_s = timed.host_bound_s;
       result.peak_bytes = timed.peak_bytes;
       result.fits = timed.fits;
     }
     if (!result.fits) {
-      result.seconds = 0;
+      result.seconds = result.host_bound_s = 0;
       continue;
     }
     ++out.steps;

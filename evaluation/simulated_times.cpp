@@ -21,29 +21,30 @@ SimulatedTimes::SimulatedTimes(steps::StepSimulator& simulator, int degree, int6
       ratio_(ratio),
       quantum_(SequenceLayout::padded_length(1, degree, simulator.model().causal)) {}
 
-double SimulatedTimes::simulate(const Plan& plan, const std::vector<int64_t>& padded_documents) {
+IterationTime SimulatedTimes::simulate(const Plan& plan, const std::vector<int64_t>& padded_documents) {
   auto key = std::make_pair(plan, padded_documents);
   if (auto found = simulated_.find(key); found != simulated_.end()) return found->second;
   ++simulations_;
-  const double seconds =
-      simulator_.simulate(plan, {.degree = degree_, .batch = batch_, .documents = padded_documents})
-          .iteration_time_s;
-  return simulated_.emplace(std::move(key), seconds).first->second;
+  const sim::SimulationResult result =
+      simulator_.simulate(plan, {.degree = degree_, .batch = batch_, .documents = padded_documents});
+  return simulated_
+      .emplace(std::move(key), IterationTime{result.iteration_time_s, result.mean_host_bound_s()})
+      .first->second;
 }
 
-double SimulatedTimes::seconds(const Plan& plan, const std::vector<int64_t>& cost_key,
-                               double analytic_ratio) {
+IterationTime SimulatedTimes::time(const Plan& plan, const std::vector<int64_t>& cost_key,
+                                   double analytic_ratio) {
   PARADYSE_CHECK(cost_key.size() > 1, "a packed micro-batch has several documents");
   if (ratio_ <= 1) return simulate(plan, cost_key);
   if (auto found = simulated_.find({plan, cost_key}); found != simulated_.end()) return found->second;
   ++scaled_;
-  const double scaled =
-      seconds(plan, std::accumulate(cost_key.begin(), cost_key.end(), int64_t{0})) * analytic_ratio;
-  interpolated_.emplace(std::make_pair(plan, cost_key), scaled);
+  const IterationTime sequence = time(plan, std::accumulate(cost_key.begin(), cost_key.end(), int64_t{0}));
+  const IterationTime scaled{sequence.seconds * analytic_ratio, sequence.host_bound_s * analytic_ratio};
+  interpolated_.emplace(std::make_pair(plan, cost_key), scaled.seconds);
   return scaled;
 }
 
-double SimulatedTimes::seconds(const Plan& plan, int64_t padded_tokens) {
+IterationTime SimulatedTimes::time(const Plan& plan, int64_t padded_tokens) {
   const int64_t units = padded_tokens / quantum_;
   if (ratio_ <= 1 || units <= kDenseQuanta) return simulate(plan, {padded_tokens});
   // The grid lengths around `units`: round(64·ratio^k) quanta.
@@ -55,11 +56,12 @@ double SimulatedTimes::seconds(const Plan& plan, int64_t padded_tokens) {
   while (grid(k + 1) <= units) ++k;
   const int64_t low = grid(k), high = grid(k + 1);
   if (low == units) return simulate(plan, {padded_tokens});
-  const double t_low = simulate(plan, {low * quantum_}), t_high = simulate(plan, {high * quantum_});
-  const double seconds =
-      t_low + (t_high - t_low) * static_cast<double>(units - low) / static_cast<double>(high - low);
-  interpolated_.emplace(std::make_pair(plan, std::vector<int64_t>{padded_tokens}), seconds);
-  return seconds;
+  const IterationTime t_low = simulate(plan, {low * quantum_}), t_high = simulate(plan, {high * quantum_});
+  const double share = static_cast<double>(units - low) / static_cast<double>(high - low);
+  const IterationTime time{t_low.seconds + (t_high.seconds - t_low.seconds) * share,
+                           t_low.host_bound_s + (t_high.host_bound_s - t_low.host_bound_s) * share};
+  interpolated_.emplace(std::make_pair(plan, std::vector<int64_t>{padded_tokens}), time.seconds);
+  return time;
 }
 
 PercentageErrors SimulatedTimes::measure_error(int samples) {
@@ -70,7 +72,7 @@ PercentageErrors SimulatedTimes::measure_error(int samples) {
   const auto count = std::min<std::size_t>(static_cast<std::size_t>(samples), all.size());
   for (std::size_t i = 0; i < count; ++i) {
     const auto& [key, interpolated] = all[i * all.size() / count];
-    error.add(interpolated, simulate(key.first, key.second));
+    error.add(interpolated, simulate(key.first, key.second).seconds);
   }
   return error;
 }

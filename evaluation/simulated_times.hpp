@@ -16,19 +16,31 @@
 
 namespace paradyse::evaluation {
 
+// An iteration's time, and the part of it in which the GPUs wait for their hosts to issue the next op
+// (the mean over ranks of sim::RankResult::host_bound_s).
+struct IterationTime {
+  double seconds = 0;
+  double host_bound_s = 0;
+};
+
 class SimulatedTimes {
  public:
   // ratio 0: every padded length simulated exactly.
   SimulatedTimes(steps::StepSimulator& simulator, int degree, int64_t batch, double ratio);
 
   // Seconds of one iteration of `plan` at `padded_tokens` (already a multiple of the layout quantum).
-  double seconds(const Plan& plan, int64_t padded_tokens);
+  double seconds(const Plan& plan, int64_t padded_tokens) { return time(plan, padded_tokens).seconds; }
+  // The same, with its host-bound time read off the same grid.
+  IterationTime time(const Plan& plan, int64_t padded_tokens);
   // Seconds of one iteration of `plan` on a packed micro-batch whose padded documents are `cost_key`
   // (MicroBatch::cost_key): the time of one sequence of the same padded length (as above) times
   // `analytic_ratio`, the analytic model's time of the packed micro-batch over that sequence's. What
   // packing changes is the attention within each document, which the analytic model prices op by op
   // as the simulator does; measure_error simulates a sample of packed micro-batches directly.
-  double seconds(const Plan& plan, const std::vector<int64_t>& cost_key, double analytic_ratio);
+  double seconds(const Plan& plan, const std::vector<int64_t>& cost_key, double analytic_ratio) {
+    return time(plan, cost_key, analytic_ratio).seconds;
+  }
+  IterationTime time(const Plan& plan, const std::vector<int64_t>& cost_key, double analytic_ratio);
   // Simulates up to `samples` of the interpolated (plan, length) pairs met so far, spread evenly over
   // them, and compares; no samples when nothing was interpolated.
   PercentageErrors measure_error(int samples);
@@ -37,7 +49,7 @@ class SimulatedTimes {
   std::string method() const;
 
  private:
-  double simulate(const Plan& plan, const std::vector<int64_t>& padded_documents);
+  IterationTime simulate(const Plan& plan, const std::vector<int64_t>& padded_documents);
 
   steps::StepSimulator& simulator_;
   int degree_;
@@ -45,7 +57,7 @@ class SimulatedTimes {
   double ratio_;
   int64_t quantum_;
   // By plan and padded documents (one for a sequence).
-  std::map<std::pair<Plan, std::vector<int64_t>>, double> simulated_;
+  std::map<std::pair<Plan, std::vector<int64_t>>, IterationTime> simulated_;
   std::map<std::pair<Plan, std::vector<int64_t>>, double> interpolated_;
   int64_t simulations_ = 0;
   int64_t scaled_ = 0;  // packed micro-batches priced by the analytic ratio

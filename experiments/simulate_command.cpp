@@ -65,13 +65,19 @@ void print(const std::string& header, const sim::SimulationResult& r, const sim:
              r.capacity_bytes / kGiB, r.oom ? "OUT OF MEMORY" : "fits");
   if (r.oom_at)
     fmt::print("  first out of memory at  {} ({:.2f} GiB)\n", where(*r.oom_at), r.oom_at->bytes / kGiB);
-  fmt::print("{:>6} {:>12} {:>16} {:>10} {:>10}\n", "rank", "compute_ms", "exposed_comm_ms", "idle_ms",
-             "peak_GiB");
+  fmt::print("{:>6} {:>12} {:>16} {:>14} {:>10} {:>10}\n", "rank", "compute_ms", "exposed_comm_ms",
+             "host_bound_ms", "idle_ms", "peak_GiB");
   for (std::size_t i = 0; i < r.per_rank.size(); ++i) {
     const sim::RankResult& rank = r.per_rank[i];
-    fmt::print("{:>6} {:>12.2f} {:>16.2f} {:>10.2f} {:>10.2f}\n", i, rank.compute_s * 1e3,
-               rank.exposed_comm_s * 1e3, rank.idle_s * 1e3, rank.peak_memory_bytes / kGiB);
+    fmt::print("{:>6} {:>12.2f} {:>16.2f} {:>14.2f} {:>10.2f} {:>10.2f}\n", i, rank.compute_s * 1e3,
+               rank.exposed_comm_s * 1e3, rank.host_bound_s * 1e3, rank.idle_s * 1e3,
+               rank.peak_memory_bytes / kGiB);
   }
+  if (r.iteration_time_s > 0)
+    fmt::print(
+        "host-bound                {:12.1f} % of the iteration (mean over ranks): the GPU waiting for "
+        "the framework to issue its next op\n",
+        100 * r.mean_host_bound_s() / r.iteration_time_s);
   fmt::print("simulated activities      {} ({} kernels, {} network flows, {} analytic collectives)\n",
              r.events(), r.kernels, r.flows, r.analytic_collectives);
   fmt::print("collectives               {}\n", sim::collective_algorithm_description(options));

@@ -52,6 +52,10 @@ struct RankState {
   double compute_left_s = 0, compute_since = 0, compute_end = 0, contention = 0;
   std::unordered_map<int64_t, std::size_t> collectives_reached;  // by group (group_key)
   std::vector<std::pair<double, double>> compute_spans, communication_spans;
+  // The compute stream is free from compute_free_s on; host_waits: the spans in which it could have
+  // run its next op but for the host's issue of it.
+  double compute_free_s = 0;
+  std::vector<std::pair<double, double>> host_waits;
 };
 
 // The k-th collective of a group of ranks: the k-th communication op over that group of every rank of
@@ -130,6 +134,7 @@ class Run {
         RankState& rank = ranks_[static_cast<std::size_t>(r)];
         rank.issue.assign(rank.start.size(), kNotDone);
         rank.host_time = origin_;
+        rank.compute_free_s = origin_;
         advance_host(r);
       }
     for (uint64_t step = 0;; ++step) {
@@ -207,6 +212,11 @@ class Run {
     while (met < o.deps.size() && rank.end[o.deps[met]] != kNotDone) ++met;
     if (met < o.deps.size()) return false;
     if (host_ && !issued(r, stream, id)) return false;
+    if (host_ && stream == Stream::compute) {
+      double ready = rank.compute_free_s;
+      for (OpId dep : o.deps) ready = std::max(ready, rank.end[dep]);
+      if (rank.issue[id] > ready && now_ > ready) rank.host_waits.emplace_back(ready, now_);
+    }
     met = 0;
     ++rank.head[s];
     rank.busy[s] = true;
@@ -286,6 +296,7 @@ class Run {
     const Op& o = rank.program->ops[id];
     rank.end[id] = time;
     rank.busy[static_cast<std::size_t>(o.stream)] = false;
+    if (o.stream == Stream::compute) rank.compute_free_s = time;
     if (id == rank.host_blocked_on) advance_host(r);
     dirty_[static_cast<std::size_t>(r) / 64] |= uint64_t{1} << (r % 64);
     --ops_left_;
@@ -430,7 +441,8 @@ class Run {
       RankResult& out = e.per_rank.emplace_back();
       for (auto [start, end] : rank.compute_spans) out.compute_s += end - start;
       out.exposed_comm_s = uncovered_s(rank.communication_spans, rank.compute_spans);
-      out.idle_s = std::max(0.0, e.seconds - out.compute_s - out.exposed_comm_s);
+      out.host_bound_s = uncovered_s(rank.host_waits, rank.communication_spans);
+      out.idle_s = std::max(0.0, e.seconds - out.compute_s - out.exposed_comm_s - out.host_bound_s);
       if (!options_.record_timeline) continue;
       RankTimeline& timeline = e.timeline.emplace_back();
       for (std::size_t i = 0; i < rank.start.size(); ++i) {

@@ -10,7 +10,8 @@
 
 namespace paradyse::sim {
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankResult, compute_s, exposed_comm_s, idle_s, peak_memory_bytes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankResult, compute_s, exposed_comm_s, host_bound_s, idle_s,
+                                   peak_memory_bytes)
 
 inline void to_json(nlohmann::json& j, const OutOfMemory& oom) {
   j = {{"rank", oom.rank},   {"phase", to_string(oom.phase)}, {"layer", oom.layer}, {"op", oom.op},

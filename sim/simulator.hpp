@@ -42,9 +42,12 @@ struct SimulationOptions {
 };
 
 struct RankResult {
-  double compute_s = 0;          // the compute stream busy
-  double exposed_comm_s = 0;     // communication in flight while the compute stream is not busy
-  double idle_s = 0;             // neither: the iteration time minus the two above
+  double compute_s = 0;       // the compute stream busy
+  double exposed_comm_s = 0;  // communication in flight while the compute stream is not busy
+  // The compute stream idle, with no communication in flight, waiting for the host to issue its next
+  // op: the step runs at the framework's pace there, not the GPU's.
+  double host_bound_s = 0;
+  double idle_s = 0;  // none of these: the iteration time minus the three above (waiting on other ranks)
   double peak_memory_bytes = 0;  // static terms + live tensors at their peak + allocator fragmentation
 };
 
@@ -82,6 +85,7 @@ struct SimulationResult {
   uint64_t flows = 0;                 // network transfers simulated
   uint64_t analytic_collectives = 0;  // collectives timed by the bus-bandwidth formula
   uint64_t events() const { return kernels + flows + analytic_collectives; }
+  double mean_host_bound_s() const;    // RankResult::host_bound_s, the mean over ranks
   std::vector<Program> programs;       // with record_timeline
   std::vector<RankTimeline> timeline;  // with record_timeline
 };

@@ -29,6 +29,7 @@ TEST_CASE("summary.json: the run, the engine and each policy's totals", "[evalua
   PolicyResult policy{.policy = "static:metp", .sequences = std::vector<SequenceResult>(3)};
   policy.trained = 2;
   policy.total_s = 5;
+  policy.host_bound_s = 2;
   policy.tokens_per_second = 1000;
   policy.mfu = 0.25;
   policy.oom_count = 1;
@@ -57,6 +58,7 @@ TEST_CASE("summary.json: the run, the engine and each policy's totals", "[evalua
   CHECK(j.at("global_batch") == 16);
   CHECK(j.at("policies") == nlohmann::json{{"static:metp",
                                             {{"total_time_s", 5.0},
+                                             {"host_bound_share", 0.4},
                                              {"tokens_per_s", 1000.0},
                                              {"mfu", 0.25},
                                              {"oom_count", 1},

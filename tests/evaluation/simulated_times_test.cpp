@@ -37,6 +37,25 @@ TEST_CASE("simulated times: lengths up to 64 quanta are simulated exactly, each 
   CHECK(times.measure_error(10).count() == 0);  // nothing was interpolated
 }
 
+TEST_CASE("simulated times: a step's host-bound time is its ranks' mean, read off the grid as its time is",
+          "[evaluation][grid]") {
+  // tiny-gpt's short steps on dgx-a100's host: launch-bound, so the host-bound time is sizable.
+  steps::StepSimulator simulator(load_model("tiny-gpt"), hw::load_cluster("dgx-a100"));
+  evaluation::SimulatedTimes grid(simulator, kDegree, 1, 1.05);
+  const Plan plan = uniform_plan(megatron_ts(), 2);
+  const sim::SimulationResult direct =
+      simulator.simulate(plan, {.tokens = 7 * kQuantum, .degree = kDegree, .batch = 1});
+  double mean = 0;
+  for (const sim::RankResult& rank : direct.per_rank) mean += rank.host_bound_s / kDegree;
+  REQUIRE(mean > 0.1 * direct.iteration_time_s);
+  CHECK(grid.time(plan, 7 * kQuantum).host_bound_s == Approx(mean).epsilon(1e-9));
+  // Between two grid lengths (round(64·1.05^9) and round(64·1.05^10) quanta), the line between their
+  // host-bound times.
+  const int64_t low = 99 * kQuantum, high = 104 * kQuantum, between = 101 * kQuantum;
+  const double low_s = grid.time(plan, low).host_bound_s, high_s = grid.time(plan, high).host_bound_s;
+  CHECK(grid.time(plan, between).host_bound_s == Approx(low_s + (high_s - low_s) * 2 / 5).epsilon(1e-9));
+}
+
 TEST_CASE("simulated times: interpolation on a 5 % grid stays within 1 % of direct simulation",
           "[evaluation][grid]") {
   steps::StepSimulator simulator(load_model("tiny-gpt"), hw::load_cluster("dgx-a100"));

@@ -29,9 +29,10 @@ TEST_CASE("simulate --json prints the documented keys", "[experiments]") {
   REQUIRE(j.at("per_rank").size() == 8);
   double peak = 0;
   for (const auto& rank : j.at("per_rank")) {
-    for (const char* key : {"compute_s", "exposed_comm_s", "idle_s"}) CHECK(rank.at(key).get<double>() >= 0);
+    for (const char* key : {"compute_s", "exposed_comm_s", "host_bound_s", "idle_s"})
+      CHECK(rank.at(key).get<double>() >= 0);
     CHECK(rank.at("compute_s").get<double>() + rank.at("exposed_comm_s").get<double>() +
-              rank.at("idle_s").get<double>() ==
+              rank.at("host_bound_s").get<double>() + rank.at("idle_s").get<double>() ==
           Approx(j.at("iteration_time_s").get<double>()));
     peak = std::max(peak, rank.at("peak_memory_bytes").get<double>());
   }

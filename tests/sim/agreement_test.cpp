@@ -39,7 +39,7 @@ TEST_CASE("simulator agrees with the analytic model for every strategy at severa
       // Every rank does the same work in these symmetric strategies.
       for (const sim::RankResult& rank : simulated.per_rank) {
         CHECK(rank.compute_s == Approx(simulated.per_rank[0].compute_s).epsilon(1e-9));
-        CHECK(rank.compute_s + rank.exposed_comm_s + rank.idle_s ==
+        CHECK(rank.compute_s + rank.exposed_comm_s + rank.host_bound_s + rank.idle_s ==
               Approx(simulated.iteration_time_s).epsilon(1e-9));
       }
       // The same kernels, but for the four that make the step's inputs (tokens, targets), its loss

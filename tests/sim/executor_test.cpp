@@ -114,5 +114,34 @@ TEST_CASE("simulator: a host that only some calls cost issues them as the list s
   const double listed_s = costmodel::cost_phases(program, costmodel::OpTimer(cluster, 1)).at(0).cost.seconds;
   CHECK(listed_s > 20 * 20e-6);  // the adds are launch-bound
   sim::Simulator simulator(cluster);
-  CHECK(simulator.run({program}).iteration_time_s == Approx(listed_s).epsilon(1e-9).margin(1e-12));
+  const sim::SimulationResult simulated = simulator.run({program});
+  CHECK(simulated.iteration_time_s == Approx(listed_s).epsilon(1e-9).margin(1e-12));
+  // The GPU waits for each add's issue: the time the list schedule says it waits, and all the step's
+  // time that is not its kernels'.
+  const costmodel::SegmentCost listed =
+      costmodel::cost_phases(program, costmodel::OpTimer(cluster, 1)).at(0).cost;
+  const sim::RankResult& rank = simulated.per_rank.at(0);
+  CHECK(rank.host_bound_s == Approx(listed.host_bound_s).epsilon(1e-9).margin(1e-12));
+  CHECK(rank.host_bound_s > 0.9 * simulated.iteration_time_s);
+  CHECK(rank.compute_s + rank.host_bound_s == Approx(simulated.iteration_time_s).epsilon(1e-9).margin(1e-12));
+  CHECK(rank.idle_s == Approx(0).margin(1e-12));
+}
+
+TEST_CASE("simulator: a GPU-bound step waits for its host only until the host runs ahead", "[sim]") {
+  // Two large GEMMs behind a 20 us dispatch each: the first waits for its issue, the second was issued
+  // while the first ran.
+  TracingBackend be(0, 1);
+  be.begin_phase(Phase::layer_forward, 0);
+  const Tensor w = be.parameter("w", {4096, 4096}, 0);
+  be.linear(be.linear(w, w), w);
+  const Program program = be.take_program();
+  hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  cluster.host = {20e-6, 20e-6, false, {}, {}};
+  sim::Simulator simulator(cluster);
+  const sim::SimulationResult simulated = simulator.run({program});
+  const sim::RankResult& rank = simulated.per_rank.at(0);
+  const costmodel::SegmentCost listed =
+      costmodel::cost_phases(program, costmodel::OpTimer(cluster, 1)).at(0).cost;
+  CHECK(rank.host_bound_s == Approx(listed.host_bound_s).epsilon(1e-9).margin(1e-12));
+  CHECK(rank.host_bound_s < 0.05 * simulated.iteration_time_s);
 }

@@ -19,7 +19,8 @@ TEST_CASE("simulation JSON: the documented keys, the first out of memory only wh
   r.padded_tokens = 4096;
   r.batch = 2;
   r.micro_batches = 7;
-  r.per_rank = {{.compute_s = 1, .exposed_comm_s = 2, .idle_s = 3, .peak_memory_bytes = 4}};
+  r.per_rank = {
+      {.compute_s = 1, .exposed_comm_s = 2, .host_bound_s = 5, .idle_s = 3, .peak_memory_bytes = 4}};
   r.kernels = 10;
   r.flows = 20;
   r.analytic_collectives = 3;
@@ -47,9 +48,11 @@ TEST_CASE("simulation JSON: the documented keys, the first out of memory only wh
   CHECK(j.at("batch") == 2);
   CHECK(j.at("micro_batches") == 7);
   CHECK(j.at("events") == 33);
-  CHECK(j.at("per_rank") ==
-        nlohmann::json::array(
-            {{{"compute_s", 1.0}, {"exposed_comm_s", 2.0}, {"idle_s", 3.0}, {"peak_memory_bytes", 4.0}}}));
+  CHECK(j.at("per_rank") == nlohmann::json::array({{{"compute_s", 1.0},
+                                                    {"exposed_comm_s", 2.0},
+                                                    {"host_bound_s", 5.0},
+                                                    {"idle_s", 3.0},
+                                                    {"peak_memory_bytes", 4.0}}}));
 
   r.oom = true;
   r.oom_at = sim::OutOfMemory{.rank = 3,

@@ -1,6 +1,8 @@
 // Hand-built clusters and programs for testing the simulator against closed forms.
 #pragma once
 
+#include <tuple>
+
 #include <vector>
 
 #include "hw_models/cluster.hpp"
@@ -25,8 +27,14 @@ inline hw::ClusterSpec flat_cluster(int gpus, int nodes = 1, double nvlink = 100
   c.gpu.attention_efficiency_by_seq = hw::Curve({{1, 0.5}});
   c.gpu.causal_attention_efficiency_by_seq = hw::Curve({{1, 0.5}});
   c.gpu.kernel_launch_s = 2e-6;
-  c.intra_node = {nvlink, hw::Curve({{1, nvlink}}), 1.0, latency, gpus, {}, {}, {}};
-  c.inter_node = {nic, hw::Curve({{1, nic * gpus}}), 1.0, latency, 2 * gpus, {}, {}, {}};
+  for (auto [fabric, bytes_per_second, bus_bandwidth, ranks] :
+       {std::tuple{&c.intra_node, nvlink, nvlink, gpus}, {&c.inter_node, nic, nic * gpus, 2 * gpus}}) {
+    fabric->bytes_per_second = bytes_per_second;
+    fabric->bus_bandwidth_by_bytes = hw::Curve({{1, bus_bandwidth}});
+    fabric->all_to_all_efficiency = 1.0;
+    fabric->latency_s = latency;
+    fabric->measured_ranks = ranks;
+  }
   return c;
 }
 
