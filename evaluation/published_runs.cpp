@@ -150,7 +150,11 @@ std::vector<PublishedPrediction> predict_published_runs(const std::vector<Publis
                                            .micro_batches = run.micro_batches,
                                            .gradients_clipped = run.gradients_clipped};
       const steps::Estimate estimate = estimator.estimate(*run.strategy, request, run.recompute);
-      PublishedPrediction p{run, estimate.time.total_s, 0, estimate.fits};
+      PublishedPrediction p{.run = run,
+                            .predicted_s = estimate.time.total_s,
+                            .fits = estimate.fits,
+                            .framework = estimator.cluster().framework,
+                            .host_bound_share = estimate.time.host_bound_s / estimate.time.total_s};
       if (run.measure != PublishedMeasure::iteration) {
         const steps::CostTable table = estimator.cost_table({{run.strategy, run.recompute}}, request);
         PARADYSE_CHECK(table.candidates.size() == 1, "no layer cost for a plan the estimate priced");

@@ -54,6 +54,11 @@ struct PublishedPrediction {
   double predicted_s = 0;
   double error = 0;   // (predicted − measured) / measured
   bool fits = false;  // whether paradyse predicts the whole model fits in memory
+  // The framework whose host costs priced the run (its cluster's), "" for the cluster file's own host
+  // block; and the share of the predicted step in which the GPU waits for the host to issue its calls
+  // (the estimate's host_bound over its total): the regime, host-bound where it is large.
+  std::string framework;
+  double host_bound_share = 0;
 };
 
 // Each run priced by the analytic model (Estimator): a layer's forward or backward from the cost

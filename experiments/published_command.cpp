@@ -58,7 +58,9 @@ void print_json(const std::vector<evaluation::PublishedPrediction>& predictions,
                            {"measured_s", p.run.measured_s},
                            {"predicted_s", p.predicted_s},
                            {"error", p.error},
-                           {"fits", p.fits}});
+                           {"fits", p.fits},
+                           {"framework", p.framework},
+                           {"host_bound_share", p.host_bound_share}});
   out["mean_abs_error_pct"] = errors.mean_pct();
   out["max_abs_error_pct"] = errors.max_pct();
   out["rank_agreement"] = nlohmann::json::array();
@@ -76,12 +78,15 @@ void print_table(const std::vector<evaluation::PublishedPrediction>& predictions
   for (const evaluation::PublishedPrediction& p : predictions) {
     if (p.run.source != source) {
       source = p.run.source;
-      fmt::print("{}\n{:<50} {:<22} {:>10} {:>10} {:>8}  {:<6} {}\n", source, "run", "plan", "measured",
-                 "predicted", "error", "memory", "configuration; where in the source");
+      fmt::print("{}\n{:<50} {:<22} {:>10} {:>10} {:>8}  {:<6} {:<24} {:>6}  {}\n", source, "run", "plan",
+                 "measured", "predicted", "error", "memory", "framework", "host_%",
+                 "configuration; where in the source");
     }
-    fmt::print("{:<50} {:<22} {:>10} {:>10} {:>+7.1f}%  {:<6} {}; {}\n", p.run.name, plan_text(p.run),
-               time_text(p.run.measured_s, p.run.measured_s), time_text(p.predicted_s, p.run.measured_s),
-               100 * p.error, p.fits ? "fits" : "OOM", configuration(p.run), p.run.table);
+    fmt::print("{:<50} {:<22} {:>10} {:>10} {:>+7.1f}%  {:<6} {:<24} {:>6.1f}  {}; {}\n", p.run.name,
+               plan_text(p.run), time_text(p.run.measured_s, p.run.measured_s),
+               time_text(p.predicted_s, p.run.measured_s), 100 * p.error, p.fits ? "fits" : "OOM",
+               p.framework.empty() ? "the cluster's host block" : p.framework, 100 * p.host_bound_share,
+               configuration(p.run), p.run.table);
   }
   fmt::print("\n{} runs: mean |error| {:.1f}%, max |error| {:.1f}%\n", errors.count(), errors.mean_pct(),
              errors.max_pct());
@@ -90,6 +95,9 @@ void print_table(const std::vector<evaluation::PublishedPrediction>& predictions
                std::isnan(r.spearman) ? std::string("n/a (the measurements are all equal)")
                                       : fmt::format("{:+.2f}", r.spearman));
   fmt::print("memory: whether paradyse predicts the whole model fits; a layer's time is priced either way\n");
+  fmt::print(
+      "host_%: of the predicted step, the time the GPU waits for the framework to issue its calls; where it "
+      "is large the prediction rests on the framework's host costs\n");
 }
 
 void run(const PublishedOptions& options) {

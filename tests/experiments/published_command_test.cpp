@@ -27,6 +27,10 @@ TEST_CASE("published: every bundled run with its error, the mean and max, and th
   for (const auto& row : j.at("runs")) {
     CHECK(row.at("predicted_s").get<double>() > 0);
     CHECK(row.at("fits").is_boolean());
+    // Korthikanti's runs are priced with dgx-a100's framework; their 22B layers keep the GPU busy.
+    CHECK(row.at("framework") == "eager-pytorch-nominal");
+    CHECK(row.at("host_bound_share").get<double>() >= 0);
+    CHECK(row.at("host_bound_share").get<double>() < 0.05);
   }
   CHECK(j.at("max_abs_error_pct").get<double>() >= j.at("mean_abs_error_pct").get<double>());
   CHECK(j.at("rank_agreement").size() == 3);
