@@ -111,13 +111,6 @@ SimulationResult Simulator::run(std::vector<Program> programs, double static_byt
   return result;
 }
 
-double SimulationResult::mean_host_bound_s() const {
-  if (per_rank.empty()) return 0;
-  double sum = 0;
-  for (const RankResult& rank : per_rank) sum += rank.host_bound_s;
-  return sum / static_cast<double>(per_rank.size());
-}
-
 std::vector<double> Simulator::transfer_s(const std::vector<Transfer>& transfers) {
   std::vector<double> seconds(transfers.size());
   int num_gpus = 1;

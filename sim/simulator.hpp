@@ -85,7 +85,12 @@ struct SimulationResult {
   uint64_t flows = 0;                 // network transfers simulated
   uint64_t analytic_collectives = 0;  // collectives timed by the bus-bandwidth formula
   uint64_t events() const { return kernels + flows + analytic_collectives; }
-  double mean_host_bound_s() const;    // RankResult::host_bound_s, the mean over ranks
+  double mean_host_bound_s() const {  // RankResult::host_bound_s, the mean over ranks
+    if (per_rank.empty()) return 0;
+    double sum = 0;
+    for (const RankResult& rank : per_rank) sum += rank.host_bound_s;
+    return sum / static_cast<double>(per_rank.size());
+  }
   std::vector<Program> programs;       // with record_timeline
   std::vector<RankTimeline> timeline;  // with record_timeline
 };
