@@ -78,6 +78,9 @@ std::size_t communication_kind(const hw::ClusterSpec& cluster, const std::string
 OpTimer::OpTimer(const hw::ClusterSpec& cluster, int degree,
                  std::shared_ptr<const RoutedCollectiveTimer> routed)
     : cluster_(cluster), degree_(degree), routed_(std::move(routed)) {
+  PARADYSE_CHECK(
+      degree >= 1 && degree <= cluster.num_gpus(),
+      "a group of " + std::to_string(degree) + " ranks on " + std::to_string(cluster.num_gpus()) + " GPUs");
   if (!routed_) routed_ = std::make_shared<const RoutedCollectiveTimer>(cluster);
   for (const auto& [name, rate] : cluster.gpu.kernel_rates)
     measured_[compute_call(cluster, "gpu.kernels", name)] = &rate;
@@ -99,6 +102,35 @@ double OpTimer::dispatch_s(const Op& op) const {
   if (op.kind == OpKind::wait) return 0;
   return is_communication(op.kind) ? communication_dispatch_s_[static_cast<std::size_t>(op.kind)]
                                    : dispatch_s_[static_cast<std::size_t>(op.kernel)];
+}
+
+std::vector<double> OpTimer::issue_s(const Program& program) const {
+  std::vector<double> seconds(program.ops.size());
+  for (std::size_t id = 0; id < program.ops.size(); ++id) seconds[id] = dispatch_s(program.ops[id]);
+  const std::optional<hw::LayerCalls>& calls = cluster_.host.layer_calls;
+  if (!calls) return seconds;
+  for (std::size_t i = 0; i < program.phases.size(); ++i) {
+    const PhaseMark& mark = program.phases[i];
+    if (mark.layer < 0 || (mark.phase != Phase::layer_forward && mark.phase != Phase::layer_backward))
+      continue;
+    const OpId end = i + 1 < program.phases.size() ? program.phases[i + 1].first_op
+                                                   : static_cast<OpId>(program.ops.size());
+    const auto compute = [&](OpId id) {
+      return program.ops[id].stream == Stream::compute && program.ops[id].kind != OpKind::wait;
+    };
+    int count = 0;
+    for (OpId id = mark.first_op; id < end; ++id) count += compute(id) ? 1 : 0;
+    if (count == 0) continue;
+    const auto direction =
+        mark.phase == Phase::layer_forward ? hw::LayerCalls::forward : hw::LayerCalls::backward;
+    const auto rerun = mark.rerun == Rerun::layer       ? hw::LayerCalls::layer
+                       : mark.rerun == Rerun::attention ? hw::LayerCalls::attention
+                                                        : hw::LayerCalls::none;
+    const double each_s = calls->host_s(direction, rerun) / static_cast<double>(count);
+    for (OpId id = mark.first_op; id < end; ++id)
+      if (compute(id)) seconds[id] = each_s;
+  }
+  return seconds;
 }
 
 double OpTimer::compute_s(const Op& op) const {

@@ -48,6 +48,10 @@ class OpTimer {
   double seconds(const Op& op) const;
   // Host time to issue `op` (cluster.host): none for a stream wait.
   double dispatch_s(const Op& op) const;
+  // Host time to issue each op of `program`, in its order: dispatch_s, but where the host has a
+  // framework's layer calls (hw::LayerCalls), a layer phase's compute ops share that phase's calls
+  // (by its direction and its rerun) evenly, as the host issues them between the same collectives.
+  std::vector<double> issue_s(const Program& program) const;
   bool synchronous_host() const { return cluster_.host.synchronous; }
   // A compute op's time: its recorded duration_s where it has one, else its price.
   double compute_s(const Op& op) const;

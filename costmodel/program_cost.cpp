@@ -54,8 +54,8 @@ struct ComputeSlot {
 
 // `host_lead_s`: how far ahead of the streams the host starts (it has issued nothing yet).
 SegmentCost cost_segment(const Program& program, OpId first_op, OpId end_op, uint32_t first_event,
-                         uint32_t end_event, const OpTimer& timer, std::vector<double>& finish,
-                         double host_lead_s) {
+                         uint32_t end_event, const OpTimer& timer, const std::vector<double>& issue_s,
+                         std::vector<double>& finish, double host_lead_s) {
   SegmentCost cost;
   finish.assign(end_op - first_op, 0.0);
   double stream_free[2] = {0, 0};
@@ -65,7 +65,7 @@ SegmentCost cost_segment(const Program& program, OpId first_op, OpId end_op, uin
   for (OpId id = first_op; id < end_op; ++id) {
     const Op& op = program.ops[id];
     const auto stream = static_cast<std::size_t>(op.stream);
-    host += timer.dispatch_s(op);
+    host += issue_s[id];
     double deps_done = 0;
     for (OpId dep : op.deps)
       if (dep >= first_op) deps_done = std::max(deps_done, finish[dep - first_op]);
@@ -116,6 +116,7 @@ SegmentCost cost_segment(const Program& program, OpId first_op, OpId end_op, uin
 std::vector<PhaseCost> cost_phases(const Program& program, const OpTimer& timer) {
   std::vector<PhaseCost> phases;
   std::vector<double> finish;
+  const std::vector<double> issue_s = timer.issue_s(program);
   for (std::size_t i = 0; i < program.phases.size(); ++i) {
     const PhaseMark& mark = program.phases[i];
     const bool last = i + 1 == program.phases.size();
@@ -129,12 +130,12 @@ std::vector<PhaseCost> cost_phases(const Program& program, const OpTimer& timer)
     // host (it never runs ahead).
     const bool ahead = i > 0 && !timer.synchronous_host();
     SegmentCost cost = cost_segment(program, mark.first_op, end_op, mark.first_memory_event, end_event, timer,
-                                    finish, ahead ? kFarAhead_s : 0);
+                                    issue_s, finish, ahead ? kFarAhead_s : 0);
     if (ahead) {
-      double issue_s = 0;
-      for (OpId id = mark.first_op; id < end_op; ++id) issue_s += timer.dispatch_s(program.ops[id]);
-      cost.host_bound_s = std::max(0.0, issue_s - cost.seconds);
-      cost.seconds = std::max(cost.seconds, issue_s);
+      double phase_issue_s = 0;
+      for (OpId id = mark.first_op; id < end_op; ++id) phase_issue_s += issue_s[id];
+      cost.host_bound_s = std::max(0.0, phase_issue_s - cost.seconds);
+      cost.seconds = std::max(cost.seconds, phase_issue_s);
     }
     phases.push_back({mark.phase, mark.layer, cost});
   }

@@ -8,15 +8,11 @@ std::string got(const Object& block, std::string_view key) {
   return ", got " + block.json().at(std::string(key)).dump();
 }
 
-namespace {
-
 void require_source(const Object& sources, std::string_view figure) {
   if (!sources.has(figure)) sources.fail(figure, "missing required field");
   if (sources.string(figure).empty())
     sources.fail(figure, "expected where this figure came from (or 'assumed: why'), got \"\"");
 }
-
-}  // namespace
 
 void require_sources(const Object& block, std::initializer_list<std::string_view> figures,
                      std::initializer_list<std::string_view> optional) {

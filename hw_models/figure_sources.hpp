@@ -16,6 +16,8 @@ std::string got(const json_input::Object& block, std::string_view key);
 // of `optional` that the block has; it may name no other.
 void require_sources(const json_input::Object& block, std::initializer_list<std::string_view> figures,
                      std::initializer_list<std::string_view> optional = {});
+// `sources` (a block's `source` object) names a non-empty source for `figure`.
+void require_source(const json_input::Object& sources, std::string_view figure);
 std::string non_empty_string(const json_input::Object& block, std::string_view key);
 
 }  // namespace paradyse::hw

@@ -15,18 +15,81 @@ const std::map<std::string_view, std::string_view>& framework_preset_files();
 
 using json_input::Object;
 
+namespace {
+
+// A block of call counts by kind, each kind one that `call_s` prices (a kind without calls is left out).
+LayerCalls::Counts read_counts(const Object& block, const std::map<std::string, double>& call_s) {
+  LayerCalls::Counts counts;
+  for (const auto& [kind, value] : block.json().items()) {
+    if (!call_s.contains(kind)) {
+      std::vector<std::string_view> priced;
+      for (const auto& [name, seconds] : call_s) priced.push_back(name);
+      block.fail(kind, fmt::format("expected a kind of call that call_seconds prices ({})",
+                                   fmt::join(priced, ", ")));
+    }
+    const int64_t n = block.positive_integer(kind);
+    if (n > 100000)
+      block.fail(kind, "expected at most 100000 calls of a kind in one layer" + got(block, kind));
+    counts[kind] = static_cast<int>(n);
+  }
+  return counts;
+}
+
+LayerCalls::Counts sum(LayerCalls::Counts a, const LayerCalls::Counts& b) {
+  for (const auto& [kind, n] : b) a[kind] += n;
+  return a;
+}
+
+LayerCalls read_layer_calls(const Object& block) {
+  constexpr std::array<std::string_view, 2> kReruns{"attention_rerun", "layer_rerun"};
+  block.require_keys({"call_seconds", "forward", "backward", "attention_rerun", "layer_rerun", "source"});
+  require_sources(block, {"forward", "backward", "attention_rerun", "layer_rerun"});
+  LayerCalls calls;
+  const Object prices = block.object("call_seconds");
+  std::vector<std::string_view> kinds;
+  for (const auto& [kind, value] : prices.json().items())
+    if (kind != "source") kinds.push_back(kind);
+  if (kinds.empty()) prices.fail("", "expected the seconds of at least one kind of call");
+  const Object price_sources = prices.object("source");
+  for (std::string_view kind : kinds) {
+    calls.call_s[std::string(kind)] = prices.number_in(kind, 0, 0.1, "s");
+    require_source(price_sources, kind);
+  }
+  for (const auto& [kind, value] : price_sources.json().items())
+    if (!calls.call_s.contains(kind))
+      price_sources.fail(kind, "expected only the sources of call_seconds' figures");
+  for (auto direction : {LayerCalls::forward, LayerCalls::backward}) {
+    const LayerCalls::Counts base =
+        read_counts(block.object(direction == LayerCalls::forward ? "forward" : "backward"), calls.call_s);
+    calls.counts[direction][LayerCalls::none] = base;
+    for (auto rerun : {LayerCalls::attention, LayerCalls::layer}) {
+      const Object extra = block.object(kReruns[rerun - 1]);
+      extra.require_keys({"forward", "backward"});
+      calls.counts[direction][rerun] = sum(
+          base,
+          read_counts(extra.object(direction == LayerCalls::forward ? "forward" : "backward"), calls.call_s));
+    }
+  }
+  return calls;
+}
+
+}  // namespace
+
 HostSpec read_host(const Object& host) {
   constexpr std::string_view kByCall = "kernel_dispatch_seconds_by_call";
   constexpr std::string_view kByKind = "communication_dispatch_seconds_by_kind";
+  constexpr std::string_view kLayerCalls = "layer_calls";
   host.require_keys({"kernel_dispatch_seconds", "communication_dispatch_seconds", "synchronous", "source"},
-                    {kByCall, kByKind});
+                    {kByCall, kByKind, kLayerCalls});
   require_sources(host, {"kernel_dispatch_seconds", "communication_dispatch_seconds", "synchronous"},
                   {kByCall, kByKind});
   HostSpec spec{host.number_in("kernel_dispatch_seconds", 0, 0.1, "s"),
                 host.number_in("communication_dispatch_seconds", 0, 0.1, "s"),
                 host.boolean("synchronous"),
                 {},
+                {},
                 {}};
+  if (host.has(kLayerCalls)) spec.layer_calls = read_layer_calls(host.object(kLayerCalls));
   for (auto [key, seconds] : {std::pair{kByCall, &spec.kernel_dispatch_s_by_call},
                               {kByKind, &spec.communication_dispatch_s_by_kind}}) {
     if (!host.has(key)) continue;

@@ -8,11 +8,13 @@
 //
 // {"name", "description", "host_machine", "host": {"kernel_dispatch_seconds", "communication_dispatch_
 //  seconds", "synchronous", "kernel_dispatch_seconds_by_call" (optional), "communication_dispatch_
-//  seconds_by_kind" (optional), "source": {...}}}
+//  seconds_by_kind" (optional), "layer_calls" (optional, LayerCalls), "source": {...}}}
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +22,34 @@
 #include "common/json_input.hpp"
 
 namespace paradyse::hw {
+
+// The calls a framework's code issues for one transformer layer, counted from that code, and what each
+// kind of call costs the host. Kinds are the file's own ("kernel": an op that launches a kernel,
+// "host_op": a metadata-only op such as a view, "compiled_region": a call into a compiled graph, ...).
+// A layer's forward and backward issue their counts; a backward that runs the attention core again
+// (selective recomputation) or the whole layer (full) adds its rerun's counts, on each direction (a
+// checkpointed forward saves RNG states too).
+//
+// "layer_calls": {"call_seconds": {KIND: s, ..., "source": {KIND: "...", ...}},
+//                 "forward": {KIND: n, ...}, "backward": {...},
+//                 "attention_rerun": {"forward": {...}, "backward": {...}}, "layer_rerun": {...},
+//                 "source": {"forward": "...", "backward": "...", "attention_rerun": "...",
+//                            "layer_rerun": "..."}}
+struct LayerCalls {
+  enum Direction { forward, backward };
+  enum Rerun { none, attention, layer };  // what the backward runs again of the forward
+  using Counts = std::map<std::string, int>;
+
+  std::map<std::string, double> call_s;         // by kind
+  std::array<std::array<Counts, 3>, 2> counts;  // [Direction][Rerun]: the rerun's calls included
+
+  // The host's time to issue a layer's calls in one direction.
+  double host_s(Direction direction, Rerun rerun) const {
+    double seconds = 0;
+    for (const auto& [kind, n] : counts[direction][rerun]) seconds += n * call_s.at(kind);
+    return seconds;
+  }
+};
 
 // The host thread of each rank, which issues its kernels and collectives in program order: a device
 // op starts no earlier than its issue, so a chain of short kernels runs at the host's pace (eager
@@ -37,11 +67,14 @@ struct HostSpec {
   // the other kinds take communication_dispatch_s. (Gloo's send writes its bytes on the calling
   // thread: on a CPU, a send_recv of 256 KiB returned after 118 µs, an all-to-all after 12 µs.)
   std::map<std::string, double> communication_dispatch_s_by_kind;
+  // Optional: a layer's calls as the framework issues them. Its layer phases then cost the host these
+  // calls, spread over the phase's compute ops, in place of those ops' kernel_dispatch_s.
+  std::optional<LayerCalls> layer_calls;
 
   // Whether issuing ops costs the host anything (else only a synchronous host or a read waits).
   bool dispatches_at_a_cost() const {
     const auto positive = [](const auto& entry) { return entry.second > 0; };
-    return kernel_dispatch_s > 0 || communication_dispatch_s > 0 ||
+    return kernel_dispatch_s > 0 || communication_dispatch_s > 0 || layer_calls.has_value() ||
            std::any_of(kernel_dispatch_s_by_call.begin(), kernel_dispatch_s_by_call.end(), positive) ||
            std::any_of(communication_dispatch_s_by_kind.begin(), communication_dispatch_s_by_kind.end(),
                        positive);

@@ -100,6 +100,11 @@ enum class Phase : uint8_t {
 };
 std::string_view to_string(Phase phase);
 
+// What a layer's backward runs again of its forward (activation recomputation): nothing, the
+// attention core, or the whole layer. A framework issues host work of its own around a re-run (its
+// checkpoint function, the RNG state it restores), so the cost model prices a layer phase by it.
+enum class Rerun : uint8_t { nothing, attention, layer };
+
 // The ranks a communication op runs over (Backend): the parallel group, the shard group that holds one
 // replica of the weights (the job, or one node under hybrid sharding), the ranks that hold the same
 // shard in every shard group (its replicas), or the whole job.
@@ -251,8 +256,9 @@ class StepOperations {
  public:
   virtual ~StepOperations() = default;
 
-  // Marks the start of a phase of the step (layer = -1 outside the layers).
-  virtual void begin_phase(Phase phase, int layer) = 0;
+  // Marks the start of a phase of the step (layer = -1 outside the layers); `rerun`: what the layer's
+  // backward runs again of its forward, on both of its phases.
+  virtual void begin_phase(Phase phase, int layer, Rerun rerun = Rerun::nothing) = 0;
 
   // This rank's shard of a model weight, created once per model; `name` and `shard` identify it so
   // that a real backend initialises it consistently with a one-device reference. Weights, gradients

@@ -74,6 +74,7 @@ struct PhaseMark {
   int layer;
   OpId first_op;
   uint32_t first_memory_event;
+  Rerun rerun = Rerun::nothing;  // of a layer's phases
 };
 
 struct Program {

@@ -93,11 +93,11 @@ Program TracingBackend::take_program() {
   return std::move(recorder_->program);
 }
 
-void TracingBackend::begin_phase(Phase phase, int layer) {
+void TracingBackend::begin_phase(Phase phase, int layer, Rerun rerun) {
   recorder_->phase = phase;
   recorder_->layer = static_cast<int16_t>(layer);
   recorder_->program.phases.push_back(
-      {phase, layer, recorder_->next_op(), static_cast<uint32_t>(recorder_->program.memory.size())});
+      {phase, layer, recorder_->next_op(), static_cast<uint32_t>(recorder_->program.memory.size()), rerun});
 }
 
 void TracingBackend::label(std::string_view name) {

@@ -275,7 +275,7 @@ void TorchBackend::synchronize() const {
   real::synchronize(options_.device);
 }
 
-void TorchBackend::begin_phase(Phase phase, int layer) {
+void TorchBackend::begin_phase(Phase phase, int layer, Rerun) {
   phase_ = phase;
   layer_ = layer;
   phase_stamps_.push_back({phase, layer, clock_.stamp(), held_->current()});

@@ -110,7 +110,7 @@ class TorchBackend final : public Backend {
   void use_group(int first_rank, int degree) override;
   int shard_degree() const override { return shard_degree_; }
   void use_shard_degree(int degree) override;
-  void begin_phase(Phase phase, int layer) override;
+  void begin_phase(Phase phase, int layer, Rerun rerun = Rerun::nothing) override;
   void label(std::string_view name) override;
 
   Tensor parameter(std::string_view name, const Shape& shape, int shard) override;

@@ -39,8 +39,9 @@ struct RankState {
   std::array<bool, 2> busy{};
   std::vector<double> start, end;  // absolute simulated seconds
   // The host (only when the cluster's host costs anything or it waits for an op): it has issued ops
-  // [0, host_next), op i at issue[i]; it is free again at host_time, or once op host_blocked_on ends.
-  std::vector<double> issue;
+  // [0, host_next), op i at issue[i] after issue_cost[i] of its time (OpTimer::issue_s); it is free
+  // again at host_time, or once op host_blocked_on ends.
+  std::vector<double> issue, issue_cost;
   OpId host_next = 0;
   double host_time = 0;
   OpId host_blocked_on = kNoOp;
@@ -133,6 +134,7 @@ class Run {
       for (int r = 0; r < p_; ++r) {
         RankState& rank = ranks_[static_cast<std::size_t>(r)];
         rank.issue.assign(rank.start.size(), kNotDone);
+        rank.issue_cost = timer_.issue_s(*rank.program);
         rank.host_time = origin_;
         rank.compute_free_s = origin_;
         advance_host(r);
@@ -268,7 +270,7 @@ class Run {
         rank.host_blocked_on = kNoOp;
       }
       const OpId id = rank.host_next++;
-      rank.host_time += timer_.dispatch_s(ops[id]);
+      rank.host_time += rank.issue_cost[id];
       rank.issue[id] = rank.host_time;
       if (ops[id].host_waits || (timer_.synchronous_host() && ops[id].stream == Stream::compute))
         rank.host_blocked_on = id;

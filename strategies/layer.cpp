@@ -66,10 +66,15 @@ void accumulate_norm_grads(Backend& be, const NormGrads& grads, Tensor& gamma, T
 }
 
 bool recomputes(const Strategy& strategy, const LayerContext& ctx) {
-  return strategy.always_recomputes() || ctx.recompute == Recompute::full;
+  return rerun(strategy, ctx.recompute) == Rerun::layer;
 }
 
 }  // namespace
+
+Rerun rerun(const Strategy& strategy, Recompute recompute) {
+  if (strategy.always_recomputes() || recompute == Recompute::full) return Rerun::layer;
+  return recompute == Recompute::selective ? Rerun::attention : Rerun::nothing;
+}
 
 LayerForward layer_forward(Backend& be, const Strategy& strategy, const LayerContext& ctx,
                            const LayerWeights& w, const Tensor& x) {

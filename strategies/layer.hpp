@@ -38,4 +38,8 @@ LayerForward layer_forward(Backend& be, const Strategy& strategy, const LayerCon
 Tensor layer_backward(Backend& be, const Strategy& strategy, const LayerContext& ctx, const LayerWeights& w,
                       std::unique_ptr<LayerSaved> saved, const Tensor& d_y, LayerWeights& grads);
 
+// What the layer's backward runs again of its forward under `recompute` (the strategy may always
+// recompute).
+Rerun rerun(const Strategy& strategy, Recompute recompute);
+
 }  // namespace paradyse

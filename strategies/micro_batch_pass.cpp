@@ -123,8 +123,8 @@ void forward_backward(Backend& be, const StepSpec& micro_batch, ModelShards& sha
 
   std::vector<std::unique_ptr<LayerSaved>> saved(static_cast<std::size_t>(num_layers));
   for (int layer = 0; layer < num_layers; ++layer) {
-    be.begin_phase(Phase::layer_forward, layer);
     const LayerChoice& choice = spec.plan[static_cast<std::size_t>(layer)];
+    be.begin_phase(Phase::layer_forward, layer, rerun(*choice.strategy, choice.recompute));
     const LayerContext ctx{model, layout, spec.batch, choice.recompute};
     LayerForward out =
         layer_forward(be, *choice.strategy, ctx, weights.layer(be, layer, *choice.strategy), x);
@@ -151,9 +151,9 @@ void forward_backward(Backend& be, const StepSpec& micro_batch, ModelShards& sha
   final_grads = {};
 
   for (int layer = num_layers - 1; layer >= 0; --layer) {
-    be.begin_phase(Phase::layer_backward, layer);
     const auto index = static_cast<std::size_t>(layer);
     const Strategy& strategy = *spec.plan[index].strategy;
+    be.begin_phase(Phase::layer_backward, layer, rerun(strategy, spec.plan[index].recompute));
     const LayerContext ctx{model, layout, spec.batch, spec.plan[index].recompute};
     const LayerWeights& w = weights.layer(be, layer, strategy);
     d_x = layer_backward(be, strategy, ctx, w, std::move(saved[index]), d_x,

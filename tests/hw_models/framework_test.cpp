@@ -141,3 +141,36 @@ TEST_CASE("cluster files: a framework by name or file, or a host block, not both
   REQUIRE_THROWS_WITH(paradyse::hw::load_cluster(dir.write("unknown.json", unknown.dump(2))),
                       Contains("'pytorch', which is neither"));
 }
+
+TEST_CASE(
+    "framework files: layer calls without a source, of a kind without a price, or not counted are refused",
+    "[hw_models]") {
+  TempDir dir;
+  const auto write_edited_megatron = [&dir](const std::string& name,
+                                            const std::function<void(paradyse::json_input::Json&)>& edit) {
+    auto json = framework_preset_file("megatron-lm");
+    edit(json["host"]["layer_calls"]);
+    return dir.write(name, json.dump(2));
+  };
+  const std::string unsourced_price = write_edited_megatron(
+      "unsourced-price.json", [](auto& calls) { calls["call_seconds"]["source"].erase("host_op"); });
+  CHECK_THAT(framework_load_error(unsourced_price),
+             Contains(unsourced_price) && Contains("host.layer_calls.call_seconds.source.host_op") &&
+                 Contains("missing required field"));
+  const std::string unsourced_count = write_edited_megatron(
+      "unsourced-count.json", [](auto& calls) { calls["source"].erase("layer_rerun"); });
+  CHECK_THAT(framework_load_error(unsourced_count), Contains("host.layer_calls.source.layer_rerun"));
+  const std::string unpriced = write_edited_megatron(
+      "unpriced.json", [](auto& calls) { calls["attention_rerun"]["backward"]["python_call"] = 4; });
+  CHECK_THAT(framework_load_error(unpriced),
+             Contains("host.layer_calls.attention_rerun.backward.python_call") &&
+                 Contains("expected a kind of call that call_seconds prices (compiled_region, "
+                          "compiled_region_backward, host_op, kernel)"));
+  const std::string not_counted =
+      write_edited_megatron("not-counted.json", [](auto& calls) { calls["forward"]["kernel"] = 2.5; });
+  CHECK_THAT(framework_load_error(not_counted),
+             Contains("host.layer_calls.forward.kernel") && Contains("expected a positive integer, got 2.5"));
+  const std::string no_rerun =
+      write_edited_megatron("no-rerun.json", [](auto& calls) { calls.erase("layer_rerun"); });
+  CHECK_THAT(framework_load_error(no_rerun), Contains("host.layer_calls.layer_rerun") && Contains("missing"));
+}

@@ -88,7 +88,7 @@ TEST_CASE("simulator: the host issues ops as the analytic list schedule says", "
        std::vector<std::pair<double, bool>>{{0, false}, {20e-6, false}, {20e-6, true}}) {
     INFO("dispatch " << dispatch_s << " s, synchronous " << synchronous);
     hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
-    cluster.host = {dispatch_s, 2 * dispatch_s, synchronous, {}, {}};
+    cluster.host = {dispatch_s, 2 * dispatch_s, synchronous, {}, {}, {}};
     const Program rank0 = program(0);
     const costmodel::OpTimer timer(cluster, 2);
     const double listed_s = costmodel::cost_phases(rank0, timer).at(0).cost.seconds;
@@ -110,7 +110,7 @@ TEST_CASE("simulator: a host that only some calls cost issues them as the list s
   for (int i = 0; i < 20; ++i) x = be.add(x, x);
   const Program program = be.take_program();
   hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
-  cluster.host = {0, 0, false, {{"add", 20e-6}}, {}};
+  cluster.host = {0, 0, false, {{"add", 20e-6}}, {}, {}};
   const double listed_s = costmodel::cost_phases(program, costmodel::OpTimer(cluster, 1)).at(0).cost.seconds;
   CHECK(listed_s > 20 * 20e-6);  // the adds are launch-bound
   sim::Simulator simulator(cluster);
@@ -136,7 +136,7 @@ TEST_CASE("simulator: a GPU-bound step waits for its host only until the host ru
   be.linear(be.linear(w, w), w);
   const Program program = be.take_program();
   hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
-  cluster.host = {20e-6, 20e-6, false, {}, {}};
+  cluster.host = {20e-6, 20e-6, false, {}, {}, {}};
   sim::Simulator simulator(cluster);
   const sim::SimulationResult simulated = simulator.run({program});
   const sim::RankResult& rank = simulated.per_rank.at(0);

@@ -17,7 +17,9 @@ Each figure a preset needs is timed on its own, never a whole training step:
     each layer call (linear, layer norm, GELU, dropout, add, attention) in a chain of tiny calls,
     forward and its backward node, also as a framework issues them (through nn.Module calls,
     attention between its layout's views), a whole layer as gpu_training_step.py issues it, and the
-    optimizer's calls.
+    optimizer's calls; and the calls a framework's layer issues besides its kernels (host_ops: views,
+    transposes, detaches, one by one and in Megatron-LM's mix, and a call into a torch.compile'd region,
+    forward and backward), which --device cpu measures on a host without a GPU.
 
 Device times are taken with CUDA events while the GPU runs a queue of calls the host issued during a
 sleep kernel, so that the host's issue rate does not bound them. Host times are wall-clock times of a
@@ -28,6 +30,7 @@ Usage: python3 tools/measure/gpu_components.py --out components.json
 import argparse
 import json
 import os
+import platform
 import statistics
 import sys
 import time
@@ -73,19 +76,25 @@ def device_seconds(fn, target_s=2e-3, trials=5):
     return statistics.median(samples)
 
 
+def synchronize():
+    """Waits for the GPU, where there is one (the host parts also run on a machine without)."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def host_seconds(fn, calls=2000, trials=5):
     """Median host time to issue one call of fn (wall clock of a loop, the GPU not waited for)."""
     for _ in range(50):
         fn()
-    torch.cuda.synchronize()
+    synchronize()
     samples = []
     for _ in range(trials):
-        torch.cuda.synchronize()
+        synchronize()
         t0 = time.perf_counter()
         for _ in range(calls):
             fn()
         samples.append((time.perf_counter() - t0) / calls)
-        torch.cuda.synchronize()
+        synchronize()
     return statistics.median(samples)
 
 
@@ -250,18 +259,18 @@ def chain_host_seconds(dev, make_op, n=200, trials=7):
     forward, backward = [], []
     for _ in range(trials):
         x, ops = make_op(n)
-        torch.cuda.synchronize()
+        synchronize()
         t0 = time.perf_counter()
         y = x
         for op in ops:
             y = op(y)
         t1 = time.perf_counter()
         loss = y.float().sum()
-        torch.cuda.synchronize()
+        synchronize()
         t2 = time.perf_counter()
         loss.backward()
         t3 = time.perf_counter()
-        torch.cuda.synchronize()
+        synchronize()
         forward.append((t1 - t0) / n)
         backward.append((t3 - t2) / n)
     return statistics.median(forward[2:]), statistics.median(backward[2:])
@@ -383,23 +392,89 @@ def measure_host(dev):
     return rows
 
 
+# The metadata-only ATen calls (no kernel) that one Megatron-LM transformer layer issues, forward and
+# backward, as counted from its code (docs/inputs.md, Frameworks): their mix weighs the mean cost of one.
+MEGATRON_HOST_OP_MIX = {"view": 50, "t": 4, "_unsafe_view": 8, "transpose": 12, "permute": 2,
+                        "split_with_sizes": 1, "slice": 1, "empty": 6, "detach": 24}
+
+
+def measure_host_ops(dev):
+    """The host's cost of the calls a framework's layer issues besides its kernels: metadata-only
+    ATen ops (views, transposes, detaches, ...) one by one and in Megatron-LM's mix, and a call into a
+    torch.compile'd region (Megatron's fused bias-dropout-add) forward and its backward node."""
+    x = torch.randn(64, 2, 256, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(256, 256, device=dev, dtype=torch.bfloat16)
+    aten = torch.ops.aten
+    calls = {"view": lambda: x.view(128, 256), "t": lambda: w.t(),
+             "_unsafe_view": lambda: aten._unsafe_view(x, [128, 256]),
+             "transpose": lambda: x.transpose(0, 1), "permute": lambda: x.permute(1, 0, 2),
+             "split_with_sizes": lambda: torch.split(x, [64, 96, 96], dim=2),
+             "slice": lambda: x[1:], "empty": lambda: torch.empty((1,), device=dev),
+             "detach": lambda: x.detach()}
+    rows = {name: host_seconds(fn) for name, fn in calls.items()}
+    total = sum(MEGATRON_HOST_OP_MIX.values())
+    rows["megatron_mix_mean"] = sum(rows[name] * n for name, n in MEGATRON_HOST_OP_MIX.items()) / total
+
+    # A kernel's issue beside them, on the same host: an op autograd records, and one of its backward.
+    def multiplications(n):
+        return torch.ones(1, device=dev, dtype=torch.bfloat16, requires_grad=True), [lambda y: y * 1.0001] * n
+
+    rows["autograd_forward_op"], rows["autograd_backward_op"] = chain_host_seconds(dev, multiplications, n=2000)
+
+    def bias_dropout_add(y, bias, residual, prob: float):
+        return residual + F.dropout(y + bias, p=prob, training=True)
+
+    # Tiny tensors, so that the region's kernels take less time than its call (on a CPU they run inline).
+    compiled = torch.compile(bias_dropout_add)
+    bias = torch.randn(8, device=dev, dtype=torch.bfloat16, requires_grad=True)
+    residual = torch.randn(1, 1, 8, device=dev, dtype=torch.bfloat16)
+
+    def regions(n):
+        return torch.randn(1, 1, 8, device=dev, dtype=torch.bfloat16, requires_grad=True), \
+            [lambda y: compiled(y, bias, residual, 0.1)] * n
+
+    regions(1)[1][0](regions(1)[0]).float().sum().backward()  # compiles forward and backward once
+    rows["compiled_region_forward"], rows["compiled_region_backward"] = chain_host_seconds(dev, regions, n=200)
+    return rows
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", help="JSON file to write (default: standard output)")
     parser.add_argument("--only", help="comma-separated parts: host,gemm,attention,attention_occupancy,copy,"
-                                       "memory_bound,optimizer,host_by_call")
+                                       "memory_bound,optimizer,host_by_call,host_ops")
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                        help="cpu: only host_ops, the host's own costs, on a machine without a GPU")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("gpu_components.py: no CUDA device is visible; these are GPU measurements")
-    dev = "cuda"
-    props = torch.cuda.get_device_properties(0)
-    result = {"device": props.name, "streaming_multiprocessors": props.multi_processor_count,
-              "memory_bytes": props.total_memory, "torch": torch.__version__,
-              "cuda": torch.version.cuda, "date": time.strftime("%Y-%m-%d")}
+    dev = args.device
+    if dev == "cuda" and not torch.cuda.is_available():
+        sys.exit("gpu_components.py: no CUDA device is visible; these are GPU measurements (--device cpu "
+                 "measures host_ops alone)")
+    if dev == "cpu" and (args.only or "host_ops") != "host_ops":
+        sys.exit("gpu_components.py: --device cpu measures host_ops alone (--only host_ops)")
+    if dev == "cpu":
+        args.only = "host_ops"
+        result = {"device": "cpu", "host": cpu_model(), "cpu_count": os.cpu_count()}
+    else:
+        props = torch.cuda.get_device_properties(0)
+        result = {"device": props.name, "streaming_multiprocessors": props.multi_processor_count,
+                  "memory_bytes": props.total_memory}
+    result.update({"torch": torch.__version__, "cuda": torch.version.cuda, "date": time.strftime("%Y-%m-%d")})
     parts = {"host": measure_host, "gemm": measure_gemms, "attention": measure_attention,
              "attention_occupancy": measure_attention_occupancy,
              "copy": measure_copy, "memory_bound": measure_memory_bound, "optimizer": measure_optimizer,
-             "host_by_call": measure_host_by_call}
+             "host_by_call": measure_host_by_call, "host_ops": measure_host_ops}
     wanted = args.only.split(",") if args.only else list(parts)
     for name in wanted:
         t0 = time.time()
@@ -408,7 +483,8 @@ def main():
         except Exception as error:
             result[name + "_error"] = repr(error)
         print(f"{name}: {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
-        torch.cuda.empty_cache()
+        if dev == "cuda":
+            torch.cuda.empty_cache()
         text = json.dumps(result, indent=1)
         if args.out:
             with open(args.out, "w") as f:
