@@ -1,5 +1,6 @@
 #include "evaluation/published_runs.hpp"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string_view>
@@ -9,8 +10,13 @@
 #include "common/json_input.hpp"
 #include "common/limits.hpp"
 #include "common/statistics.hpp"
+#include "costmodel/program_cost.hpp"
 #include "hw_models/cluster.hpp"
+#include "hw_models/figure_sources.hpp"
+#include "hw_models/framework.hpp"
 #include "steps/estimate.hpp"
+#include "strategies/grouped_step.hpp"
+#include "strategies/sequence_layout.hpp"
 
 namespace paradyse::evaluation {
 
@@ -30,16 +36,21 @@ std::string measure_names() {
   return names;
 }
 
-PublishedRun read_run(const Object& run, const std::string& source) {
+using TableModels = std::map<std::string, std::shared_ptr<const ModelSpec>, std::less<>>;
+
+PublishedRun read_run(const Object& run, const std::string& source, const TableModels& models) {
   run.require_keys(
       {"name", "table", "cluster", "model", "strategy", "degree", "seq", "measure", "measured_s"},
-      {"attention_kernel", "loss_kernel", "recompute", "batch", "micro_batches", "gradients_clipped"});
+      {"framework", "attention_kernel", "loss_kernel", "recompute", "data_parallel", "batch", "micro_batches",
+       "gradients_clipped"});
   PublishedRun r;
   r.name = run.string("name");
   r.source = source;
   r.table = run.string("table");
   r.cluster = run.string("cluster");
+  if (run.has("framework")) r.framework = hw::non_empty_string(run, "framework");
   r.model = run.string("model");
+  if (const auto own = models.find(r.model); own != models.end()) r.table_model = own->second;
   if (run.has("attention_kernel")) {
     r.attention_kernel = attention_kernel_named(run.string("attention_kernel"));
     if (!r.attention_kernel)
@@ -62,6 +73,13 @@ PublishedRun read_run(const Object& run, const std::string& source) {
   const int64_t degree = run.positive_integer("degree");
   if (degree > 1 << 20) run.fail("degree", "expected at most 1048576 GPUs, got " + std::to_string(degree));
   r.degree = static_cast<int>(degree);
+  if (run.has("data_parallel")) {
+    const int64_t groups = run.positive_integer("data_parallel");
+    if (groups > (1 << 16) / degree)
+      run.fail("data_parallel", "expected at most 65536 GPUs in all (data_parallel × degree), got " +
+                                    std::to_string(groups) + " × " + std::to_string(degree));
+    r.data_parallel = static_cast<int>(groups);
+  }
   r.seq = run.positive_integer("seq");
   if (r.seq > kMaxSequenceTokens)
     run.fail("seq",
@@ -77,25 +95,101 @@ PublishedRun read_run(const Object& run, const std::string& source) {
       known = true;
     }
   if (!known) run.fail("measure", "expected one of " + measure_names() + ", got '" + measure + "'");
+  if (r.data_parallel > 1 && r.measure != PublishedMeasure::iteration)
+    run.fail("measure",
+             "expected iteration for a run of several data-parallel groups, got '" + measure + "'");
   r.measured_s = run.positive_number("measured_s");
   return r;
 }
 
-std::vector<PublishedRun> read_table(const Json& json, const std::string& where) {
-  const Object table(json, where);
-  table.require_keys({"source", "runs"}, {"setup"});
-  const std::string source = table.string("source");
-  if (table.has("setup")) table.string("setup");  // a string when given
-  const Json& runs = table.json().at("runs");
-  if (!runs.is_array() || runs.empty()) table.fail("runs", "expected a non-empty array of runs");
-  std::vector<PublishedRun> out;
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    const std::string place = "runs[" + std::to_string(i) + "]";
-    out.push_back(read_run(Object(runs[i], where, place), source));
-    out.back().file = where;
-    out.back().place = place;
+TableModels read_models(const Object& table, const std::string& where) {
+  TableModels models;
+  if (!table.has("models")) return models;
+  const Object block = table.object("models");
+  for (const auto& [name, config] : block.json().items()) {
+    if (!config.is_object()) block.fail(name, "expected the object of a Hugging Face config.json");
+    models[name] =
+        std::make_shared<const ModelSpec>(model_from_config(config.dump(), name, where + ", models." + name));
+  }
+  return models;
+}
+
+std::vector<UnexpressedRows> read_unexpressed(const Object& table) {
+  std::vector<UnexpressedRows> out;
+  if (!table.has("unexpressed")) return out;
+  const Json& rows = table.json().at("unexpressed");
+  if (!rows.is_array()) table.fail("unexpressed", "expected an array of {\"rows\", \"reason\"}");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Object row(rows[i], table.source(), "unexpressed[" + std::to_string(i) + "]");
+    row.require_keys({"rows", "reason"});
+    out.push_back({hw::non_empty_string(row, "rows"), hw::non_empty_string(row, "reason")});
   }
   return out;
+}
+
+PublishedTable read_table(const Json& json, const std::string& where) {
+  const Object table(json, where);
+  table.require_keys({"source", "runs"}, {"setup", "models", "unexpressed"});
+  PublishedTable out;
+  out.source = table.string("source");
+  if (table.has("setup")) table.string("setup");  // a string when given
+  const TableModels models = read_models(table, where);
+  const Json& runs = table.json().at("runs");
+  if (!runs.is_array() || runs.empty()) table.fail("runs", "expected a non-empty array of runs");
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const std::string place = "runs[" + std::to_string(i) + "]";
+    out.runs.push_back(read_run(Object(runs[i], where, place), out.source, models));
+    out.runs.back().file = where;
+    out.runs.back().place = place;
+  }
+  out.unexpressed = read_unexpressed(table);
+  return out;
+}
+
+ModelSpec run_model(const PublishedRun& run) {
+  const ModelOverrides overrides{
+      .causal = std::nullopt, .attention_kernel = run.attention_kernel, .loss_kernel = run.loss_kernel};
+  if (!run.table_model) return load_model(run.model, overrides);
+  ModelSpec model = *run.table_model;
+  if (overrides.attention_kernel) model.attention_kernel = *overrides.attention_kernel;
+  if (overrides.loss_kernel) model.loss_kernel = *overrides.loss_kernel;
+  return model;
+}
+
+struct Priced {
+  double seconds = 0, host_bound_s = 0;
+  bool fits = false;
+  std::string framework;
+};
+
+// A step of data_parallel groups of `degree` GPUs, each training its own micro-batches, the weights
+// sharded over them all: a grouped step of micro_batches rounds, every group alike, so every rank's
+// program alike, and rank 0's priced phase by phase.
+Priced price_data_parallel(const PublishedRun& run, const ModelSpec& model) {
+  const int job = run.data_parallel * run.degree;
+  const int gpus_per_node = hw::load_cluster(run.cluster).gpus_per_node;
+  hw::ClusterSpec cluster = hw::load_cluster(run.cluster, (job + gpus_per_node - 1) / gpus_per_node);
+  if (!run.framework.empty()) hw::use_framework(cluster, hw::load_framework(run.framework));
+  GroupedStepSpec spec;
+  spec.model = &model;
+  spec.num_layers = static_cast<int>(model.num_layers);
+  StepSpec micro_batch;
+  micro_batch.model = &model;
+  micro_batch.tokens = SequenceLayout::padded_length(run.seq, run.degree, model.causal);
+  micro_batch.batch = run.batch;
+  micro_batch.gradients_clipped = run.gradients_clipped;
+  micro_batch.plan = uniform_plan(*run.strategy, model.num_layers, run.recompute);
+  Round round;
+  for (int group = 0; group < run.data_parallel; ++group)
+    round.push_back({group * run.degree, run.degree, micro_batch});
+  spec.rounds.assign(static_cast<std::size_t>(run.micro_batches), round);
+  check_grouped_step(spec, job);
+  const costmodel::OpTimer timer(cluster, job);
+  const costmodel::ProgramPrice price = costmodel::price_program(
+      trace_grouped_step(spec, 0, job), timer, steps::static_memory_bytes(model, job, WeightLayout::job),
+      cluster.gpu.allocator_fragmentation);
+  return {price.seconds, price.host_bound_s, price.peak_bytes <= cluster.tensor_capacity_bytes(),
+          cluster.framework};
 }
 
 }  // namespace
@@ -112,37 +206,59 @@ std::string_view to_string(PublishedMeasure measure) {
   return "?";
 }
 
-std::vector<PublishedRun> bundled_published_runs() {
-  std::vector<PublishedRun> runs;
+std::vector<PublishedTable> bundled_published_tables() {
+  std::vector<PublishedTable> tables;
   for (const auto& [name, text] : published_table_files()) {
     const std::string where = "bundled table " + std::string(name);
-    std::vector<PublishedRun> table = read_table(json_input::parse(text, where), where);
-    runs.insert(runs.end(), table.begin(), table.end());
+    tables.push_back(read_table(json_input::parse(text, where), where));
   }
+  return tables;
+}
+
+std::vector<PublishedRun> bundled_published_runs() {
+  std::vector<PublishedRun> runs;
+  for (const PublishedTable& table : bundled_published_tables())
+    runs.insert(runs.end(), table.runs.begin(), table.runs.end());
   return runs;
 }
 
-std::vector<PublishedRun> load_published_runs(const std::string& path) {
+PublishedTable load_published_table(const std::string& path) {
   return read_table(json_input::load_file(path), path);
+}
+
+std::vector<PublishedRun> load_published_runs(const std::string& path) {
+  return load_published_table(path).runs;
 }
 
 std::vector<PublishedPrediction> predict_published_runs(const std::vector<PublishedRun>& runs) {
   std::vector<PublishedPrediction> out;
-  // Runs of one model, kernel and cluster share an estimator, and so its traced layers.
-  std::map<std::tuple<std::string, std::optional<AttentionKernel>, std::optional<LossKernel>, std::string>,
+  // Runs of one model, kernel, cluster and framework share an estimator, and so its traced layers.
+  std::map<std::tuple<std::string, std::optional<AttentionKernel>, std::optional<LossKernel>, std::string,
+                      std::string>,
            std::unique_ptr<steps::Estimator>>
       estimators;
   for (const PublishedRun& run : runs) {
     // A run whose model, cluster, degree or length cannot be priced is named by its file and place.
     try {
+      if (run.data_parallel > 1) {
+        const Priced priced = price_data_parallel(run, run_model(run));
+        out.push_back({.run = run,
+                       .predicted_s = priced.seconds,
+                       .error = (priced.seconds - run.measured_s) / run.measured_s,
+                       .fits = priced.fits,
+                       .framework = priced.framework,
+                       .host_bound_share = priced.host_bound_s / priced.seconds});
+        continue;
+      }
+      // A table's own model is the table's: another table may give the name another model.
+      const std::string model_key = run.table_model ? run.file + ": " + run.model : run.model;
       std::unique_ptr<steps::Estimator>& found =
-          estimators[{run.model, run.attention_kernel, run.loss_kernel, run.cluster}];
-      if (!found)
-        found = std::make_unique<steps::Estimator>(
-            load_model(run.model, {.causal = std::nullopt,
-                                   .attention_kernel = run.attention_kernel,
-                                   .loss_kernel = run.loss_kernel}),
-            hw::load_cluster(run.cluster));
+          estimators[{model_key, run.attention_kernel, run.loss_kernel, run.cluster, run.framework}];
+      if (!found) {
+        hw::ClusterSpec cluster = hw::load_cluster(run.cluster);
+        if (!run.framework.empty()) hw::use_framework(cluster, hw::load_framework(run.framework));
+        found = std::make_unique<steps::Estimator>(run_model(run), std::move(cluster));
+      }
       steps::Estimator& estimator = *found;
       const steps::EstimateRequest request{.tokens = run.seq,
                                            .degree = run.degree,
@@ -173,16 +289,21 @@ std::vector<PublishedPrediction> predict_published_runs(const std::vector<Publis
 
 std::vector<RankAgreement> rank_agreement(const std::vector<PublishedPrediction>& predictions) {
   std::vector<RankAgreement> out;
-  for (PublishedMeasure measure : kMeasures) {
-    std::vector<double> measured, predicted;
-    for (const PublishedPrediction& p : predictions)
-      if (p.run.measure == measure) {
-        measured.push_back(p.run.measured_s);
-        predicted.push_back(p.predicted_s);
-      }
-    if (measured.size() < 2) continue;
-    out.push_back({measure, static_cast<int>(measured.size()), spearman(measured, predicted)});
-  }
+  std::vector<std::string> sources;  // in the order of their first run
+  for (const PublishedPrediction& p : predictions)
+    if (std::find(sources.begin(), sources.end(), p.run.source) == sources.end())
+      sources.push_back(p.run.source);
+  for (const std::string& source : sources)
+    for (PublishedMeasure measure : kMeasures) {
+      std::vector<double> measured, predicted;
+      for (const PublishedPrediction& p : predictions)
+        if (p.run.source == source && p.run.measure == measure) {
+          measured.push_back(p.run.measured_s);
+          predicted.push_back(p.predicted_s);
+        }
+      if (measured.size() < 2) continue;
+      out.push_back({source, measure, static_cast<int>(measured.size()), spearman(measured, predicted)});
+    }
   return out;
 }
 

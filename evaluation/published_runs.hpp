@@ -1,15 +1,17 @@
 // Published measurements of real training runs, and how far paradyse's predictions are from them.
 //
 // A table is a JSON file: its "source" (the paper, or the repository), the "setup" the runs share,
-// and "runs", each naming the configuration in paradyse's terms (cluster, model, attention kernel,
-// strategy, recompute, degree, seq, batch, micro-batches, whether the gradients were clipped) and what
-// was measured: one layer's forward or backward, or a whole iteration, in seconds. The bundled tables
-// (evaluation/published/) hold only configurations paradyse can express. These rows validate the
-// model; no constant is fitted to them (hardware constants come from component measurements,
-// hw_models/presets).
+// optional "models" (name → the text of a Hugging Face config.json, for models that are no preset),
+// "runs", each naming the configuration in paradyse's terms (cluster, framework, model, attention
+// kernel, strategy, recompute, degree, data-parallel groups, seq, batch, micro-batches, whether the
+// gradients were clipped) and what was measured: one layer's forward or backward, or a whole
+// iteration, in seconds; and optional "unexpressed": the source's rows paradyse cannot express, each
+// with the reason, so that none is dropped silently. These rows validate the model; no constant is
+// fitted to them (hardware constants come from component measurements, hw_models/presets).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,12 +32,17 @@ struct PublishedRun {
   std::string file;    // the file it was read from, and its place there: "runs[3]"
   std::string place;
   std::string cluster;
+  std::string framework;  // a preset or file that issued the run's calls; empty: the cluster's own
   std::string model;
+  std::shared_ptr<const ModelSpec> table_model;     // the table's own model named `model`, if any
   std::optional<AttentionKernel> attention_kernel;  // the model's own when absent
   std::optional<LossKernel> loss_kernel;            // likewise
   const Strategy* strategy = nullptr;
   Recompute recompute = Recompute::none;
   int degree = 0;
+  // Groups of `degree` GPUs that train micro-batches of their own at once, the weights sharded over all
+  // of them (FSDP's FULL_SHARD, a grouped step): data_parallel × degree GPUs. Iterations only.
+  int data_parallel = 1;
   int64_t seq = 0;
   int64_t batch = 1;
   int64_t micro_batches = 1;
@@ -44,10 +51,24 @@ struct PublishedRun {
   double measured_s = 0;
 };
 
+// Rows of a source that a table leaves out, and why.
+struct UnexpressedRows {
+  std::string rows;
+  std::string reason;
+};
+
+struct PublishedTable {
+  std::string source;
+  std::vector<PublishedRun> runs;
+  std::vector<UnexpressedRows> unexpressed;
+};
+
 // The tables bundled with paradyse, in the order of their names.
-std::vector<PublishedRun> bundled_published_runs();
+std::vector<PublishedTable> bundled_published_tables();
+std::vector<PublishedRun> bundled_published_runs();  // their runs, in order
 // A table file of the same schema; throws InputError naming the file and field on bad input.
-std::vector<PublishedRun> load_published_runs(const std::string& path);
+PublishedTable load_published_table(const std::string& path);
+std::vector<PublishedRun> load_published_runs(const std::string& path);  // its runs
 
 struct PublishedPrediction {
   PublishedRun run;
@@ -66,8 +87,9 @@ struct PublishedPrediction {
 // expressed (its cluster, model or strategy at that degree).
 std::vector<PublishedPrediction> predict_published_runs(const std::vector<PublishedRun>& runs);
 
-// Whether the predictions order the runs of one measure as the measurements do.
+// Whether the predictions order the runs of one measure of one source as the measurements do.
 struct RankAgreement {
+  std::string source;
   PublishedMeasure measure;
   int runs = 0;
   double spearman = 0;  // Spearman's ρ of predicted against measured times (ties: average ranks)

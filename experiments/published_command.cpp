@@ -28,7 +28,9 @@ std::string plan_text(const evaluation::PublishedRun& run) {
 std::string configuration(const evaluation::PublishedRun& run) {
   std::string text = fmt::format("{} {}×{}", run.model, run.batch, run.seq);
   if (run.micro_batches > 1) text += fmt::format("×{}", run.micro_batches);
-  text += fmt::format(", {} ×{}", run.cluster, run.degree);
+  text += run.data_parallel > 1
+              ? fmt::format(", {} ×{} groups of {}", run.cluster, run.data_parallel, run.degree)
+              : fmt::format(", {} ×{}", run.cluster, run.degree);
   if (run.attention_kernel) text += fmt::format(", {} attention", to_string(*run.attention_kernel));
   if (run.loss_kernel) text += fmt::format(", {} loss", to_string(*run.loss_kernel));
   return text;
@@ -39,7 +41,8 @@ std::string time_text(double s, double scale_s) {
   return scale_s < 1 ? fmt::format("{:.2f} ms", s * 1e3) : fmt::format("{:.3f} s", s);
 }
 
-void print_json(const std::vector<evaluation::PublishedPrediction>& predictions,
+void print_json(const std::vector<evaluation::PublishedTable>& tables,
+                const std::vector<evaluation::PublishedPrediction>& predictions,
                 const PercentageErrors& errors, const std::vector<evaluation::RankAgreement>& ranks) {
   nlohmann::json out;
   out["runs"] = nlohmann::json::array();
@@ -51,6 +54,7 @@ void print_json(const std::vector<evaluation::PublishedPrediction>& predictions,
                            {"model", p.run.model},
                            {"cluster", p.run.cluster},
                            {"degree", p.run.degree},
+                           {"data_parallel", p.run.data_parallel},
                            {"batch", p.run.batch},
                            {"seq", p.run.seq},
                            {"micro_batches", p.run.micro_batches},
@@ -66,13 +70,19 @@ void print_json(const std::vector<evaluation::PublishedPrediction>& predictions,
   out["rank_agreement"] = nlohmann::json::array();
   for (const evaluation::RankAgreement& r : ranks)
     out["rank_agreement"].push_back(
-        {{"measure", to_string(r.measure)},
+        {{"source", r.source},
+         {"measure", to_string(r.measure)},
          {"runs", r.runs},
          {"spearman", std::isnan(r.spearman) ? nlohmann::json() : nlohmann::json(r.spearman)}});
+  out["unexpressed"] = nlohmann::json::array();
+  for (const evaluation::PublishedTable& table : tables)
+    for (const evaluation::UnexpressedRows& rows : table.unexpressed)
+      out["unexpressed"].push_back({{"source", table.source}, {"rows", rows.rows}, {"reason", rows.reason}});
   std::cout << out.dump(2) << "\n";
 }
 
-void print_table(const std::vector<evaluation::PublishedPrediction>& predictions,
+void print_table(const std::vector<evaluation::PublishedTable>& tables,
+                 const std::vector<evaluation::PublishedPrediction>& predictions,
                  const PercentageErrors& errors, const std::vector<evaluation::RankAgreement>& ranks) {
   std::string source;
   for (const evaluation::PublishedPrediction& p : predictions) {
@@ -91,9 +101,12 @@ void print_table(const std::vector<evaluation::PublishedPrediction>& predictions
   fmt::print("\n{} runs: mean |error| {:.1f}%, max |error| {:.1f}%\n", errors.count(), errors.mean_pct(),
              errors.max_pct());
   for (const evaluation::RankAgreement& r : ranks)
-    fmt::print("order of the {} {} runs: Spearman {}\n", r.runs, to_string(r.measure),
+    fmt::print("order of the {} {} runs of {}: Spearman {}\n", r.runs, to_string(r.measure), r.source,
                std::isnan(r.spearman) ? std::string("n/a (the measurements are all equal)")
                                       : fmt::format("{:+.2f}", r.spearman));
+  for (const evaluation::PublishedTable& table : tables)
+    for (const evaluation::UnexpressedRows& rows : table.unexpressed)
+      fmt::print("not expressed, from {}: {}: {}\n", table.source, rows.rows, rows.reason);
   fmt::print("memory: whether paradyse predicts the whole model fits; a layer's time is priced either way\n");
   fmt::print(
       "host_%: of the predicted step, the time the GPU waits for the framework to issue its calls; where it "
@@ -101,17 +114,20 @@ void print_table(const std::vector<evaluation::PublishedPrediction>& predictions
 }
 
 void run(const PublishedOptions& options) {
-  const std::vector<evaluation::PublishedRun> runs = options.table.empty()
-                                                         ? evaluation::bundled_published_runs()
-                                                         : evaluation::load_published_runs(options.table);
+  const std::vector<evaluation::PublishedTable> tables =
+      options.table.empty() ? evaluation::bundled_published_tables()
+                            : std::vector{evaluation::load_published_table(options.table)};
+  std::vector<evaluation::PublishedRun> runs;
+  for (const evaluation::PublishedTable& table : tables)
+    runs.insert(runs.end(), table.runs.begin(), table.runs.end());
   const std::vector<evaluation::PublishedPrediction> predictions = evaluation::predict_published_runs(runs);
   PercentageErrors errors;
   for (const evaluation::PublishedPrediction& p : predictions) errors.add(p.predicted_s, p.run.measured_s);
   const std::vector<evaluation::RankAgreement> ranks = evaluation::rank_agreement(predictions);
   if (options.json)
-    print_json(predictions, errors, ranks);
+    print_json(tables, predictions, errors, ranks);
   else
-    print_table(predictions, errors, ranks);
+    print_table(tables, predictions, errors, ranks);
 }
 
 }  // namespace

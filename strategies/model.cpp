@@ -325,6 +325,25 @@ std::vector<std::string> model_preset_names() {
   return names;
 }
 
+namespace {
+
+void apply(const ModelOverrides& overrides, ModelSpec& spec) {
+  if (overrides.causal) spec.causal = *overrides.causal;
+  if (overrides.attention_kernel) spec.attention_kernel = *overrides.attention_kernel;
+  if (overrides.loss_kernel) spec.loss_kernel = *overrides.loss_kernel;
+}
+
+}  // namespace
+
+ModelSpec model_from_config(std::string_view config_text, const std::string& name, const std::string& where,
+                            const ModelOverrides& overrides) {
+  ModelSpec spec = read_config(json_input::parse(config_text, where), where);
+  spec.name = name;
+  spec.source = where;
+  apply(overrides, spec);
+  return spec;
+}
+
 ModelSpec load_model(const std::string& name_or_path, const ModelOverrides& overrides) {
   ModelSpec spec;
   const auto& presets = model_preset_files();
@@ -346,9 +365,7 @@ ModelSpec load_model(const std::string& name_or_path, const ModelOverrides& over
     spec.name = name_of(path);
     spec.source = file;
   }
-  if (overrides.causal) spec.causal = *overrides.causal;
-  if (overrides.attention_kernel) spec.attention_kernel = *overrides.attention_kernel;
-  if (overrides.loss_kernel) spec.loss_kernel = *overrides.loss_kernel;
+  apply(overrides, spec);
   return spec;
 }
 

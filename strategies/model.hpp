@@ -79,6 +79,10 @@ struct ModelOverrides {
 // `name_or_path`: a preset (see model_preset_names) or a path to a config.json, with `overrides`
 // applied. Throws InputError naming the file and field on bad input.
 ModelSpec load_model(const std::string& name_or_path, const ModelOverrides& overrides = {});
+// A model from the text of a config.json held elsewhere (a table that defines its own models), named
+// `name`; `where` names it in errors, as a file would be.
+ModelSpec model_from_config(std::string_view config_text, const std::string& name, const std::string& where,
+                            const ModelOverrides& overrides = {});
 std::vector<std::string> model_preset_names();
 
 }  // namespace paradyse
