@@ -220,25 +220,34 @@ Fabric measure_fabric(Communicator& communicator, const RankTimer& timer, at::Sc
   return fabric;
 }
 
-// Busy compute for the measurements of collectives beside or between compute: square GEMMs of
-// kBusyGemmSize in the step's element type, and the time of one (the slowest rank's, so that every
-// rank runs as many).
+// Busy compute for the measurements of collectives beside or between compute: square GEMMs in the
+// step's element type, and the time of one (the slowest rank's, so that every rank runs as many and
+// every rank picks the same size). As large as kBusyGemmSize, halved while one takes longer than
+// `longest_s`: so that a chain's compute comes to the length it is meant to have. (A CPU without bf16
+// units runs bf16 GEMMs at a few GFLOP/s: on this project's development VM one of 512 took 70 ms,
+// and every chain meant to compute 1, 4 or 16 ms between collectives computed 70.)
 constexpr int64_t kBusyGemmSize = 512;
 class BusyGemms {
  public:
-  BusyGemms(const RankTimer& timer, at::ScalarType dtype)
-      : a_(at::randn({kBusyGemmSize, kBusyGemmSize}, on(timer)).to(dtype)),
-        b_(at::randn({kBusyGemmSize, kBusyGemmSize}, on(timer)).to(dtype)),
-        c_(at::empty({kBusyGemmSize, kBusyGemmSize}, a_.options())),
-        one_s_(timer.median_s([this] { run(1); })) {}
+  BusyGemms(const RankTimer& timer, at::ScalarType dtype, double longest_s) {
+    for (int64_t size = kBusyGemmSize;; size /= 2) {
+      a_ = at::randn({size, size}, on(timer)).to(dtype);
+      b_ = at::randn({size, size}, on(timer)).to(dtype);
+      c_ = at::empty({size, size}, a_.options());
+      one_s_ = timer.median_s([this] { run(1); });
+      if (one_s_ <= longest_s || size <= kSmallestSize) break;
+    }
+  }
   void run(int count) {
     for (int i = 0; i < count; ++i) at::mm_out(c_, a_, b_);
   }
   double one_s() const { return one_s_; }
+  int64_t size() const { return a_.size(0); }
 
  private:
+  static constexpr int64_t kSmallestSize = 16;
   at::Tensor a_, b_, c_;
-  double one_s_;
+  double one_s_ = 0;
 };
 
 // The share of a rank's compute that a collective in flight beside it takes (on a CPU, Gloo's threads
@@ -246,12 +255,20 @@ class BusyGemms {
 // it is in flight; a compute stream slowed by `share` while the collective runs takes
 // gemms_s + share · gather_s in all (the collective itself not slowed), so
 // share = (together_s − gemms_s) / gather_s.
-double measured_compute_contention(Communicator& communicator, const RankTimer& timer, at::ScalarType dtype) {
+// A figure measured beside or between busy GEMMs, and their size.
+struct BesideGemms {
+  double value = 0;
+  int64_t gemm_size = 0;
+};
+
+BesideGemms measured_compute_contention(Communicator& communicator, const RankTimer& timer,
+                                        at::ScalarType dtype) {
   const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
   const at::Tensor input = at::zeros({16 * kMiBytes / element / communicator.size()}, on(timer, dtype));
   at::Tensor output = at::empty({input.numel() * communicator.size()}, on(timer, dtype));
   const double gather_s = timer.median_s([&] { communicator.all_gather(input, output)->wait(); });
-  BusyGemms busy(timer, dtype);
+  // Of at most a tenth of the gather each, so that together they take about twice it.
+  BusyGemms busy(timer, dtype, gather_s / 10);
   const int gemms = static_cast<int>(std::clamp(std::ceil(2 * gather_s / busy.one_s()), 1.0, 10000.0));
   auto run_gemms = [&] { busy.run(gemms); };
   const double gemms_s = timer.median_s(run_gemms);
@@ -260,7 +277,7 @@ double measured_compute_contention(Communicator& communicator, const RankTimer& 
     run_gemms();
     gather->wait();
   });
-  return std::clamp((together_s - gemms_s) / gather_s, 0.0, 1.0);
+  return {std::clamp((together_s - gemms_s) / gather_s, 0.0, 1.0), busy.size()};
 }
 
 // The size of a rank's buffers when collectives are timed as a step issues them. Gloo's send writes
@@ -342,12 +359,14 @@ constexpr std::array<double, 4> kComputeBetweenSeconds{1e-3, 4e-3, 16e-3, 64e-3}
 // chain (ranks that meet at every collective finish the chain together).
 // On a GPU the host does not wait for collectives, so the chain would time their issue alone: not
 // measured there (0).
-double measured_synchronization_s(Communicator& communicator, const RankTimer& timer, at::ScalarType dtype) {
-  if (communicator.size() == 1 || communicator.device().is_cuda()) return 0;
+BesideGemms measured_synchronization_s(Communicator& communicator, const RankTimer& timer,
+                                       at::ScalarType dtype) {
+  if (communicator.size() == 1 || communicator.device().is_cuda()) return {};
   const StepCollectives collectives(communicator, dtype, kIssueBytes);
   const std::size_t kinds = collectives.kinds().size();
   const auto collective = [&](std::size_t i) { collectives.kinds()[i % kinds].second()->wait(); };
-  BusyGemms busy(timer, dtype);
+  // Of at most a quarter of the shortest compute between collectives.
+  BusyGemms busy(timer, dtype, kComputeBetweenSeconds.front() / 4);
   using Clock = std::chrono::steady_clock;
   const auto seconds_since = [](Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
@@ -378,7 +397,7 @@ double measured_synchronization_s(Communicator& communicator, const RankTimer& t
     const std::vector<double> slowest = max_over_ranks(communicator, {seconds_since(start), gemms_s});
     extra_s += (slowest[0] - slowest[1]) / static_cast<double>(count) - alone_s;
   }
-  return std::max(0.0, extra_s / static_cast<double>(kComputeBetweenSeconds.size()));
+  return {std::max(0.0, extra_s / static_cast<double>(kComputeBetweenSeconds.size())), busy.size()};
 }
 
 std::string host_name() {
@@ -452,8 +471,8 @@ struct Measurements {
   std::vector<KernelPoints> kernels;
   double copy = 0;
   Fabric fabric;
-  double contention = 0;
-  double synchronization_s = 0;
+  BesideGemms contention;
+  BesideGemms synchronization_s;
   std::map<std::string, double> issue_s;  // by communication kind
   std::vector<double> reference_s;
 };
@@ -504,8 +523,11 @@ Measurements median_of(const std::vector<Measurements>& passes, const std::vecto
   m.fabric.latency_s = median_of(fabric, [](const Measurements& p) { return p.fabric.latency_s; });
   m.fabric.all_to_all_bus_bandwidth =
       median_of(fabric, [](const Measurements& p) { return p.fabric.all_to_all_bus_bandwidth; });
-  m.contention = median_of(fabric, [](const Measurements& p) { return p.contention; });
-  m.synchronization_s = median_of(fabric, [](const Measurements& p) { return p.synchronization_s; });
+  // Every pass picks its GEMMs' size; the first's names them.
+  m.contention = {median_of(fabric, [](const Measurements& p) { return p.contention.value; }),
+                  fabric.front().contention.gemm_size};
+  m.synchronization_s = {median_of(fabric, [](const Measurements& p) { return p.synchronization_s.value; }),
+                         fabric.front().synchronization_s.gemm_size};
   for (const auto& [kind, seconds] : fabric.front().issue_s)
     m.issue_s[kind] = median_of(fabric, [&kind = kind](const Measurements& p) { return p.issue_s.at(kind); });
   return m;
@@ -709,10 +731,11 @@ std::string calibrate_local(Communicator& communicator, const ModelSpec& model,
   if (!m.fabric.send_recv_bandwidth.empty())
     intra["send_recv_bandwidth_by_bytes"] = curve(m.fabric.send_recv_bandwidth, rounded);
   // At most 0.99: the schema wants a share below 1.
-  intra["compute_contention"] = std::min(0.99, rounded(m.contention));
-  intra["synchronization_seconds"] = rounded(m.synchronization_s);
-  const std::string busy_gemms =
-      std::to_string(kBusyGemmSize) + " x " + std::to_string(kBusyGemmSize) + " " + type;
+  intra["compute_contention"] = std::min(0.99, rounded(m.contention.value));
+  intra["synchronization_seconds"] = rounded(m.synchronization_s.value);
+  const auto busy_gemms = [&type](const BesideGemms& figure) {
+    return std::to_string(figure.gemm_size) + " x " + std::to_string(figure.gemm_size) + " " + type;
+  };
   std::string compute_between;  // "1, 4, 16 and 64"
   for (std::size_t i = 0; i < kComputeBetweenSeconds.size(); ++i)
     compute_between += (i == 0                                   ? ""
@@ -742,14 +765,18 @@ std::string calibrate_local(Communicator& communicator, const ModelSpec& model,
                 ", every rank sending to the next and receiving from the one before, 1 KiB to 64 MiB "
                 "sent, size / time")},
       {"compute_contention",
-       measured("at::mm of " + busy_gemms + " matrices, run back to back for about twice a " +
+       measured("at::mm of " + busy_gemms(m.contention) + " matrices (the largest up to " +
+                std::to_string(kBusyGemmSize) +
+                " of at most a tenth of the all-gather), run back to back for about twice a " +
                 communicator.name() + " all-gather of 16 MiB, timed alone and while the all-gather is in " +
                 "flight; (together - GEMMs alone) / all-gather alone")},
       {"synchronization_seconds",
        on_gpu
            ? std::string("none: on a GPU the host does not wait for collectives; not measured")
            : measured(
-                 "a chain on every rank of at::mm of " + busy_gemms + " matrices for " + compute_between +
+                 "a chain on every rank of at::mm of " + busy_gemms(m.synchronization_s) +
+                 " matrices (the largest up to " + std::to_string(kBusyGemmSize) +
+                 " of at most a quarter of the shortest length) for " + compute_between +
                  " ms in turn, each followed by a " + communicator.name() + " collective of " +
                  std::to_string(kIssueBytes / 1024) +
                  " KiB a rank (all-gather, reduce-scatter, all-reduce, " +
