@@ -3,7 +3,8 @@
 # on the device (1 rank over NCCL; 2 and 4 ranks over Gloo staging the GPU's tensors); on two models,
 # `calibrate --device cuda` and every strategy's steps at degree 1 from 1K to 16K tokens through
 # `validate --device cuda` on that calibration; the same steps in eager PyTorch
-# (tools/measure/gpu_training_step.py); and one results table (results.md): validate's errors,
+# (tools/measure/gpu_training_step.py); the host's cost of a framework layer's calls besides its
+# kernels (gpu_components.py's host_ops); and one results table (results.md): validate's errors,
 # and the C++ step's speed as a ratio to eager PyTorch's. With --device cpu it rehearses the same on
 # the CPU (tiny models, short lengths, no eager PyTorch step), so that a GPU is needed only to run it.
 #
@@ -38,7 +39,8 @@ bin=$(cd "$bin" && pwd)
 [ -n "$models" ] || { [ "$device" = cuda ] && models=gpt-h2048-8l,gpt-h4096-4l || models=tiny-gpt,tiny-llama; }
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-rm -f "$out"/numerics.txt "$out"/local-*.json "$out"/validate-*.json "$out"/eager-*.json "$out"/results.md
+rm -f "$out"/numerics.txt "$out"/local-*.json "$out"/validate-*.json "$out"/eager-*.json "$out"/host-ops.json \
+  "$out"/results.md
 log="$out/log.txt"
 : >"$log"
 say() { printf '%s\n' "$*" | tee -a "$log"; }
@@ -90,5 +92,12 @@ for model in $(echo "$models" | tr , ' '); do
     say "eager $model: exit $? in $(( $(date +%s) - start )) s"
   fi
 done
+
+# 4. What a framework's layer issues besides its kernels, on this host: metadata-only ops and a
+# torch.compile'd region, for the framework files' layer calls.
+start=$(date +%s)
+timeout 180 python3 "$repo/tools/measure/gpu_components.py" --device "$device" --only host_ops \
+  --out "$out/host-ops.json" >>"$log" 2>&1
+say "host ops: exit $? in $(( $(date +%s) - start )) s"
 
 python3 "$repo/tools/gpu-check/table.py" "$out" --numerics-status "$numerics_status" | tee "$out/results.md"
