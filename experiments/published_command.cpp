@@ -138,9 +138,10 @@ void add_published_command(CLI::App& app) {
       "published",
       "How far paradyse's predictions are from published measurements of real training runs: for each run of "
       "the bundled tables (or of --table), the measured and predicted time, the error, the mean and max "
-      "|error|, and whether the predictions order the runs of each measure as the measurements do "
-      "(Spearman). Predictions come from the analytic model on the run's cluster preset; the measurements "
-      "validate it and are never used to fit it.");
+      "|error|, whether the predictions order the runs of each measure of each source as the measurements do "
+      "(Spearman), and the source's rows a table cannot express, with the reason. Predictions come from the "
+      "analytic model on the run's cluster preset and framework (a data-parallel run: its grouped step); the "
+      "measurements validate it and are never used to fit it.");
   command
       ->add_option("--table", options->table,
                    "a JSON table of your own measurements instead of the bundled ones (schema: "
