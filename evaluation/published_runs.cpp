@@ -36,7 +36,7 @@ std::string measure_names() {
   return names;
 }
 
-using TableModels = std::map<std::string, std::shared_ptr<const ModelSpec>, std::less<>>;
+using TableModels = std::map<std::string, std::shared_ptr<const std::string>, std::less<>>;
 
 PublishedRun read_run(const Object& run, const std::string& source, const TableModels& models) {
   run.require_keys(
@@ -102,14 +102,20 @@ PublishedRun read_run(const Object& run, const std::string& source, const TableM
   return r;
 }
 
+// Where a table's own model comes from, for its errors and its source.
+std::string table_model_source(const std::string& table, const std::string& name) {
+  return table + ", models." + name;
+}
+
 TableModels read_models(const Object& table, const std::string& where) {
   TableModels models;
   if (!table.has("models")) return models;
   const Object block = table.object("models");
   for (const auto& [name, config] : block.json().items()) {
     if (!config.is_object()) block.fail(name, "expected the object of a Hugging Face config.json");
-    models[name] =
-        std::make_shared<const ModelSpec>(model_from_config(config.dump(), name, where + ", models." + name));
+    std::string text = config.dump();
+    model_from_config(text, name, table_model_source(where, name));  // refused here, naming the table
+    models[name] = std::make_shared<const std::string>(std::move(text));
   }
   return models;
 }
@@ -149,11 +155,9 @@ PublishedTable read_table(const Json& json, const std::string& where) {
 ModelSpec run_model(const PublishedRun& run) {
   const ModelOverrides overrides{
       .causal = std::nullopt, .attention_kernel = run.attention_kernel, .loss_kernel = run.loss_kernel};
-  if (!run.table_model) return load_model(run.model, overrides);
-  ModelSpec model = *run.table_model;
-  if (overrides.attention_kernel) model.attention_kernel = *overrides.attention_kernel;
-  if (overrides.loss_kernel) model.loss_kernel = *overrides.loss_kernel;
-  return model;
+  return run.table_model ? model_from_config(*run.table_model, run.model,
+                                             table_model_source(run.file, run.model), overrides)
+                         : load_model(run.model, overrides);
 }
 
 struct Priced {

@@ -34,7 +34,8 @@ struct PublishedRun {
   std::string cluster;
   std::string framework;  // a preset or file that issued the run's calls; empty: the cluster's own
   std::string model;
-  std::shared_ptr<const ModelSpec> table_model;     // the table's own model named `model`, if any
+  // The table's own model named `model`, if any: its config.json's text, read as load_model reads a file.
+  std::shared_ptr<const std::string> table_model;
   std::optional<AttentionKernel> attention_kernel;  // the model's own when absent
   std::optional<LossKernel> loss_kernel;            // likewise
   const Strategy* strategy = nullptr;

@@ -276,6 +276,15 @@ def chain_host_seconds(dev, make_op, n=200, trials=7):
     return statistics.median(forward[2:]), statistics.median(backward[2:])
 
 
+def autograd_op_seconds(dev):
+    """The host's cost of an op autograd records, and of an op of autograd's backward: a chain of 2,000
+    multiplications."""
+    def multiplications(n):
+        return torch.ones(1, device=dev, dtype=torch.bfloat16, requires_grad=True), [lambda y: y * 1.0001] * n
+
+    return chain_host_seconds(dev, multiplications, n=2000)
+
+
 def measure_host_by_call(dev):
     """The host's cost of each backend call as eager PyTorch issues it in a training step."""
     hidden, tokens = 64, 8
@@ -367,11 +376,7 @@ def measure_host(dev):
     w = torch.randn(64, 64, device=dev, dtype=torch.bfloat16)
     rows["small_linear"] = host_seconds(lambda: F.linear(a, w))
 
-    # An op autograd records, and an op of autograd's backward: a chain of n multiplications.
-    def multiplications(n):
-        return torch.ones(1, device=dev, dtype=torch.bfloat16, requires_grad=True), [lambda y: y * 1.0001] * n
-
-    rows["autograd_forward_op"], rows["autograd_backward_op"] = chain_host_seconds(dev, multiplications, n=2000)
+    rows["autograd_forward_op"], rows["autograd_backward_op"] = autograd_op_seconds(dev)
 
     # A collective's issue cost: NCCL on one rank, through c10d, as a training step calls it.
     try:
@@ -415,11 +420,8 @@ def measure_host_ops(dev):
     total = sum(MEGATRON_HOST_OP_MIX.values())
     rows["megatron_mix_mean"] = sum(rows[name] * n for name, n in MEGATRON_HOST_OP_MIX.items()) / total
 
-    # A kernel's issue beside them, on the same host: an op autograd records, and one of its backward.
-    def multiplications(n):
-        return torch.ones(1, device=dev, dtype=torch.bfloat16, requires_grad=True), [lambda y: y * 1.0001] * n
-
-    rows["autograd_forward_op"], rows["autograd_backward_op"] = chain_host_seconds(dev, multiplications, n=2000)
+    # A kernel's issue beside them, on the same host.
+    rows["autograd_forward_op"], rows["autograd_backward_op"] = autograd_op_seconds(dev)
 
     def bias_dropout_add(y, bias, residual, prob: float):
         return residual + F.dropout(y + bias, p=prob, training=True)
@@ -433,7 +435,8 @@ def measure_host_ops(dev):
         return torch.randn(1, 1, 8, device=dev, dtype=torch.bfloat16, requires_grad=True), \
             [lambda y: compiled(y, bias, residual, 0.1)] * n
 
-    regions(1)[1][0](regions(1)[0]).float().sum().backward()  # compiles forward and backward once
+    x, calls = regions(1)
+    calls[0](x).float().sum().backward()  # compiles forward and backward once
     rows["compiled_region_forward"], rows["compiled_region_backward"] = chain_host_seconds(dev, regions, n=200)
     return rows
 
