@@ -40,6 +40,13 @@ class ChildProcesses {
   std::map<pid_t, int> children_;  // pid → id
 };
 
+// Runs task(0), ..., task(count − 1), `jobs` at a time, each in a child forked from this process as
+// it is when the task starts; what a task returns comes back through a pipe to done(index, bytes),
+// called in this process in the order the children end. A task that throws or dies stops the run:
+// the others are killed and an InternalError says which task failed and how.
+void run_in_children(std::size_t count, int jobs, const std::function<std::string(std::size_t)>& task,
+                     const std::function<void(std::size_t, const std::string&)>& done);
+
 // "exited with status 2", "was killed by signal 9 (Killed)".
 std::string describe_exit(int status);
 // What a shell would report: the exit status, or 128 + the signal that killed it.

@@ -1,5 +1,7 @@
 #include "evaluation/compare.hpp"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -71,12 +73,17 @@ void summarise(PolicyResult& result, const hw::ClusterSpec& cluster, int degree)
 }
 
 StepEngine::StepEngine(const ModelSpec& model, const hw::ClusterSpec& cluster, int degree,
-                       const std::string& engine, double grid_ratio)
+                       const std::string& engine, double grid_ratio, int jobs)
     : model_(model), cluster_(cluster), degree_(degree), name_(engine), estimator_(model, cluster) {
   if (engine == "sim") {
     simulator_ = std::make_unique<steps::StepSimulator>(model, cluster);
-    simulated_ = std::make_unique<SimulatedTimes>(*simulator_, degree, 1, grid_ratio);
+    simulated_ = std::make_unique<SimulatedTimes>(*simulator_, degree, 1, grid_ratio, jobs);
   }
+}
+
+void StepEngine::prefetch(const std::function<void()>& body,
+                          const std::function<void(std::size_t, std::size_t)>& progress) {
+  if (simulated_) simulated_->prefetch(body, progress);
 }
 
 StepEngine::~StepEngine() = default;
@@ -130,23 +137,38 @@ CompareResult run_compare(const std::vector<selector::Policy*>& policies,
   for (selector::Policy* policy : policies) {
     PolicyResult& out = result.policies.emplace_back();
     out.policy = policy->name();
-    // By documents, for policies that do not remember.
+    // Every micro-batch's decision first, so that the simulations they need run together. Policies
+    // that do not remember decide once per documents.
     std::map<std::vector<int64_t>, selector::Decision> decided;
-    std::vector<double> optimizer_s(count, 0.0);
+    std::vector<selector::Decision> fresh;
+    std::vector<const selector::Decision*> decisions(count);
+    if (policy->remembers()) fresh.reserve(count);
     for (std::size_t i = 0; i < count; ++i, ++done) {
       if (progress && done % 256 == 0) progress(done, total, out.policy);
       const MicroBatch micro_batch{schedule.micro_batches[i]};
-      const selector::Decision* decision = nullptr;
-      selector::Decision fresh;
       if (policy->remembers()) {
-        fresh = policy->decide(micro_batch);
-        decision = &fresh;
-      } else {
-        auto found = decided.find(micro_batch.documents);
-        if (found == decided.end())
-          found = decided.emplace(micro_batch.documents, policy->decide(micro_batch)).first;
-        decision = &found->second;
+        decisions[i] = &fresh.emplace_back(policy->decide(micro_batch));
+        continue;
       }
+      auto found = decided.find(micro_batch.documents);
+      if (found == decided.end())
+        found = decided.emplace(micro_batch.documents, policy->decide(micro_batch)).first;
+      decisions[i] = &found->second;
+    }
+    engine.prefetch(
+        [&] {
+          for (std::size_t i = 0; i < count; ++i)
+            if (!decisions[i]->plan.empty())
+              engine.step(decisions[i]->plan, MicroBatch{schedule.micro_batches[i]});
+        },
+        [&](std::size_t simulated, std::size_t simulations) {
+          if (progress)
+            progress(done, total, fmt::format("{}: simulating {}/{}", out.policy, simulated, simulations));
+        });
+    std::vector<double> optimizer_s(count, 0.0);
+    for (std::size_t i = 0; i < count; ++i) {
+      const MicroBatch micro_batch{schedule.micro_batches[i]};
+      const selector::Decision* decision = decisions[i];
       SequenceResult& s = out.sequences.emplace_back();
       s.index = static_cast<int64_t>(i);
       s.step = schedule.step_of[i];

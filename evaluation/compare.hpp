@@ -90,9 +90,9 @@ struct CompareResult {
 // Kept across runs so that the simulations of one run serve the next.
 class StepEngine {
  public:
-  // engine "sim" or "analytic"; grid_ratio: see SimulatedTimes.
+  // engine "sim" or "analytic"; grid_ratio and jobs: see SimulatedTimes.
   StepEngine(const ModelSpec& model, const hw::ClusterSpec& cluster, int degree, const std::string& engine,
-             double grid_ratio);
+             double grid_ratio, int jobs = 1);
   ~StepEngine();
 
   struct Step {
@@ -104,6 +104,10 @@ class StepEngine {
     double optimizer_s = 0;  // the analytic estimate's optimizer step, the same for every plan
   };
   Step step(const Plan& plan, const MicroBatch& micro_batch);
+  // The simulator's steps asked for in `body` are not timed but noted, and their simulations then run
+  // at once (SimulatedTimes::prefetch); the analytic engine needs none, and `body` is not called.
+  void prefetch(const std::function<void()>& body,
+                const std::function<void(std::size_t, std::size_t)>& progress);
 
   const std::string& name() const { return name_; }
   std::string method() const;

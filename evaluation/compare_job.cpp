@@ -118,7 +118,7 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
   const traces::TrainingSchedule& schedule = checked.schedule;
   const std::vector<GroupPolicy>& group_policies = checked.group_policies;
 
-  StepEngine engine(set.model, set.cluster, set.degree, job.engine, job.grid_ratio);
+  StepEngine engine(set.model, set.cluster, set.degree, job.engine, job.grid_ratio, job.jobs);
   // Priced before anything runs: a group policy that can train nothing is an input error.
   std::vector<std::unique_ptr<selector::GroupCosts>> costs;
   for (const GroupPolicy& group_policy : group_policies)

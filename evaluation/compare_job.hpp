@@ -38,6 +38,7 @@ struct CompareJob {
   std::string group_policies;
   std::vector<int> group_sizes;     // the degrees their groups may have; empty: every power of two
   std::string shard_group = "job";  // what their weights are sharded over (parse_shard_group)
+  int jobs = 1;                     // simulations run at once, each in its own process (SimulatedTimes)
 };
 
 // The job's trace, loaded and prepared (order, cap, sample, limit), every flag checked.

@@ -4,32 +4,93 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
+#include "common/child_processes.hpp"
+#include "common/errors.hpp"
 #include "strategies/sequence_layout.hpp"
 
 namespace paradyse::evaluation {
 
 namespace {
 constexpr int64_t kDenseQuanta = 64;  // every padded length below this many quanta is a grid length
-}
+// Simulations a child process runs in turn: each child first copies the pages it writes of this
+// process's memory, which costs about as much as a short simulation.
+constexpr std::size_t kSimulationsPerShard = 16;
+}  // namespace
 
-SimulatedTimes::SimulatedTimes(steps::StepSimulator& simulator, int degree, int64_t batch, double ratio)
+SimulatedTimes::SimulatedTimes(steps::StepSimulator& simulator, int degree, int64_t batch, double ratio,
+                               int jobs)
     : simulator_(simulator),
       degree_(degree),
       batch_(batch),
       ratio_(ratio),
-      quantum_(SequenceLayout::padded_length(1, degree, simulator.model().causal)) {}
+      jobs_(jobs),
+      quantum_(SequenceLayout::padded_length(1, degree, simulator.model().causal)) {
+  if (jobs < 1) throw InputError("--jobs", 0, "", "expected a positive count, got " + std::to_string(jobs));
+}
 
 IterationTime SimulatedTimes::simulate(const Plan& plan, const std::vector<int64_t>& padded_documents) {
-  auto key = std::make_pair(plan, padded_documents);
+  Key key{plan, padded_documents};
   if (auto found = simulated_.find(key); found != simulated_.end()) return found->second;
-  ++simulations_;
-  const sim::SimulationResult result =
-      simulator_.simulate(plan, {.degree = degree_, .batch = batch_, .documents = padded_documents});
-  return simulated_
-      .emplace(std::move(key), IterationTime{result.iteration_time_s, result.mean_host_bound_s()})
-      .first->second;
+  pending_.insert(key);
+  if (collecting_) return {};
+  run_pending();
+  return simulated_.at(key);
+}
+
+void SimulatedTimes::run_pending(const std::function<void(std::size_t, std::size_t)>& progress) {
+  if (pending_.empty()) return;
+  // The largest first, dealt in turn to shards of about kSimulationsPerShard: each shard's
+  // simulations run one after another in one child, and the shards do not depend on `jobs`.
+  std::vector<Key> keys(pending_.begin(), pending_.end());
+  pending_.clear();
+  const auto tokens = [](const Key& key) {
+    return std::accumulate(key.second.begin(), key.second.end(), int64_t{0});
+  };
+  std::stable_sort(keys.begin(), keys.end(),
+                   [&](const Key& a, const Key& b) { return tokens(a) > tokens(b); });
+  const std::size_t shards = (keys.size() + kSimulationsPerShard - 1) / kSimulationsPerShard;
+  simulator_.simulator().prepare(degree_);
+  std::size_t done = 0;
+  run_in_children(
+      shards, jobs_,
+      [&](std::size_t shard) {
+        std::vector<double> times;
+        for (std::size_t k = shard; k < keys.size(); k += shards) {
+          const sim::SimulationResult result = simulator_.simulate(
+              keys[k].first, {.degree = degree_, .batch = batch_, .documents = keys[k].second});
+          times.push_back(result.iteration_time_s);
+          times.push_back(result.mean_host_bound_s());
+        }
+        return std::string(reinterpret_cast<const char*>(times.data()), times.size() * sizeof(double));
+      },
+      [&](std::size_t shard, const std::string& bytes) {
+        std::vector<double> times(bytes.size() / sizeof(double));
+        std::memcpy(times.data(), bytes.data(), times.size() * sizeof(double));
+        std::size_t t = 0;
+        for (std::size_t k = shard; k < keys.size(); k += shards, t += 2) {
+          PARADYSE_CHECK(t + 1 < times.size(), "a shard's simulated times from its process");
+          simulated_.emplace(keys[k], IterationTime{times[t], times[t + 1]});
+          ++simulations_;
+          if (progress) progress(++done, keys.size());
+        }
+      });
+}
+
+void SimulatedTimes::prefetch(const std::function<void()>& body,
+                              const std::function<void(std::size_t, std::size_t)>& progress) {
+  collecting_ = true;
+  try {
+    body();
+  } catch (...) {
+    collecting_ = false;
+    pending_.clear();
+    throw;
+  }
+  collecting_ = false;
+  run_pending(progress);
 }
 
 IterationTime SimulatedTimes::time(const Plan& plan, const std::vector<int64_t>& cost_key,
@@ -37,8 +98,9 @@ IterationTime SimulatedTimes::time(const Plan& plan, const std::vector<int64_t>&
   PARADYSE_CHECK(cost_key.size() > 1, "a packed micro-batch has several documents");
   if (ratio_ <= 1) return simulate(plan, cost_key);
   if (auto found = simulated_.find({plan, cost_key}); found != simulated_.end()) return found->second;
-  ++scaled_;
   const IterationTime sequence = time(plan, std::accumulate(cost_key.begin(), cost_key.end(), int64_t{0}));
+  if (collecting_) return {};
+  ++scaled_;
   const IterationTime scaled{sequence.seconds * analytic_ratio, sequence.host_bound_s * analytic_ratio};
   interpolated_.emplace(std::make_pair(plan, cost_key), scaled.seconds);
   return scaled;
@@ -57,6 +119,7 @@ IterationTime SimulatedTimes::time(const Plan& plan, int64_t padded_tokens) {
   const int64_t low = grid(k), high = grid(k + 1);
   if (low == units) return simulate(plan, {padded_tokens});
   const IterationTime t_low = simulate(plan, {low * quantum_}), t_high = simulate(plan, {high * quantum_});
+  if (collecting_) return {};
   const double share = static_cast<double>(units - low) / static_cast<double>(high - low);
   const IterationTime time{t_low.seconds + (t_high.seconds - t_low.seconds) * share,
                            t_low.host_bound_s + (t_high.host_bound_s - t_low.host_bound_s) * share};
@@ -67,9 +130,14 @@ IterationTime SimulatedTimes::time(const Plan& plan, int64_t padded_tokens) {
 PercentageErrors SimulatedTimes::measure_error(int samples) {
   PercentageErrors error;
   if (interpolated_.empty() || samples <= 0) return error;
-  const std::vector<std::pair<std::pair<Plan, std::vector<int64_t>>, double>> all(interpolated_.begin(),
-                                                                                  interpolated_.end());
+  const std::vector<std::pair<Key, double>> all(interpolated_.begin(), interpolated_.end());
   const auto count = std::min<std::size_t>(static_cast<std::size_t>(samples), all.size());
+  prefetch([&] {
+    for (std::size_t i = 0; i < count; ++i) {
+      const Key& key = all[i * all.size() / count].first;
+      simulate(key.first, key.second);
+    }
+  });
   for (std::size_t i = 0; i < count; ++i) {
     const auto& [key, interpolated] = all[i * all.size() / count];
     error.add(interpolated, simulate(key.first, key.second).seconds);

@@ -4,9 +4,17 @@
 // layout quanta (2p tokens for causal models, p otherwise), then lengths growing by `ratio`, and a
 // sequence between two grid lengths gets the time read off the line between them. measure_error
 // then simulates a sample of those sequences directly and says how far the interpolation was off.
+//
+// Simulations run in child processes forked from this one, in shards of a few run one after another,
+// the shards `jobs` at a time. SimGrid's clock is absolute, so a simulation's time depends, in its
+// last bits, on the simulations its process ran before it: the shards are made from the simulations
+// alone, never from `jobs`, so that the times are the same bits however many run at once. Times asked
+// for inside prefetch() are only noted, and their simulations then run together.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,8 +33,8 @@ struct IterationTime {
 
 class SimulatedTimes {
  public:
-  // ratio 0: every padded length simulated exactly.
-  SimulatedTimes(steps::StepSimulator& simulator, int degree, int64_t batch, double ratio);
+  // ratio 0: every padded length simulated exactly; jobs: simulations run at once.
+  SimulatedTimes(steps::StepSimulator& simulator, int degree, int64_t batch, double ratio, int jobs = 1);
 
   // Seconds of one iteration of `plan` at `padded_tokens` (already a multiple of the layout quantum).
   double seconds(const Plan& plan, int64_t padded_tokens) { return time(plan, padded_tokens).seconds; }
@@ -45,20 +53,31 @@ class SimulatedTimes {
   // them, and compares; no samples when nothing was interpolated.
   PercentageErrors measure_error(int samples);
 
+  // While `body` runs, the times above note the simulations they need and return zeros (nothing is
+  // interpolated or counted); then those simulations run, `jobs` at a time, with `progress(done,
+  // total)` after each.
+  void prefetch(const std::function<void()>& body,
+                const std::function<void(std::size_t, std::size_t)>& progress = {});
+
   int64_t simulations() const { return simulations_; }
   std::string method() const;
 
  private:
+  using Key = std::pair<Plan, std::vector<int64_t>>;  // plan, padded documents (one for a sequence)
   IterationTime simulate(const Plan& plan, const std::vector<int64_t>& padded_documents);
+  // Runs every pending simulation.
+  void run_pending(const std::function<void(std::size_t, std::size_t)>& progress = {});
 
   steps::StepSimulator& simulator_;
   int degree_;
   int64_t batch_;
   double ratio_;
+  int jobs_;
   int64_t quantum_;
-  // By plan and padded documents (one for a sequence).
-  std::map<std::pair<Plan, std::vector<int64_t>>, IterationTime> simulated_;
-  std::map<std::pair<Plan, std::vector<int64_t>>, double> interpolated_;
+  std::map<Key, IterationTime> simulated_;
+  std::map<Key, double> interpolated_;
+  bool collecting_ = false;
+  std::set<Key> pending_;
   int64_t simulations_ = 0;
   int64_t scaled_ = 0;  // packed micro-batches priced by the analytic ratio
 };

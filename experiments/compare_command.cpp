@@ -3,8 +3,10 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <thread>
 
 #include "common/output_lock.hpp"
 #include "evaluation/compare_job.hpp"
@@ -135,6 +137,13 @@ void add_compare_command(CLI::App& app) {
       ->add_option("--grid-ratio", options->job.grid_ratio,
                    "sim: simulate each plan at lengths this far apart and interpolate between them (0: every "
                    "length); the error is measured and reported")
+      ->capture_default_str();
+  options->job.jobs = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  command
+      ->add_option("--jobs", options->job.jobs,
+                   "sim: simulations run at once, each in a process of its own (default: one per core); "
+                   "the results are the same, bit for bit, whatever the count")
+      ->check(positive_whole_number())
       ->capture_default_str();
   command->add_option("--out", options->out, "folder for the report, tables and plots")
       ->capture_default_str();

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -90,6 +91,38 @@ TEST_CASE("child processes: workers die with the process that started them", "[c
     gone = !running(worker);
   }
   CHECK(gone);
+}
+
+TEST_CASE("child processes: tasks run a few at a time and each one's bytes come back whole",
+          "[common][processes]") {
+  // Results larger than a pipe holds (64 KiB on Linux), so that a child blocks until they are read.
+  const auto result = [](std::size_t i) { return std::string(100000 + i, static_cast<char>('a' + i)); };
+  std::map<std::size_t, std::string> results;
+  std::set<pid_t> pids;
+  run_in_children(
+      7, 3, [&](std::size_t i) { return std::to_string(getpid()) + ":" + result(i); },
+      [&](std::size_t i, const std::string& bytes) {
+        const std::size_t colon = bytes.find(':');
+        pids.insert(static_cast<pid_t>(std::stol(bytes.substr(0, colon))));
+        CHECK(results.emplace(i, bytes.substr(colon + 1)).second);
+      });
+  REQUIRE(results.size() == 7);
+  for (const auto& [i, bytes] : results) CHECK(bytes == result(i));
+  CHECK(pids.size() == 7);  // a process each
+  CHECK(pids.count(getpid()) == 0);
+}
+
+TEST_CASE("child processes: a task that fails stops the run and is named", "[common][processes]") {
+  std::vector<std::size_t> done;
+  CHECK_THROWS_WITH(run_in_children(
+                        4, 1,
+                        [](std::size_t i) -> std::string {
+                          if (i == 2) throw std::runtime_error("no such plan");
+                          return "ok";
+                        },
+                        [&](std::size_t i, const std::string&) { done.push_back(i); }),
+                    "task 2 exited with status 2");
+  CHECK(done == std::vector<std::size_t>{0, 1});  // one at a time: the tasks after it never ran
 }
 
 }  // namespace paradyse::testing

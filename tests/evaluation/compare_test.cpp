@@ -2,15 +2,20 @@
 // policy's curve (first out of memory, longest before it); a policy with no plan counts as out of
 // memory; the time of the trained sequences is the engine's time of each.
 #include "evaluation/compare.hpp"
+#include "evaluation/compare_job.hpp"
 #include "evaluation/compare_report.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
 
 #include "hw_models/cluster.hpp"
 #include "selector/cost_source.hpp"
 #include "sim/simulator.hpp"
 #include "steps/estimate.hpp"
 #include "strategies/library.hpp"
+#include "tests/temp_dir.hpp"
 
 namespace paradyse::testing {
 namespace {
@@ -167,6 +172,32 @@ TEST_CASE(
   // Memory is the fold of the packed micro-batch's own allocations, the same to the byte.
   CHECK(step.peak_bytes == direct.peak_memory_bytes);
   CHECK(engine.method().find("packed micro-batch") != std::string::npos);
+}
+
+TEST_CASE("compare: simulations run in several processes give the one-process outputs byte for byte",
+          "[evaluation][compare]") {
+  evaluation::CompareJob job;
+  job.trace = "github-code-like";
+  job.max_len = "16K";
+  job.limit = 300;
+  job.policies.policies = "static:megatron_ts,static:ulysses_z,paradyse";
+  const auto outputs = [&](int jobs) {
+    job.jobs = jobs;
+    TempDir dir;
+    const evaluation::CompareJobResult run = evaluation::run_compare_job(job);
+    evaluation::write_compare_outputs(run.result, run.description, dir.path().string());
+    std::string text;
+    for (const char* file : {"per_sequence.csv", "summary.json"}) {
+      std::ifstream in(dir.path() / file);
+      std::stringstream bytes;
+      bytes << in.rdbuf();
+      text += bytes.str();
+    }
+    return std::pair{text, run.result.simulations};
+  };
+  const auto [one, simulations] = outputs(1);
+  REQUIRE(simulations > 2 * 16);  // more than two processes' worth
+  CHECK(outputs(3).first == one);
 }
 
 }  // namespace paradyse::testing

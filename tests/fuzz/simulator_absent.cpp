@@ -25,6 +25,10 @@ Simulator::Simulator(hw::ClusterSpec cluster, SimulationOptions options)
 
 Simulator::~Simulator() = default;
 
+void Simulator::prepare(int) {
+  absent();
+}
+
 }  // namespace sim
 
 namespace steps {
