@@ -20,7 +20,7 @@ struct HandedOverCommand {
   std::string_view description;
 };
 
-inline constexpr std::array<HandedOverCommand, 10> kHandedOverCommands{{
+inline constexpr std::array<HandedOverCommand, 11> kHandedOverCommands{{
     {"compare", "paradyse-sim",
      "Train a dataset's real length trace under each policy, one sequence per training step: total time, "
      "tokens/s, MFU, sequences out of memory, the longest sequence trained before the first out of memory, "
@@ -64,6 +64,10 @@ inline constexpr std::array<HandedOverCommand, 10> kHandedOverCommands{{
     {"bench-simulate", "paradyse-sim",
      "Benchmark: wall time to trace and simulate one iteration per strategy, and simulated activities per "
      "second; prints medians."},
+    {"bench-compare", "paradyse-sim",
+     "Benchmark: the wall time of a compare (by default the main job) with its simulations in a process "
+     "per core and in one, their ratio, and whether both wrote the same per_sequence.csv and "
+     "summary.json, byte for byte."},
     {"bench-groups", "paradyse-sim",
      "Benchmark the group solver (which groups of GPUs train which sequences of a global batch): its "
      "schedule against the exact MILP (COIN-OR CBC) on small batches of a trace, with the gap printed, and "

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "experiments/ablation_command.hpp"
+#include "experiments/bench_compare_command.hpp"
 #include "experiments/bench_groups_command.hpp"
 #include "experiments/command_line.hpp"
 #include "experiments/compare_command.hpp"
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   paradyse::cli::add_sweep_command(app);
   paradyse::cli::add_simulate_command(app);
   paradyse::cli::add_bench_simulate_command(app);
+  paradyse::cli::add_bench_compare_command(app);
   paradyse::cli::add_bench_groups_command(app);
   paradyse::cli::add_costmodel_command(app);
   return paradyse::cli::run_command_line(app, argc, argv);
