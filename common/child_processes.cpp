@@ -90,7 +90,8 @@ void write_all(int fd, const std::string& bytes) {
 }  // namespace
 
 void run_in_children(std::size_t count, int jobs, const std::function<std::string(std::size_t)>& task,
-                     const std::function<void(std::size_t, const std::string&)>& done) {
+                     const std::function<void(std::size_t, const std::string&)>& done,
+                     const std::function<bool()>& idle) {
   if (jobs < 1) throw InternalError("run_in_children: jobs must be positive");
   struct Running {
     int fd = -1;  // the read end of the child's pipe; −1 once it reached its end
@@ -104,6 +105,7 @@ void run_in_children(std::size_t count, int jobs, const std::function<std::strin
       if (child.fd >= 0) ::close(child.fd);
   };
   std::size_t next = 0;
+  bool idle_work = static_cast<bool>(idle);
   try {
     while (next < count || !running.empty()) {
       while (next < count && static_cast<int>(running.size()) < jobs) {
@@ -128,7 +130,8 @@ void run_in_children(std::size_t count, int jobs, const std::function<std::strin
           polls.push_back({child.fd, POLLIN, 0});
           polled.push_back(index);
         }
-      if (!polls.empty() && ::poll(polls.data(), polls.size(), -1) < 0 && errno != EINTR)
+      if (idle_work && !polls.empty()) idle_work = idle();
+      if (!polls.empty() && ::poll(polls.data(), polls.size(), idle_work ? 0 : -1) < 0 && errno != EINTR)
         throw InternalError(std::string("poll failed: ") + std::strerror(errno));
       for (std::size_t i = 0; i < polls.size(); ++i) {
         if (polls[i].revents == 0) continue;

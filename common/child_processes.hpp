@@ -43,9 +43,12 @@ class ChildProcesses {
 // Runs task(0), ..., task(count − 1), `jobs` at a time, each in a child forked from this process as
 // it is when the task starts; what a task returns comes back through a pipe to done(index, bytes),
 // called in this process in the order the children end. A task that throws or dies stops the run:
-// the others are killed and an InternalError says which task failed and how.
+// the others are killed and an InternalError says which task failed and how. While children run,
+// `idle` (if set) is called whenever this process would wait for them, until it returns false (no
+// more work of its own).
 void run_in_children(std::size_t count, int jobs, const std::function<std::string(std::size_t)>& task,
-                     const std::function<void(std::size_t, const std::string&)>& done);
+                     const std::function<void(std::size_t, const std::string&)>& done,
+                     const std::function<bool()>& idle = {});
 
 // "exited with status 2", "was killed by signal 9 (Killed)".
 std::string describe_exit(int status);

@@ -41,6 +41,48 @@ std::vector<std::string> layer_strategy_names(const std::string& plan) {
   return names;
 }
 
+// A policy's decision for every micro-batch of a schedule, made a few at a time (decide_some), so
+// that the next policy's can be made while this one's simulations run. Policies that do not remember
+// decide once per documents.
+class PolicyDecisions {
+ public:
+  PolicyDecisions(selector::Policy& policy, const traces::TrainingSchedule& schedule)
+      : policy_(&policy), schedule_(&schedule), decisions_(schedule.micro_batches.size()) {
+    if (policy.remembers()) fresh_.reserve(decisions_.size());  // the pointers into it stay valid
+  }
+  // Decides up to `count` more; false once every micro-batch is decided.
+  bool decide_some(std::size_t count) {
+    for (const std::size_t end = std::min(decisions_.size(), next_ + count); next_ < end; ++next_) {
+      const MicroBatch micro_batch{schedule_->micro_batches[next_]};
+      if (policy_->remembers()) {
+        decisions_[next_] = &fresh_.emplace_back(policy_->decide(micro_batch));
+        continue;
+      }
+      auto found = decided_.find(micro_batch.documents);
+      if (found == decided_.end())
+        found = decided_.emplace(micro_batch.documents, policy_->decide(micro_batch)).first;
+      decisions_[next_] = &found->second;
+    }
+    return next_ < decisions_.size();
+  }
+  void release() {
+    decided_.clear();
+    fresh_ = {};
+    decisions_ = {};
+  }
+  std::size_t decided() const { return next_; }
+  const selector::Decision& operator[](std::size_t i) const { return *decisions_[i]; }
+  const std::string& policy() const { return policy_->name(); }
+
+ private:
+  selector::Policy* policy_;
+  const traces::TrainingSchedule* schedule_;
+  std::map<std::vector<int64_t>, selector::Decision> decided_;
+  std::vector<selector::Decision> fresh_;
+  std::vector<const selector::Decision*> decisions_;
+  std::size_t next_ = 0;
+};
+
 }  // namespace
 
 void summarise(PolicyResult& result, const hw::ClusterSpec& cluster, int degree) {
@@ -82,8 +124,9 @@ StepEngine::StepEngine(const ModelSpec& model, const hw::ClusterSpec& cluster, i
 }
 
 void StepEngine::prefetch(const std::function<void()>& body,
-                          const std::function<void(std::size_t, std::size_t)>& progress) {
-  if (simulated_) simulated_->prefetch(body, progress);
+                          const std::function<void(std::size_t, std::size_t)>& progress,
+                          const std::function<bool()>& idle) {
+  if (simulated_) simulated_->prefetch(body, progress, idle);
 }
 
 StepEngine::~StepEngine() = default;
@@ -133,42 +176,36 @@ CompareResult run_compare(const std::vector<selector::Policy*>& policies,
   result.engine = engine.name();
   const std::size_t count = schedule.micro_batches.size();
   const int64_t total = static_cast<int64_t>(count * policies.size());
-  int64_t done = 0;
-  for (selector::Policy* policy : policies) {
+  // Each policy's decisions, then the simulations they need, during which the next policy decides.
+  std::vector<PolicyDecisions> decisions;
+  for (selector::Policy* policy : policies) decisions.emplace_back(*policy, schedule);
+  const auto report = [&] {
+    if (!progress) return;
+    int64_t decided = 0;
+    for (const PolicyDecisions& d : decisions) decided += static_cast<int64_t>(d.decided());
+    progress(decided, total, "deciding");
+  };
+  constexpr std::size_t kDecisionsAtOnce = 256;
+  for (std::size_t p = 0; p < policies.size(); ++p) {
     PolicyResult& out = result.policies.emplace_back();
-    out.policy = policy->name();
-    // Every micro-batch's decision first, so that the simulations they need run together. Policies
-    // that do not remember decide once per documents.
-    std::map<std::vector<int64_t>, selector::Decision> decided;
-    std::vector<selector::Decision> fresh;
-    std::vector<const selector::Decision*> decisions(count);
-    if (policy->remembers()) fresh.reserve(count);
-    for (std::size_t i = 0; i < count; ++i, ++done) {
-      if (progress && done % 256 == 0) progress(done, total, out.policy);
-      const MicroBatch micro_batch{schedule.micro_batches[i]};
-      if (policy->remembers()) {
-        decisions[i] = &fresh.emplace_back(policy->decide(micro_batch));
-        continue;
-      }
-      auto found = decided.find(micro_batch.documents);
-      if (found == decided.end())
-        found = decided.emplace(micro_batch.documents, policy->decide(micro_batch)).first;
-      decisions[i] = &found->second;
-    }
+    out.policy = policies[p]->name();
+    PolicyDecisions& decided = decisions[p];
+    while (decided.decide_some(kDecisionsAtOnce)) report();
     engine.prefetch(
         [&] {
           for (std::size_t i = 0; i < count; ++i)
-            if (!decisions[i]->plan.empty())
-              engine.step(decisions[i]->plan, MicroBatch{schedule.micro_batches[i]});
+            if (!decided[i].plan.empty()) engine.step(decided[i].plan, MicroBatch{schedule.micro_batches[i]});
         },
         [&](std::size_t simulated, std::size_t simulations) {
           if (progress)
-            progress(done, total, fmt::format("{}: simulating {}/{}", out.policy, simulated, simulations));
-        });
+            progress(static_cast<int64_t>(p * count), total,
+                     fmt::format("{}: simulating {}/{}", out.policy, simulated, simulations));
+        },
+        [&] { return p + 1 < policies.size() && decisions[p + 1].decide_some(kDecisionsAtOnce); });
     std::vector<double> optimizer_s(count, 0.0);
     for (std::size_t i = 0; i < count; ++i) {
       const MicroBatch micro_batch{schedule.micro_batches[i]};
-      const selector::Decision* decision = decisions[i];
+      const selector::Decision* decision = &decided[i];
       SequenceResult& s = out.sequences.emplace_back();
       s.index = static_cast<int64_t>(i);
       s.step = schedule.step_of[i];
@@ -191,6 +228,7 @@ CompareResult run_compare(const std::vector<selector::Policy*>& policies,
     }
     accumulate(out, optimizer_s);
     summarise(out, engine.cluster(), engine.degree());
+    decided.release();
   }
   if (progress) progress(total, total, "measuring the interpolation error");
   result.interpolation = engine.measure_error(error_samples);

@@ -105,9 +105,11 @@ class StepEngine {
   };
   Step step(const Plan& plan, const MicroBatch& micro_batch);
   // The simulator's steps asked for in `body` are not timed but noted, and their simulations then run
-  // at once (SimulatedTimes::prefetch); the analytic engine needs none, and `body` is not called.
+  // at once, `idle` called while this process waits for them (SimulatedTimes::prefetch); the analytic
+  // engine needs none, and neither is called.
   void prefetch(const std::function<void()>& body,
-                const std::function<void(std::size_t, std::size_t)>& progress);
+                const std::function<void(std::size_t, std::size_t)>& progress,
+                const std::function<bool()>& idle = {});
 
   const std::string& name() const { return name_; }
   std::string method() const;

@@ -40,7 +40,8 @@ IterationTime SimulatedTimes::simulate(const Plan& plan, const std::vector<int64
   return simulated_.at(key);
 }
 
-void SimulatedTimes::run_pending(const std::function<void(std::size_t, std::size_t)>& progress) {
+void SimulatedTimes::run_pending(const std::function<void(std::size_t, std::size_t)>& progress,
+                                 const std::function<bool()>& idle) {
   if (pending_.empty()) return;
   // The largest first, dealt in turn to shards of about kSimulationsPerShard: each shard's
   // simulations run one after another in one child, and the shards do not depend on `jobs`.
@@ -76,11 +77,13 @@ void SimulatedTimes::run_pending(const std::function<void(std::size_t, std::size
           ++simulations_;
           if (progress) progress(++done, keys.size());
         }
-      });
+      },
+      idle);
 }
 
 void SimulatedTimes::prefetch(const std::function<void()>& body,
-                              const std::function<void(std::size_t, std::size_t)>& progress) {
+                              const std::function<void(std::size_t, std::size_t)>& progress,
+                              const std::function<bool()>& idle) {
   collecting_ = true;
   try {
     body();
@@ -90,7 +93,7 @@ void SimulatedTimes::prefetch(const std::function<void()>& body,
     throw;
   }
   collecting_ = false;
-  run_pending(progress);
+  run_pending(progress, idle);
 }
 
 IterationTime SimulatedTimes::time(const Plan& plan, const std::vector<int64_t>& cost_key,

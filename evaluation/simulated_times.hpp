@@ -55,9 +55,10 @@ class SimulatedTimes {
 
   // While `body` runs, the times above note the simulations they need and return zeros (nothing is
   // interpolated or counted); then those simulations run, `jobs` at a time, with `progress(done,
-  // total)` after each.
+  // total)` after each and `idle` called while this process waits for them (run_in_children).
   void prefetch(const std::function<void()>& body,
-                const std::function<void(std::size_t, std::size_t)>& progress = {});
+                const std::function<void(std::size_t, std::size_t)>& progress = {},
+                const std::function<bool()>& idle = {});
 
   int64_t simulations() const { return simulations_; }
   std::string method() const;
@@ -66,7 +67,8 @@ class SimulatedTimes {
   using Key = std::pair<Plan, std::vector<int64_t>>;  // plan, padded documents (one for a sequence)
   IterationTime simulate(const Plan& plan, const std::vector<int64_t>& padded_documents);
   // Runs every pending simulation.
-  void run_pending(const std::function<void(std::size_t, std::size_t)>& progress = {});
+  void run_pending(const std::function<void(std::size_t, std::size_t)>& progress = {},
+                   const std::function<bool()>& idle = {});
 
   steps::StepSimulator& simulator_;
   int degree_;

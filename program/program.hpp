@@ -3,6 +3,8 @@
 // costmodel/ prices programs analytically; sim/ executes them. Both see nothing else of a strategy.
 #pragma once
 
+#include <boost/container/small_vector.hpp>
+
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -26,6 +28,9 @@ CommunicationBytes communication_bytes(OpKind kind, double input_bytes, int degr
 enum class Stream : uint8_t { compute, communication };
 
 using OpId = uint32_t;
+// Most ops wait on one to three others: held in the op, not in an allocation of their own (a traced
+// step has hundreds of thousands of ops, and the simulator reads every op's list as it starts it).
+using OpDeps = boost::container::small_vector<OpId, 3>;
 
 struct Op {
   OpKind kind = OpKind::memory_bound;
@@ -37,7 +42,7 @@ struct Op {
   bool partially_masked = false;  // attention: the causal mask or document boundaries cut this block
   bool drops_out = false;         // attention: the kernel drops probabilities (dropout inside)
   bool host_waits = false;        // the host issues nothing more until this op ends (read_scalar)
-  std::vector<OpId> deps;         // ops that must finish before this one starts
+  OpDeps deps;                    // ops that must finish before this one starts
   double flops = 0;
   double memory_bytes = 0;  // HBM bytes read and written
   // Communication, counted as nccl-tests does (its doc/PERFORMANCE.md): `size_bytes` is the collective's

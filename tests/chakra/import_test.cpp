@@ -155,7 +155,7 @@ TEST_CASE("import: --price-compute prices paradyse's nodes by kind and shape, ot
   const chakra::RankTrace recorded = decode(foreign);
   CHECK(recorded.program.ops[0].duration_s == Approx(123e-6));
   CHECK(recorded.program.ops[1].duration_s == Approx(45e-6));
-  CHECK(recorded.program.ops[1].deps == std::vector<OpId>{0});
+  CHECK(recorded.program.ops[1].deps == OpDeps{0});
   const chakra::RankTrace estimated = decode(foreign, 0, 1, {}, {.price_compute = true});
   const double gemm_s = timer.seconds(estimated.program.ops[0]);
   const double peak_s = 2.0 * 4096 * 4096 * 4096 / cluster.gpu.bf16_flops_per_second;
@@ -191,7 +191,7 @@ TEST_CASE("import: another tool's order, sends and receives, and collectives ove
   CHECK(zero.ops[0].send_to == 1);
   CHECK(zero.ops[0].recv_from == -1);
   CHECK(zero.ops[1].kind == OpKind::all_reduce);
-  CHECK(zero.ops[1].deps == std::vector<OpId>{0});
+  CHECK(zero.ops[1].deps == OpDeps{0});
   CHECK(zero.ops[1].group_size == 2);
   CHECK(zero.ops[1].bus_bytes == Approx(4000.0));
   CHECK(ranks[0].node_of_op == std::vector<uint32_t>{1, 0});

@@ -175,7 +175,7 @@ TEST_CASE("UlyssesZ: the W_proj gather is prefetched behind attention", "[strate
   REQUIRE(found_gather);
   for (std::size_t i = 0; i < program.ops.size(); ++i) {
     const Op& op = program.ops[i];
-    if (op.kind == OpKind::wait && op.deps == std::vector<OpId>{static_cast<OpId>(gather)}) {
+    if (op.kind == OpKind::wait && op.deps == OpDeps{static_cast<OpId>(gather)}) {
       wait = i;
       found_wait = true;
     }
