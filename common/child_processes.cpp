@@ -11,7 +11,6 @@
 #include <cstring>
 #include <exception>
 #include <thread>
-#include <utility>
 
 #include "common/errors.hpp"
 

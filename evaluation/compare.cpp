@@ -72,7 +72,6 @@ class PolicyDecisions {
   }
   std::size_t decided() const { return next_; }
   const selector::Decision& operator[](std::size_t i) const { return *decisions_[i]; }
-  const std::string& policy() const { return policy_->name(); }
 
  private:
   selector::Policy* policy_;
