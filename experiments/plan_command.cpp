@@ -125,7 +125,8 @@ void bench(const BenchPlanOptions& options) {
       "half way between the leanest and the fastest plan), uncached, {} decisions each:\n",
       options.layers, table.candidates.size(), options.machine.model, lengths.front(),
       options.machine.cluster, options.decisions);
-  fmt::print("{:<10} {:>14} {:>10} {:>10}  {}\n", "policy", "decisions_per_s", "median_us", "p99_us", "plan");
+  fmt::print("{:<10} {:>14} {:>10} {:>10} {:>10}  {}\n", "policy", "decisions_per_s", "median_us", "p99_us",
+             "evaluated", "plan");
   const auto measure = [&](const char* name, auto&& decide) {
     std::vector<double> micros;
     selector::Decision last;
@@ -138,9 +139,9 @@ void bench(const BenchPlanOptions& options) {
     double total = 0;
     for (double m : micros) total += m;
     const double p99 = micros[std::min(micros.size() - 1, micros.size() * 99 / 100)];
-    fmt::print("{:<10} {:>14.0f} {:>10.1f} {:>10.1f}  {}\n", name,
+    fmt::print("{:<10} {:>14.0f} {:>10.1f} {:>10.1f} {:>10}  {}\n", name,
                static_cast<double>(micros.size()) / total * 1e6, micros[micros.size() / 2], p99,
-               plan_runs_name(last.plan));
+               last.evaluated_plans, plan_runs_name(last.plan));
   };
   measure("paradyse", [&] { return paradyse.decide(table); });
   measure("optimal", [&] { return optimal.decide(table); });

@@ -1,8 +1,10 @@
 #include "selector/optimal_policy.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "common/errors.hpp"
 
@@ -108,10 +110,44 @@ class Search {
     return best;
   }
 
-  // Counts per candidate, in window order, best first (branch and bound on the relaxation).
+  // The seconds of `counts` (per candidate, in window order) if the layers fit so, else infinity;
+  // summed as by_counts sums them.
+  double fitting_s(const std::vector<int>& counts) const {
+    double prefix = 0, time = 0;
+    for (std::size_t k = 0; k < usable_.size(); ++k) {
+      const int c = usable_[k], n = counts[k];
+      if (n > 0 && prefix + (n - 1) * kept(c) > window(c)) return kInfinity;
+      prefix += n * kept(c);
+      time += n * seconds(c);
+    }
+    return prefix > windows_.head ? kInfinity : time;
+  }
+
+  // A first plan for the search to beat: for every pair of candidates, as many layers of the first as
+  // the head's window leaves room for beside the second's (the relaxation's mix, rounded down).
+  std::pair<double, std::vector<int>> incumbent() const {
+    std::pair<double, std::vector<int>> best{kInfinity, {}};
+    const int layers = table_.num_layers;
+    for (std::size_t i = 0; i < usable_.size(); ++i)
+      for (std::size_t j = 0; j < usable_.size(); ++j) {
+        const double a = kept(usable_[i]), b = kept(usable_[j]);
+        const double room = windows_.head - layers * b;
+        int of_i = i == j ? layers : a > b ? static_cast<int>(std::floor(room / (a - b))) : layers;
+        of_i = std::clamp(of_i, 0, layers);
+        std::vector<int> counts(usable_.size(), 0);
+        counts[i] += of_i;
+        counts[j] += layers - of_i;
+        const double time = fitting_s(counts);
+        if (time < best.first) best = {time, counts};
+      }
+    return best;
+  }
+
+  // Counts per candidate, in window order, best first (branch and bound on the relaxation, from the
+  // incumbent above).
   std::optional<CostTable::Choice> by_counts() {
-    std::vector<int> counts(usable_.size()), best_counts;
-    double best = kInfinity;
+    std::vector<int> counts(usable_.size());
+    auto [best, best_counts] = incumbent();
     const int layers = table_.num_layers;
     const auto visit = [&](auto&& self, std::size_t k, int used, double prefix, double time) -> void {
       const int c = usable_[k];
