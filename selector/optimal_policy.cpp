@@ -147,7 +147,9 @@ class Search {
   // incumbent above).
   std::optional<CostTable::Choice> by_counts() {
     std::vector<int> counts(usable_.size());
-    auto [best, best_counts] = incumbent();
+    std::pair<double, std::vector<int>> start = incumbent();
+    double best = start.first;  // not a structured binding: the lambda below captures it
+    std::vector<int> best_counts = std::move(start.second);
     const int layers = table_.num_layers;
     const auto visit = [&](auto&& self, std::size_t k, int used, double prefix, double time) -> void {
       const int c = usable_[k];
