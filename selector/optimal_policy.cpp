@@ -56,6 +56,9 @@ class Search {
     // The order in which a multiset of layers fits if it fits at all (see the header).
     std::sort(usable_.begin(), usable_.end(),
               [&](int x, int y) { return window(x) + kept(x) < window(y) + kept(y); });
+    for (int a : usable_)
+      for (int b : usable_)
+        if (kept(a) > kept(b) && seconds(a) < seconds(b)) mixes_.emplace_back(a, b);
   }
 
   std::optional<CostTable::Choice> run() {
@@ -96,16 +99,14 @@ class Search {
   // and ignoring the windows but for admitting `prefix`: one candidate, or the best two.
   double relaxed_s(double prefix, double count, double left) const {
     double best = kInfinity;
-    for (int a : usable_) {
-      if (prefix > window(a)) continue;
-      if (count * kept(a) <= left) best = std::min(best, count * seconds(a));
-      for (int b : usable_) {
-        if (prefix > window(b) || kept(a) <= kept(b) || seconds(a) >= seconds(b)) continue;
-        const double of_a = (left - count * kept(b)) / (kept(a) - kept(b));  // as many of the faster as fit
-        if (of_a <= 0) continue;
-        const double x = std::min(count, of_a);
-        best = std::min(best, x * seconds(a) + (count - x) * seconds(b));
-      }
+    for (int a : usable_)
+      if (prefix <= window(a) && count * kept(a) <= left) best = std::min(best, count * seconds(a));
+    for (const auto& [a, b] : mixes_) {
+      if (prefix > window(a) || prefix > window(b)) continue;
+      const double of_a = (left - count * kept(b)) / (kept(a) - kept(b));  // as many of the faster as fit
+      if (of_a <= 0) continue;
+      const double x = std::min(count, of_a);
+      best = std::min(best, x * seconds(a) + (count - x) * seconds(b));
     }
     return best;
   }
@@ -270,6 +271,7 @@ class Search {
   double max_compositions_;
   bool switch_free_ = true;
   std::vector<int> usable_;
+  std::vector<std::pair<int, int>> mixes_;  // (a, b): a is faster than b and keeps more
   int evaluated_ = 0;
 };
 
