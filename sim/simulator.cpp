@@ -71,11 +71,6 @@ Simulator::Engine& Simulator::engine_for(int num_gpus) {
   return *engine_;
 }
 
-void Simulator::prepare(int num_gpus) {
-  if (engine_ && engine_->platform.num_gpus() >= num_gpus) return;
-  engine_for(num_gpus).run([] {});
-}
-
 SimulationResult Simulator::run(std::vector<Program> programs, double static_bytes) {
   if (programs.empty() || static_cast<int>(programs.size()) > cluster_.num_gpus())
     throw InputError("", 0, "degree",

@@ -120,11 +120,9 @@ class Simulator {
 
   const hw::ClusterSpec& cluster() const { return cluster_; }
   const SimulationOptions& options() const { return options_; }
-  // Builds the engine and platform for jobs of up to `num_gpus` ranks now, and seals the platform
-  // (SimGrid's work before its first run) without advancing the clock: a child forked afterwards
-  // runs on its own copy of this state, and pays neither (SimGrid's clock is absolute, so a run's
-  // times depend, in their last bits, on how far it had advanced).
-  void prepare(int num_gpus);
+  // Builds the engine and platform for jobs of up to `num_gpus` ranks now, not at the first run, so
+  // that children forked afterwards share this one instead of each building its own.
+  void prepare(int num_gpus) { engine_for(num_gpus); }
   // GPUs of the SimGrid platform built so far: the whole nodes of the largest job run (platform.hpp);
   // 0 before the first.
   int built_gpus() const;
