@@ -25,7 +25,7 @@ Simulator::Simulator(hw::ClusterSpec cluster, SimulationOptions options)
 
 Simulator::~Simulator() = default;
 
-void Simulator::prepare(int) {
+Simulator::Engine& Simulator::engine_for(int) {
   absent();
 }
 
