@@ -14,36 +14,21 @@ namespace {
 
 // Gradient accumulation over each global batch: the optimizer step runs once, after its last trained
 // micro-batch, so the others give back the optimizer step their engine time includes.
-void accumulate(PolicyResult& result, const std::vector<double>& optimizer_s) {
-  for (std::size_t first = 0, end = 0; first < result.sequences.size(); first = end) {
+void accumulate(std::vector<SequenceResult>& results, const std::vector<double>& optimizer_s) {
+  for (std::size_t first = 0, end = 0; first < results.size(); first = end) {
     end = first;
-    while (end < result.sequences.size() && result.sequences[end].step == result.sequences[first].step) ++end;
+    while (end < results.size() && results[end].step == results[first].step) ++end;
     std::size_t last_trained = end;
     for (std::size_t i = first; i < end; ++i)
-      if (result.sequences[i].fits) last_trained = i;
-    if (last_trained == end) continue;
-    ++result.steps;
-    for (std::size_t i = first; i < last_trained; ++i)
-      if (result.sequences[i].fits) result.sequences[i].seconds -= optimizer_s[i];
+      if (results[i].fits) last_trained = i;
+    for (std::size_t i = first; i < last_trained && last_trained < end; ++i)
+      if (results[i].fits) results[i].seconds -= optimizer_s[i];
   }
-}
-
-// The strategy of each layer of a plan_name() ("a", or "a,b:full,..."): a uniform plan's one name.
-std::vector<std::string> layer_strategy_names(const std::string& plan) {
-  std::vector<std::string> names;
-  for (std::size_t start = 0; start < plan.size();) {
-    const std::size_t end = std::min(plan.find(',', start), plan.size());
-    const std::string layer = plan.substr(start, end - start);
-    const std::string name = layer.substr(0, layer.find(':'));
-    if (find_strategy(name) != nullptr) names.push_back(name);
-    start = end + 1;
-  }
-  return names;
 }
 
 // A policy's decision for every micro-batch of a schedule, made a few at a time (decide_some), so
 // that the next policy's can be made while this one's simulations run. Policies that do not remember
-// decide once per documents.
+// decide once per documents. Each decision's plan name is made once.
 class PolicyDecisions {
  public:
   PolicyDecisions(selector::Policy& policy, const traces::TrainingSchedule& schedule)
@@ -55,12 +40,12 @@ class PolicyDecisions {
     for (const std::size_t end = std::min(decisions_.size(), next_ + count); next_ < end; ++next_) {
       const MicroBatch micro_batch{schedule_->micro_batches[next_]};
       if (policy_->remembers()) {
-        decisions_[next_] = &fresh_.emplace_back(policy_->decide(micro_batch));
+        decisions_[next_] = &fresh_.emplace_back(named(policy_->decide(micro_batch)));
         continue;
       }
       auto found = decided_.find(micro_batch.documents);
       if (found == decided_.end())
-        found = decided_.emplace(micro_batch.documents, policy_->decide(micro_batch)).first;
+        found = decided_.emplace(micro_batch.documents, named(policy_->decide(micro_batch))).first;
       decisions_[next_] = &found->second;
     }
     return next_ < decisions_.size();
@@ -71,47 +56,27 @@ class PolicyDecisions {
     decisions_ = {};
   }
   std::size_t decided() const { return next_; }
-  const selector::Decision& operator[](std::size_t i) const { return *decisions_[i]; }
+  const selector::Decision& operator[](std::size_t i) const { return decisions_[i]->decision; }
+  const std::string& plan_name(std::size_t i) const { return decisions_[i]->plan_name; }
 
  private:
+  struct Named {
+    selector::Decision decision;
+    std::string plan_name;
+  };
+  static Named named(selector::Decision decision) {
+    std::string name = decision.plan.empty() ? std::string() : paradyse::plan_name(decision.plan);
+    return {std::move(decision), std::move(name)};
+  }
   selector::Policy* policy_;
   const traces::TrainingSchedule* schedule_;
-  std::map<std::vector<int64_t>, selector::Decision> decided_;
-  std::vector<selector::Decision> fresh_;
-  std::vector<const selector::Decision*> decisions_;
+  std::map<std::vector<int64_t>, Named> decided_;
+  std::vector<Named> fresh_;
+  std::vector<const Named*> decisions_;
   std::size_t next_ = 0;
 };
 
 }  // namespace
-
-void summarise(PolicyResult& result, const hw::ClusterSpec& cluster, int degree) {
-  std::string previous_plan;
-  std::map<std::string, double> strategy_s;
-  for (const SequenceResult& s : result.sequences) {
-    if (!s.fits) {
-      ++result.oom_count;
-      result.oom_tokens += static_cast<double>(s.tokens);
-      if (result.first_oom < 0) result.first_oom = s.index;
-      continue;
-    }
-    ++result.trained;
-    result.total_s += s.seconds;
-    result.host_bound_s += s.host_bound_s;
-    result.trained_tokens += static_cast<double>(s.tokens);
-    result.model_flops += s.model_flops;
-    if (result.first_oom < 0) result.max_len_before_oom = std::max(result.max_len_before_oom, s.tokens);
-    if (!previous_plan.empty() && s.plan != previous_plan) ++result.plan_switches;
-    previous_plan = s.plan;
-    const std::vector<std::string> layers = layer_strategy_names(s.plan);
-    for (const std::string& name : layers) strategy_s[name] += s.seconds / static_cast<double>(layers.size());
-  }
-  if (result.total_s > 0) {
-    for (const auto& [name, seconds] : strategy_s)
-      result.strategy_time_shares[name] = seconds / result.total_s;
-    result.tokens_per_second = result.trained_tokens / result.total_s;
-    result.mfu = result.model_flops / (result.total_s * degree * cluster.gpu.bf16_flops_per_second);
-  }
-}
 
 StepEngine::StepEngine(const ModelSpec& model, const hw::ClusterSpec& cluster, int degree,
                        const std::string& engine, double grid_ratio, int jobs)
@@ -166,18 +131,14 @@ int64_t StepEngine::simulations() const {
   return simulated_ ? simulated_->simulations() : 0;
 }
 
-CompareResult run_compare(const std::vector<selector::Policy*>& policies,
-                          const traces::TrainingSchedule& schedule, StepEngine& engine,
-                          const Progress& progress, int error_samples) {
-  PARADYSE_CHECK(schedule.step_of.size() == schedule.micro_batches.size(),
-                 "a schedule's steps and micro-batches");
-  CompareResult result;
-  result.engine = engine.name();
-  const std::size_t count = schedule.micro_batches.size();
+void compare_chunk(const std::vector<selector::Policy*>& policies, const traces::TrainingSchedule& chunk,
+                   StepEngine& engine, CompareRecorder& recorder, const Progress& progress) {
+  PARADYSE_CHECK(chunk.step_of.size() == chunk.micro_batches.size(), "a schedule's steps and micro-batches");
+  const std::size_t count = chunk.micro_batches.size();
   const int64_t total = static_cast<int64_t>(count * policies.size());
   // Each policy's decisions, then the simulations they need, during which the next policy decides.
   std::vector<PolicyDecisions> decisions;
-  for (selector::Policy* policy : policies) decisions.emplace_back(*policy, schedule);
+  for (selector::Policy* policy : policies) decisions.emplace_back(*policy, chunk);
   const auto report = [&] {
     if (!progress) return;
     int64_t decided = 0;
@@ -185,39 +146,41 @@ CompareResult run_compare(const std::vector<selector::Policy*>& policies,
     progress(decided, total, "deciding");
   };
   constexpr std::size_t kDecisionsAtOnce = 256;
+  std::vector<SequenceResult> results(count);
+  std::vector<double> optimizer_s(count);
   for (std::size_t p = 0; p < policies.size(); ++p) {
-    PolicyResult& out = result.policies.emplace_back();
-    out.policy = policies[p]->name();
+    const std::string& name = recorder.policy(p).policy;
     PolicyDecisions& decided = decisions[p];
     while (decided.decide_some(kDecisionsAtOnce)) report();
     engine.prefetch(
         [&] {
           for (std::size_t i = 0; i < count; ++i)
-            if (!decided[i].plan.empty()) engine.step(decided[i].plan, MicroBatch{schedule.micro_batches[i]});
+            if (!decided[i].plan.empty()) engine.step(decided[i].plan, MicroBatch{chunk.micro_batches[i]});
         },
         [&](std::size_t simulated, std::size_t simulations) {
           if (progress)
             progress(static_cast<int64_t>(p * count), total,
-                     fmt::format("{}: simulating {}/{}", out.policy, simulated, simulations));
+                     fmt::format("{}: simulating {}/{}", name, simulated, simulations));
         },
         [&] { return p + 1 < policies.size() && decisions[p + 1].decide_some(kDecisionsAtOnce); });
-    std::vector<double> optimizer_s(count, 0.0);
     for (std::size_t i = 0; i < count; ++i) {
-      const MicroBatch micro_batch{schedule.micro_batches[i]};
-      const selector::Decision* decision = &decided[i];
-      SequenceResult& s = out.sequences.emplace_back();
-      s.index = static_cast<int64_t>(i);
-      s.step = schedule.step_of[i];
+      const MicroBatch micro_batch{chunk.micro_batches[i]};
+      const selector::Decision& decision = decided[i];
+      SequenceResult& s = results[i];
+      s = {};
+      s.index = chunk.first_micro_batch + static_cast<int64_t>(i);
+      s.step = chunk.step_of[i];
       s.tokens = micro_batch.tokens();
       s.documents = static_cast<int64_t>(micro_batch.documents.size());
+      s.padded_tokens = decision.padded_tokens;
       s.model_flops = steps::model_flops(engine.model(), micro_batch, 1);
-      s.padded_tokens = decision->padded_tokens;
-      s.predicted_s = decision->predicted_s;
-      s.predicted_peak_bytes = decision->predicted_peak_bytes;
-      s.layer_switches = decision->switches;
-      if (decision->plan.empty()) continue;
-      s.plan = plan_name(decision->plan);
-      const StepEngine::Step step = engine.step(decision->plan, micro_batch);
+      s.layer_switches = decision.switches;
+      s.predicted_s = decision.predicted_s;
+      s.predicted_peak_bytes = decision.predicted_peak_bytes;
+      optimizer_s[i] = 0;
+      if (decision.plan.empty()) continue;
+      s.plan = decided.plan_name(i);
+      const StepEngine::Step step = engine.step(decision.plan, micro_batch);
       s.padded_tokens = step.padded_tokens;
       s.peak_bytes = step.peak_bytes;
       s.fits = step.fits;
@@ -225,15 +188,31 @@ CompareResult run_compare(const std::vector<selector::Policy*>& policies,
       s.host_bound_s = step.host_bound_s;
       optimizer_s[i] = step.optimizer_s;
     }
-    accumulate(out, optimizer_s);
-    summarise(out, engine.cluster(), engine.degree());
+    accumulate(results, optimizer_s);
+    for (const SequenceResult& s : results) recorder.add(p, s);
     decided.release();
   }
+}
+
+CompareResult run_compare(const std::vector<selector::Policy*>& policies,
+                          const traces::TrainingSchedule& schedule, StepEngine& engine,
+                          const Progress& progress, int error_samples, SequenceSink* sink) {
+  std::vector<std::string> names;
+  for (const selector::Policy* policy : policies) names.push_back(policy->name());
+  CompareRecorder recorder(names, sink);
+  compare_chunk(policies, schedule, engine, recorder, progress);
+  CompareResult result = recorder.finish(engine.cluster(), engine.degree());
+  const int64_t total = static_cast<int64_t>(schedule.micro_batches.size() * policies.size());
   if (progress) progress(total, total, "measuring the interpolation error");
+  finish_engine_figures(result, engine, error_samples);
+  return result;
+}
+
+void finish_engine_figures(CompareResult& result, StepEngine& engine, int error_samples) {
+  result.engine = engine.name();
   result.interpolation = engine.measure_error(error_samples);
   result.method = engine.method();
   result.simulations = engine.simulations();
-  return result;
 }
 
 }  // namespace paradyse::evaluation

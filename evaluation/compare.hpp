@@ -14,76 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "evaluation/compare_result.hpp"
 #include "evaluation/options.hpp"
 #include "evaluation/simulated_times.hpp"
 #include "steps/estimate.hpp"
 #include "traces/packing.hpp"
 
 namespace paradyse::evaluation {
-
-// One micro-batch (one sequence, unless packed).
-struct SequenceResult {
-  int64_t index = 0;  // position in the run
-  int64_t step = 0;   // the global batch it belongs to
-  int64_t tokens = 0;
-  int64_t documents = 1;
-  int64_t padded_tokens = 0;
-  double model_flops = 0;
-  std::string plan;  // plan_name(); "" when the policy had none
-  int layer_switches = 0;
-  double predicted_s = 0;
-  double predicted_peak_bytes = 0;
-  // The engine's time of its step; in a global batch, less the optimizer step for all but the batch's
-  // last trained micro-batch (they accumulate gradients; one optimizer step runs for all). 0 when not
-  // trained.
-  double seconds = 0;
-  double host_bound_s = 0;  // of `seconds`, the GPUs waiting for their hosts (mean over ranks)
-  double peak_bytes = 0;    // the engine's
-  bool fits = false;
-  // Group policies, per step: its slowest group over the mean group (per round, averaged), and the
-  // solver's time; 0 for other policies.
-  double imbalance = 0;
-  double solve_s = 0;
-};
-
-struct PolicyResult {
-  std::string policy;
-  std::vector<SequenceResult> sequences;
-  int64_t trained = 0;
-  double total_s = 0;       // over trained sequences
-  double host_bound_s = 0;  // of total_s, the GPUs waiting for their hosts (mean over ranks)
-  double trained_tokens = 0;
-  double model_flops = 0;
-  double tokens_per_second = 0;
-  double mfu = 0;
-  int64_t oom_count = 0;           // micro-batches out of memory
-  double oom_tokens = 0;           // their tokens
-  int64_t first_oom = -1;          // index of the first micro-batch out of memory
-  int64_t max_len_before_oom = 0;  // longest micro-batch trained before the first out of memory
-  int64_t plan_switches = 0;       // trained micro-batches whose plan differs from the previous trained one
-  // Which strategies the policy used: each strategy's share of the trained time, a micro-batch's time
-  // split evenly over its layers (by name, recomputation aside).
-  std::map<std::string, double> strategy_time_shares{};
-  int64_t steps = 0;  // optimizer steps: global batches with a trained micro-batch
-  // Group policies (group_compare.hpp): their micro-batches, one per group of each round (`sequences`
-  // holds a result per step), the rounds, the mean over steps of the rounds' mean imbalance (slowest
-  // group over the mean group), and the solver's time.
-  int64_t group_micro_batches = 0;
-  int64_t rounds = 0;
-  double mean_imbalance = 0;
-  double solve_s = 0;
-  int64_t micro_batches() const {
-    return group_micro_batches > 0 ? group_micro_batches : static_cast<int64_t>(sequences.size());
-  }
-};
-
-struct CompareResult {
-  std::string engine;  // "sim" or "analytic"
-  std::string method;  // how times were obtained
-  std::optional<PercentageErrors> interpolation;
-  int64_t simulations = 0;
-  std::vector<PolicyResult> policies;
-};
 
 // What one training step of a plan costs: the simulator's time (or the analytic estimate's) and the
 // memory fold of the plan's allocations (the simulator's and the estimate's agree to the byte).
@@ -131,17 +68,23 @@ class StepEngine {
   std::unique_ptr<SimulatedTimes> simulated_;
 };
 
-// The totals of `result` from its micro-batches: trained, time, tokens, MFU over `degree` GPUs, out of
-// memory, plan switches.
-void summarise(PolicyResult& result, const hw::ClusterSpec& cluster, int degree);
-
 // Called now and then with (work done, work total, what is running).
 using Progress = std::function<void(int64_t, int64_t, const std::string&)>;
 
-// Every policy over the schedule's micro-batches, in order; then the interpolation error (sim engine)
-// on `error_samples`.
+// Every policy over one chunk of a run's schedule (whole steps), in order: each micro-batch's result
+// added to `recorder` as policy 0, 1, ... (the order of `policies`). `progress` counts the chunk's
+// decisions and then its micro-batches, for every policy.
+void compare_chunk(const std::vector<selector::Policy*>& policies, const traces::TrainingSchedule& chunk,
+                   StepEngine& engine, CompareRecorder& recorder, const Progress& progress = {});
+
+// The engine's name, method, interpolation error (sim engine, on `error_samples`) and simulations.
+void finish_engine_figures(CompareResult& result, StepEngine& engine, int error_samples);
+
+// Every policy over the schedule's micro-batches, in order, each result also given to `sink`; then
+// the interpolation error (sim engine) on `error_samples`.
 CompareResult run_compare(const std::vector<selector::Policy*>& policies,
                           const traces::TrainingSchedule& schedule, StepEngine& engine,
-                          const Progress& progress = {}, int error_samples = 24);
+                          const Progress& progress = {}, int error_samples = 24,
+                          SequenceSink* sink = nullptr);
 
 }  // namespace paradyse::evaluation

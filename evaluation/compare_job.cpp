@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <chrono>
+#include <functional>
 
 #include "common/limits.hpp"
 #include "evaluation/group_compare.hpp"
@@ -12,6 +13,23 @@
 namespace paradyse::evaluation {
 
 namespace {
+
+// A run is timed a run of whole steps at a time, about this many micro-batches each: every policy's
+// decisions and results for them are held at once (a few hundred bytes each), and the simulations
+// they need run together. The bundled traces fit in one.
+constexpr std::size_t kChunkMicroBatches = std::size_t{1} << 18;
+
+// The job's steps, a run of whole steps at a time.
+void for_each_chunk(const CheckedCompareJob& job,
+                    const std::function<void(const traces::TrainingSchedule&)>& body) {
+  traces::ScheduleBuilder builder = job.schedule_builder();
+  for (const int64_t length : job.trace.prepared.lengths) {
+    builder.add(length);
+    if (builder.ready() >= kChunkMicroBatches) body(builder.take());
+  }
+  builder.close();
+  if (builder.ready() > 0) body(builder.take());
+}
 
 // A length flag whose "0" means none.
 int64_t length_or_zero(const std::string& text, const std::string& flag) {
@@ -66,6 +84,7 @@ CheckedCompareJob check_compare_job(const CompareJob& job) {
                      fmt::format("expected between 1 and {} sequences a step, got {}", kMaxMicroBatches,
                                  job.global_batch));
   CheckedCompareJob checked;
+  checked.global_batch = job.global_batch;
   checked.global_batch_tokens = length_or_zero(job.global_batch_tokens, "--global-batch-tokens");
   checked.micro_batch_tokens = length_or_zero(job.micro_batch_tokens, "--micro-batch-tokens");
   const int64_t global_batch_tokens = checked.global_batch_tokens;
@@ -99,23 +118,27 @@ CheckedCompareJob check_compare_job(const CompareJob& job) {
   } else if (job.shard_group != "job") {
     throw InputError("--shard-group", 0, "", "a shard group is for --group-policies, and there are none");
   }
-  const std::vector<int64_t>& lengths = checked.trace.prepared.lengths;
-  checked.schedule =
-      global_batch_tokens > 0
-          ? traces::packed_steps(lengths,
-                                 {.global_batch_tokens = global_batch_tokens,
-                                  .micro_batch_tokens = checked.micro_batch_tokens,
-                                  .quantum = SequenceLayout::required_multiple(set.degree, set.model.causal)})
-          : traces::unpacked_steps(lengths, job.global_batch);
+  checked.quantum = SequenceLayout::required_multiple(set.degree, set.model.causal);
+  // Every step laid out once, for its errors (a sequence longer than a global batch) and its sizes.
+  for_each_chunk(checked, [&](const traces::TrainingSchedule& steps) {
+    checked.micro_batches += static_cast<int64_t>(steps.micro_batches.size());
+    checked.largest_step_tokens = std::max(checked.largest_step_tokens, largest_step_tokens(steps));
+  });
   return checked;
 }
 
-CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress) {
+traces::ScheduleBuilder CheckedCompareJob::schedule_builder() const {
+  if (global_batch_tokens == 0) return traces::ScheduleBuilder::unpacked(global_batch);
+  return traces::ScheduleBuilder::packed({.global_batch_tokens = global_batch_tokens,
+                                          .micro_batch_tokens = micro_batch_tokens,
+                                          .quantum = quantum});
+}
+
+CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress, SequenceSink* sink) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const CheckedCompareJob checked = check_compare_job(job);
   const PolicySet& set = checked.set;
-  const traces::TrainingSchedule& schedule = checked.schedule;
   const std::vector<GroupPolicy>& group_policies = checked.group_policies;
 
   StepEngine engine(set.model, set.cluster, set.degree, job.engine, job.grid_ratio, job.jobs);
@@ -126,12 +149,42 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
                                 {.recompute_choices = job.policies.recompute_choices,
                                  .degrees = job.group_sizes,
                                  .shard_degree = checked.shard_degree},
-                                largest_step_tokens(schedule)));
+                                checked.largest_step_tokens));
   std::vector<selector::Policy*> policies;
-  for (auto& policy : set.policies) policies.push_back(policy.get());
-  CompareJobResult out{run_compare(policies, schedule, engine, progress, 24), {}};
+  std::vector<std::string> names;
+  for (auto& policy : set.policies) {
+    policies.push_back(policy.get());
+    names.push_back(policy->name());
+  }
+  for (const GroupPolicy& group_policy : group_policies) names.push_back(group_policy.name);
+  CompareRecorder recorder(names, sink);
+  std::vector<GroupPolicyRun> group_runs;
   for (std::size_t i = 0; i < group_policies.size(); ++i)
-    out.result.policies.push_back(run_group_policy(group_policies[i], schedule, engine, *costs[i], progress));
+    group_runs.emplace_back(group_policies[i], engine, *costs[i], recorder, policies.size() + i);
+
+  // Progress over every policy's micro-batches (a group policy's counted by steps, scaled).
+  const int64_t total = checked.micro_batches * static_cast<int64_t>(names.size());
+  const auto run_chunk = [&](const traces::TrainingSchedule& chunk) {
+    const int64_t before = chunk.first_micro_batch * static_cast<int64_t>(names.size());
+    const int64_t size = static_cast<int64_t>(chunk.micro_batches.size());
+    compare_chunk(policies, chunk, engine, recorder, [&](int64_t done, int64_t, const std::string& what) {
+      if (progress) progress(before + done, total, what);
+    });
+    for (std::size_t g = 0; g < group_runs.size(); ++g)
+      group_runs[g].run(chunk, [&](int64_t done, int64_t steps, const std::string& what) {
+        if (progress)
+          progress(before + size * static_cast<int64_t>(policies.size() + g) +
+                       size * done / std::max<int64_t>(steps, 1),
+                   total, what);
+      });
+    recorder.end_chunk();
+  };
+  for_each_chunk(checked, run_chunk);
+  for (GroupPolicyRun& run : group_runs) run.finish();
+
+  CompareJobResult out{recorder.finish(set.cluster, set.degree), {}};
+  if (progress) progress(total, total, "measuring the interpolation error");
+  finish_engine_figures(out.result, engine, 24);
   RunDescription& description = out.description;
   description.model = set.model.name;
   description.cluster = set.cluster.name;

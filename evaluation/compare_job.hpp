@@ -63,15 +63,24 @@ struct CheckedCompareJob {
   PolicySet set;
   std::vector<GroupPolicy> group_policies;
   int shard_degree = 0;
+  int64_t global_batch = 1;         // sequences a step, when not packed
   int64_t global_batch_tokens = 0;  // 0: not packed
   int64_t micro_batch_tokens = 0;
-  traces::TrainingSchedule schedule;
+  int64_t quantum = 1;  // a document is padded to a multiple of it
+  // What the run's schedule holds, from a pass over it that kept none of it: its micro-batches and the
+  // tokens of its largest step.
+  int64_t micro_batches = 0;
+  int64_t largest_step_tokens = 0;
+  // A builder of the job's steps (packed or not), empty.
+  traces::ScheduleBuilder schedule_builder() const;
 };
 // Checks every input, computing nothing that takes time: InputError naming the flag or file. A
 // sweep checks all its points with it before it runs one.
 CheckedCompareJob check_compare_job(const CompareJob& job);
 
-// check_compare_job, then every step timed by the engine.
-CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress = {});
+// check_compare_job, then every step timed by the engine, a run of whole steps at a time, each
+// micro-batch's result also given to `sink`.
+CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress = {},
+                                 SequenceSink* sink = nullptr);
 
 }  // namespace paradyse::evaluation

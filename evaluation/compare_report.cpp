@@ -18,9 +18,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kOutputs[] = {"summary.json", "per_sequence.csv", "cumulative_time.png",
-                                    "time_by_length.png", "report.md"};
-constexpr std::size_t kPlotPoints = 2000;  // per curve; plots need no more
+constexpr const char* kOutputs[] = {"summary.json",        "per_sequence.csv",   "per_sequence.csv.gz",
+                                    "cumulative_time.png", "time_by_length.png", "report.md"};
 
 std::string hours(double seconds) {
   return fmt::format("{:.2f} h", seconds / 3600);
@@ -32,37 +31,9 @@ void write_text(const fs::path& path, const std::string& text) {
   if (!out.flush()) throw InputError(path.string(), 0, "", "cannot write");
 }
 
-std::string csv(const CompareResult& result) {
-  std::string text = csv::row({"policy", "index", "step", "documents", "seq", "padded_seq", "plan",
-                               "layer_switches", "predicted_time_s", "time_s", "predicted_peak_bytes",
-                               "peak_bytes", "fits", "imbalance", "solve_s"});
-  // Empty where a policy has no groups.
-  const auto group_figure = [](double value) { return value > 0 ? fmt::to_string(value) : std::string(); };
-  for (const PolicyResult& p : result.policies)
-    for (const SequenceResult& s : p.sequences)
-      text += csv::row({p.policy, fmt::to_string(s.index), fmt::to_string(s.step),
-                        fmt::to_string(s.documents), fmt::to_string(s.tokens),
-                        fmt::to_string(s.padded_tokens), s.plan, fmt::to_string(s.layer_switches),
-                        fmt::to_string(s.predicted_s), fmt::to_string(s.seconds),
-                        fmt::to_string(s.predicted_peak_bytes), fmt::to_string(s.peak_bytes),
-                        s.fits ? "1" : "0", group_figure(s.imbalance), group_figure(s.solve_s)});
-  return text;
-}
-
-// Every k-th point and the last, so that a curve has at most kPlotPoints.
-template <typename Point>
-std::vector<Point> thin(const std::vector<Point>& points) {
-  if (points.size() <= kPlotPoints) return points;
-  std::vector<Point> kept;
-  const std::size_t step = (points.size() + kPlotPoints - 1) / kPlotPoints;
-  for (std::size_t i = 0; i < points.size(); i += step) kept.push_back(points[i]);
-  if (kept.back() != points.back()) kept.push_back(points.back());
-  return kept;
-}
-
 std::string data_rows(const std::vector<std::pair<double, double>>& points) {
   std::string text;
-  for (auto [x, y] : thin(points)) text += fmt::format("{} {}\n", x, y);
+  for (auto [x, y] : points) text += fmt::format("{} {}\n", x, y);
   return text;
 }
 
@@ -99,17 +70,10 @@ void plot(const CompareResult& result, const RunDescription& run, const fs::path
   std::vector<gnuplot::Series> static_curves, static_times;
   for (const PolicyResult& p : result.policies) {
     std::vector<std::pair<double, double>> curve, times;
-    double total = 0;
-    for (const SequenceResult& s : p.sequences) {
-      if (p.first_oom >= 0 && s.index >= p.first_oom) break;
-      total += s.seconds;
-      curve.emplace_back(run.sorted ? static_cast<double>(s.tokens) : static_cast<double>(s.index + 1),
-                         total / 3600);
-    }
-    std::map<int64_t, double> step_by_length;
-    for (const SequenceResult& s : p.sequences)
-      if (s.fits) step_by_length[s.padded_tokens] = s.seconds;
-    for (const auto& [tokens, seconds] : step_by_length)
+    for (const PolicyCurves::Point& point : p.curves.cumulative)
+      curve.emplace_back(static_cast<double>(run.sorted ? point.tokens : point.position),
+                         point.seconds / 3600);
+    for (const auto& [tokens, seconds] : p.curves.step_by_length)
       times.emplace_back(static_cast<double>(tokens), seconds);
     // Static policies dashed and drawn last, so that one that coincides with paradyse stays visible.
     const bool is_static = p.policy.starts_with("static:");
@@ -135,7 +99,7 @@ std::string comparisons(const CompareResult& result) {
         text += "— | ";
         continue;
       }
-      const auto [ta, tb] = common_time_s(a, b);
+      const auto [ta, tb] = common_time_s(result, a, b);
       text += tb > 0 ? fmt::format("{:+.1f} % | ", 100 * (ta / tb - 1)) : "n/a | ";
     }
     text += "\n";
@@ -147,42 +111,15 @@ std::string comparisons(const CompareResult& result) {
 
 namespace {
 
-struct CommonSteps {
-  double a_s = 0, b_s = 0;
-  int64_t steps = 0;
-};
-
-CommonSteps common_steps(const PolicyResult& a, const PolicyResult& b) {
-  // Per step: its seconds, and whether every micro-batch of it was trained.
-  const auto by_step = [](const PolicyResult& p) {
-    std::map<int64_t, std::pair<double, bool>> steps;
-    for (const SequenceResult& s : p.sequences) {
-      auto& [seconds, whole] = steps.try_emplace(s.step, 0.0, true).first->second;
-      seconds += s.seconds;
-      whole = whole && s.fits;
-    }
-    return steps;
-  };
-  const auto a_steps = by_step(a), b_steps = by_step(b);
-  CommonSteps common;
-  for (const auto& [step, a_step] : a_steps) {
-    const auto found = b_steps.find(step);
-    if (!a_step.second || found == b_steps.end() || !found->second.second) continue;
-    common.a_s += a_step.first;
-    common.b_s += found->second.first;
-    ++common.steps;
-  }
-  return common;
-}
-
 bool is_group_policy(const PolicyResult& p) {
   return p.rounds > 0 || p.group_micro_batches > 0;
 }
 
 }  // namespace
 
-std::pair<double, double> common_time_s(const PolicyResult& a, const PolicyResult& b) {
-  const CommonSteps common = common_steps(a, b);
+std::pair<double, double> common_time_s(const CompareResult& result, const PolicyResult& a,
+                                        const PolicyResult& b) {
+  const CommonSteps common = result.common_steps(a, b);
   return {common.a_s, common.b_s};
 }
 
@@ -222,7 +159,7 @@ std::vector<GroupSpeedup> group_speedups(const CompareResult& result) {
       {flexsp, ""}};
   for (const auto& [baseline, role] : baselines) {
     if (baseline == nullptr || baseline == best) continue;
-    const CommonSteps common = common_steps(*baseline, *best);
+    const CommonSteps common = result.common_steps(*baseline, *best);
     out.push_back(
         {best->policy, baseline->policy, role,
          baseline->tokens_per_second > 0 ? best->tokens_per_second / baseline->tokens_per_second : 0,
@@ -274,7 +211,7 @@ void to_json(nlohmann::json& j, const PolicyResult& policy) {
        {"steps", policy.steps},
        {"trained", policy.trained},
        {"micro_batches", policy.micro_batches()},
-       {"sequences", policy.sequences.size()}};
+       {"sequences", policy.results}};
   if (policy.rounds > 0) {
     j["rounds"] = policy.rounds;
     j["mean_imbalance"] = policy.mean_imbalance;
@@ -334,13 +271,11 @@ std::string summary_table(const CompareResult& result) {
   return text;
 }
 
-void write_compare_outputs(const CompareResult& result, const RunDescription& run,
-                           const std::string& dir_name) {
-  const fs::path dir(dir_name);
-  if (fs::exists(dir)) {
-    if (!fs::is_directory(dir))
+CompareOutputs::CompareOutputs(const std::string& dir_name, PerSequenceFormat format) : dir_(dir_name) {
+  if (fs::exists(dir_)) {
+    if (!fs::is_directory(dir_))
       throw InputError("--out", 0, "", "'" + dir_name + "' exists and is not a folder");
-    for (const auto& entry : fs::directory_iterator(dir)) {
+    for (const auto& entry : fs::directory_iterator(dir_)) {
       const std::string name = entry.path().filename().string();
       if (std::find(std::begin(kOutputs), std::end(kOutputs), name) == std::end(kOutputs))
         throw InputError("--out", 0, "",
@@ -349,11 +284,28 @@ void write_compare_outputs(const CompareResult& result, const RunDescription& ru
                              "give an empty or new folder");
     }
   }
-  const fs::path partial = dir.string() + ".partial";
-  fs::remove_all(partial);
-  fs::create_directories(partial);
+  partial_ = dir_.string() + ".partial";
+  fs::remove_all(partial_);
+  fs::create_directories(partial_);
+  per_sequence_ = std::make_unique<PerSequenceFile>(partial_, format);
+}
+
+CompareOutputs::~CompareOutputs() {
+  per_sequence_.reset();
+  if (finished_) return;
+  std::error_code ignored;
+  fs::remove_all(partial_, ignored);
+}
+
+SequenceSink& CompareOutputs::sink() {
+  return *per_sequence_;
+}
+
+void CompareOutputs::finish(const CompareResult& result, const RunDescription& run) {
+  const fs::path& dir = dir_;
+  const fs::path& partial = partial_;
+  per_sequence_->finish();
   write_text(partial / "summary.json", summary_json(result, run).dump(2) + "\n");
-  write_text(partial / "per_sequence.csv", csv(result));
   plot(result, run, partial);
 
   std::string report =
@@ -393,6 +345,7 @@ void write_compare_outputs(const CompareResult& result, const RunDescription& ru
 
   if (fs::exists(dir)) fs::remove_all(dir);
   fs::rename(partial, dir);
+  finished_ = true;
 }
 
 }  // namespace paradyse::evaluation

@@ -1,17 +1,20 @@
 // What a compare run leaves behind, in one folder: summary.json (per policy: total time, tokens/s,
 // MFU, out-of-memory count, longest sequence before the first, plan switches), per_sequence.csv (every
-// policy × sequence: plan, predicted and engine time and memory), cumulative_time.png (the paper's
-// Figure 2: cumulative training time against sequence length, a curve ending at its policy's first
-// out of memory), time_by_length.png (time per step against length) and report.md (the tables, how
-// each policy compares with the others on the sequences both trained, the pictures). Plots are drawn
-// by gnuplot.
+// policy × sequence: plan, predicted and engine time and memory; compressed, or left out),
+// cumulative_time.png (the paper's Figure 2: cumulative training time against sequence length, a curve ending
+// at its policy's first out of memory), time_by_length.png (time per step against length) and report.md (the
+// tables, how each policy compares with the others on the sequences both trained, the pictures). Plots are
+// drawn by gnuplot.
 #pragma once
 
+#include <filesystem>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "evaluation/compare.hpp"
+#include "evaluation/per_sequence_file.hpp"
 
 namespace paradyse::evaluation {
 
@@ -53,13 +56,30 @@ void to_json(nlohmann::json& j, const CompareResult& result);
 nlohmann::json summary_json(const CompareResult& result, const RunDescription& run);
 // The per-policy table printed on the terminal and in the report.
 std::string summary_table(const CompareResult& result);
-// Writes every file into `dir` (created; the files of an earlier run there are replaced). The folder
-// is first written as dir + ".partial" and renamed at the end.
-void write_compare_outputs(const CompareResult& result, const RunDescription& run, const std::string& dir);
+// The folder of a compare run's files, written as the run goes: checked and opened as dir + ".partial"
+// before the run (InputError naming --out when `dir` holds anything but a compare run's files), the
+// per-sequence rows written into it as they come (sink()), the rest by finish(), which replaces an
+// earlier run's files in `dir` with it. Dropped before finish(), it leaves nothing behind.
+class CompareOutputs {
+ public:
+  explicit CompareOutputs(const std::string& dir, PerSequenceFormat per_sequence = PerSequenceFormat::csv);
+  ~CompareOutputs();
+  CompareOutputs(const CompareOutputs&) = delete;
+  CompareOutputs& operator=(const CompareOutputs&) = delete;
+  SequenceSink& sink();
+  void finish(const CompareResult& result, const RunDescription& run);
 
-// Seconds `a` took over the steps both `a` and `b` trained whole (every micro-batch in memory), and
-// seconds `b` took over them: policies that split a step differently (group policies) compare too.
-std::pair<double, double> common_time_s(const PolicyResult& a, const PolicyResult& b);
+ private:
+  std::filesystem::path dir_, partial_;
+  std::unique_ptr<PerSequenceFile> per_sequence_;
+  bool finished_ = false;
+};
+
+// Seconds `a` took over the steps both `a` and `b` (policies of `result`) trained whole (every
+// micro-batch in memory), and seconds `b` took over them: policies that split a step differently
+// (group policies) compare too.
+std::pair<double, double> common_time_s(const CompareResult& result, const PolicyResult& a,
+                                        const PolicyResult& b);
 
 // The static policy that trains the most micro-batches, then in the least time; null when none trains
 // any.

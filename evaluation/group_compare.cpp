@@ -155,94 +155,99 @@ std::unique_ptr<selector::GroupCosts> group_costs(const GroupPolicy& policy, con
 }
 
 int64_t largest_step_tokens(const traces::TrainingSchedule& schedule) {
-  std::vector<int64_t> step_tokens(static_cast<std::size_t>(schedule.steps), 0);
-  for (std::size_t i = 0; i < schedule.micro_batches.size(); ++i)
-    for (const int64_t length : schedule.micro_batches[i])
-      step_tokens[static_cast<std::size_t>(schedule.step_of[i])] += length;
   int64_t largest = 1;
-  for (const int64_t tokens : step_tokens) largest = std::max(largest, tokens);
+  for (std::size_t i = 0, end = 0; i < schedule.micro_batches.size(); i = end) {
+    int64_t tokens = 0;
+    for (end = i; end < schedule.micro_batches.size() && schedule.step_of[end] == schedule.step_of[i]; ++end)
+      for (const int64_t length : schedule.micro_batches[end]) tokens += length;
+    largest = std::max(largest, tokens);
+  }
   return largest;
 }
 
 PolicyResult run_group_policy(const GroupPolicy& policy, const traces::TrainingSchedule& schedule,
-                              StepEngine& engine, const selector::GroupPricingOptions& pricing) {
-  return run_group_policy(policy, schedule, engine,
-                          *group_costs(policy, engine, pricing, largest_step_tokens(schedule)));
+                              StepEngine& engine, const selector::GroupPricingOptions& pricing,
+                              SequenceSink* sink) {
+  const std::unique_ptr<selector::GroupCosts> costs =
+      group_costs(policy, engine, pricing, largest_step_tokens(schedule));
+  CompareRecorder recorder({policy.name}, sink);
+  GroupPolicyRun run(policy, engine, *costs, recorder, 0);
+  run.run(schedule);
+  run.finish();
+  return std::move(recorder.finish(engine.cluster(), engine.degree()).policies.front());
 }
 
-PolicyResult run_group_policy(const GroupPolicy& policy, const traces::TrainingSchedule& schedule,
-                              StepEngine& engine, selector::GroupCosts& costs, const Progress& progress) {
-  const ModelSpec& model = engine.model();
-  const int job = engine.degree();
+GroupPolicyRun::GroupPolicyRun(const GroupPolicy& policy, StepEngine& engine, selector::GroupCosts& costs,
+                               CompareRecorder& recorder, std::size_t index)
+    : policy_(policy), engine_(&engine), costs_(&costs), recorder_(&recorder), index_(index) {}
 
-  PolicyResult out;
-  out.policy = policy.name;
-  double imbalance_sum = 0;
-  int64_t solved_steps = 0;  // with at least one round
-  std::size_t next = 0;
-  for (int64_t step = 0; step < schedule.steps; ++step) {
-    if (progress) progress(step, schedule.steps, policy.name);
+void GroupPolicyRun::run(const traces::TrainingSchedule& chunk, const Progress& progress) {
+  const ModelSpec& model = engine_->model();
+  const int job = engine_->degree();
+  PolicyResult& totals = recorder_->policy(index_);
+  int64_t done = 0;
+  for (std::size_t next = 0; next < chunk.micro_batches.size(); ++done) {
+    if (progress) progress(done, chunk.steps, policy_.name);
+    const int64_t step = chunk.step_of[next];
     std::vector<int64_t> lengths;
-    for (; next < schedule.micro_batches.size() && schedule.step_of[next] == step; ++next)
-      lengths.insert(lengths.end(), schedule.micro_batches[next].begin(), schedule.micro_batches[next].end());
-    const selector::GroupProblem problem = costs.problem(lengths);
+    for (; next < chunk.micro_batches.size() && chunk.step_of[next] == step; ++next)
+      lengths.insert(lengths.end(), chunk.micro_batches[next].begin(), chunk.micro_batches[next].end());
+    const selector::GroupProblem problem = costs_->problem(lengths);
     const auto start = std::chrono::steady_clock::now();
-    const selector::GroupSchedule solved = solve(policy, problem);
+    const selector::GroupSchedule solved = solve(policy_, problem);
     const double solve_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    out.solve_s += solve_s;
+    totals.solve_s += solve_s;
 
     if (!solved.unplaced.empty()) {  // out of memory on any group: a result of their own
-      SequenceResult& oom = out.sequences.emplace_back();
-      oom.index = static_cast<int64_t>(out.sequences.size()) - 1;
-      oom.step = step;
+      SequenceResult oom{.index = results_++, .step = step};
       for (const std::size_t s : solved.unplaced) {
         oom.tokens += lengths[s];
         oom.padded_tokens += lengths[s];
       }
       oom.documents = static_cast<int64_t>(solved.unplaced.size());
+      recorder_->add(index_, oom);
     }
     if (solved.rounds.empty()) continue;
 
-    const PlannedStep planned = plan_grouped_step(model, job, lengths, solved, costs);
+    const PlannedStep planned = plan_grouped_step(model, job, lengths, solved, *costs_);
     const GroupedStepSpec& spec = planned.spec;
-    SequenceResult& result = out.sequences.emplace_back();
-    result.index = static_cast<int64_t>(out.sequences.size()) - 1;
-    result.step = step;
-    result.plan = layout_text(solved);
-    result.predicted_s = solved.seconds;
-    result.tokens = planned.tokens;
-    result.padded_tokens = planned.padded_tokens;
-    result.documents = planned.documents;
-    result.model_flops = planned.model_flops;
-    result.imbalance = solved.mean_imbalance();
-    result.solve_s = solve_s;
-    out.group_micro_batches += planned.micro_batches;
-    out.rounds += static_cast<int64_t>(solved.rounds.size());
-    imbalance_sum += solved.mean_imbalance();
-    ++solved_steps;
-    if (!planned.fits) continue;  // a group's micro-batch fits no plan: the step is out of memory
-    if (steps::StepSimulator* simulator = engine.simulator()) {
-      const sim::SimulationResult simulated = simulator->simulate_grouped(spec);
-      result.seconds = simulated.iteration_time_s;
-      result.host_bound_s = simulated.mean_host_bound_s();
-      result.peak_bytes = simulated.peak_memory_bytes;
-      result.fits = !simulated.oom;
-    } else {
-      const Timed timed = analytic(spec, engine.cluster(), job);
-      result.seconds = timed.seconds;
-      result.host_bound_s = timed.host_bound_s;
-      result.peak_bytes = timed.peak_bytes;
-      result.fits = timed.fits;
+    SequenceResult result{.index = results_++,
+                          .step = step,
+                          .tokens = planned.tokens,
+                          .documents = planned.documents,
+                          .padded_tokens = planned.padded_tokens,
+                          .model_flops = planned.model_flops,
+                          .plan = layout_text(solved),
+                          .predicted_s = solved.seconds,
+                          .imbalance = solved.mean_imbalance(),
+                          .solve_s = solve_s};
+    totals.group_micro_batches += planned.micro_batches;
+    totals.rounds += static_cast<int64_t>(solved.rounds.size());
+    imbalance_sum_ += solved.mean_imbalance();
+    ++solved_steps_;
+    if (planned.fits) {  // else a group's micro-batch fits no plan: the step is out of memory
+      if (steps::StepSimulator* simulator = engine_->simulator()) {
+        const sim::SimulationResult simulated = simulator->simulate_grouped(spec);
+        result.seconds = simulated.iteration_time_s;
+        result.host_bound_s = simulated.mean_host_bound_s();
+        result.peak_bytes = simulated.peak_memory_bytes;
+        result.fits = !simulated.oom;
+      } else {
+        const Timed timed = analytic(spec, engine_->cluster(), job);
+        result.seconds = timed.seconds;
+        result.host_bound_s = timed.host_bound_s;
+        result.peak_bytes = timed.peak_bytes;
+        result.fits = timed.fits;
+      }
+      if (!result.fits) result.seconds = result.host_bound_s = 0;
     }
-    if (!result.fits) {
-      result.seconds = result.host_bound_s = 0;
-      continue;
-    }
-    ++out.steps;
+    recorder_->add(index_, result);
   }
-  if (solved_steps > 0) out.mean_imbalance = imbalance_sum / static_cast<double>(solved_steps);
-  summarise(out, engine.cluster(), job);
-  return out;
+}
+
+void GroupPolicyRun::finish() {
+  if (solved_steps_ > 0)
+    recorder_->policy(index_).mean_imbalance = imbalance_sum_ / static_cast<double>(solved_steps_);
 }
 
 }  // namespace paradyse::evaluation

@@ -44,10 +44,6 @@ PlannedStep plan_grouped_step(const ModelSpec& model, int job, const std::vector
 // Comma-separated names of the above; "" for none. InputError naming --group-policies otherwise.
 std::vector<GroupPolicy> parse_group_policies(const std::string& names);
 
-// Every step of `schedule` (its sequences, whatever micro-batches packing made of them) under
-// `policy` on the engine's job of engine.degree() GPUs. A result per step: its sequences' tokens and
-// count, the group layout as the plan ("4x2,1x8 | 8" per round), and its time; sequences that fit no
-// group are a result of their own, out of memory.
 // The prices of `policy`'s groups on the engine's job for micro-batches up to `longest` tokens, `pricing`
 // the candidates and group degrees it may use. InputError naming --group-policies when the job cannot
 // hold the model's sharded state, or no group it may form trains even the shortest sequence (then
@@ -59,10 +55,33 @@ std::unique_ptr<selector::GroupCosts> group_costs(const GroupPolicy& policy, con
 // The most tokens one step of `schedule` holds: no group's micro-batch holds more.
 int64_t largest_step_tokens(const traces::TrainingSchedule& schedule);
 
+// One group policy over a run, a chunk of whole steps at a time (its sequences, whatever micro-batches
+// packing made of them), on the engine's job of engine.degree() GPUs: a result per step added to
+// `recorder` as policy `index`: its sequences' tokens and count, the group layout as the plan
+// ("4x2,1x8 | 8" per round), and its time; sequences that fit no group are a result of their own, out
+// of memory.
+class GroupPolicyRun {
+ public:
+  GroupPolicyRun(const GroupPolicy& policy, StepEngine& engine, selector::GroupCosts& costs,
+                 CompareRecorder& recorder, std::size_t index);
+  void run(const traces::TrainingSchedule& chunk, const Progress& progress = {});
+  // The mean imbalance into the policy's totals, after the last chunk.
+  void finish();
+
+ private:
+  GroupPolicy policy_;
+  StepEngine* engine_;
+  selector::GroupCosts* costs_;
+  CompareRecorder* recorder_;
+  std::size_t index_;
+  int64_t results_ = 0;
+  double imbalance_sum_ = 0;
+  int64_t solved_steps_ = 0;  // with at least one round
+};
+
+// A whole schedule under `policy`, its prices made first; each step's result also to `sink`.
 PolicyResult run_group_policy(const GroupPolicy& policy, const traces::TrainingSchedule& schedule,
-                              StepEngine& engine, selector::GroupCosts& costs, const Progress& progress = {});
-// As above, with the policy's prices made first.
-PolicyResult run_group_policy(const GroupPolicy& policy, const traces::TrainingSchedule& schedule,
-                              StepEngine& engine, const selector::GroupPricingOptions& pricing = {});
+                              StepEngine& engine, const selector::GroupPricingOptions& pricing = {},
+                              SequenceSink* sink = nullptr);
 
 }  // namespace paradyse::evaluation

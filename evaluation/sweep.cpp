@@ -47,7 +47,8 @@ Json run_point(const SweepSpec& spec, const SweepPoint& point) {
   row["best_static"] = best != nullptr ? best->policy : "";
   for (const PolicyResult& p : run.result.policies) {
     if (p.policy != "paradyse" && p.policy != "optimal") continue;
-    const auto [static_s, seconds] = best != nullptr ? common_time_s(*best, p) : std::pair{0.0, 0.0};
+    const auto [static_s, seconds] =
+        best != nullptr ? common_time_s(run.result, *best, p) : std::pair{0.0, 0.0};
     // Left out where no static trains anything both train: the sweep's table then says "-".
     if (seconds > 0) row["speedup_" + p.policy] = static_s / seconds;
   }

@@ -37,8 +37,11 @@ TimedRun timed_compare(evaluation::CompareJob job, int jobs) {
       fs::temp_directory_path() / fmt::format("paradyse-bench-compare-{}-{}", ::getpid(), jobs);
   fs::remove_all(dir);
   const auto start = std::chrono::steady_clock::now();
-  const evaluation::CompareJobResult run = evaluation::run_compare_job(job);
-  evaluation::write_compare_outputs(run.result, run.description, dir.string());
+  {
+    evaluation::CompareOutputs outputs(dir.string());
+    const evaluation::CompareJobResult run = evaluation::run_compare_job(job, {}, &outputs.sink());
+    outputs.finish(run.result, run.description);
+  }
   TimedRun timed{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), ""};
   for (const char* file : {"per_sequence.csv", "summary.json"}) {
     std::ifstream in(dir / file, std::ios::binary);

@@ -20,6 +20,7 @@ namespace {
 struct CompareCommandOptions {
   evaluation::CompareJob job;
   std::string out = "out/compare";
+  std::string per_sequence = "csv";
   bool json = false;
 };
 
@@ -27,14 +28,18 @@ void run(const CompareCommandOptions& options) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const OutputLock lock(options.out, "--out");  // one run at a time into a folder
+  const evaluation::PerSequenceFormat per_sequence =
+      evaluation::parse_per_sequence_format(options.per_sequence);
+  evaluation::CompareOutputs outputs(options.out, per_sequence);
   ProgressBar bar(isatty(STDERR_FILENO) != 0);
   evaluation::CompareJobResult run = evaluation::run_compare_job(
       options.job,
-      [&](int64_t done, int64_t total, const std::string& what) { bar.update(done, total, what); });
+      [&](int64_t done, int64_t total, const std::string& what) { bar.update(done, total, what); },
+      &outputs.sink());
   bar.finish();
   const evaluation::CompareResult& result = run.result;
   evaluation::RunDescription& description = run.description;
-  evaluation::write_compare_outputs(result, description, options.out);
+  outputs.finish(result, description);
   description.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
 
   if (options.json) {
@@ -53,10 +58,9 @@ void run(const CompareCommandOptions& options) {
                result.interpolation->max_pct());
   fmt::print("{}", evaluation::summary_table(result));
   fmt::print("{}", evaluation::group_speedups_text(result));
-  fmt::print(
-      "wrote {}/{{summary.json, per_sequence.csv, report.md, cumulative_time.png, time_by_length.png}} in "
-      "{:.1f} s\n",
-      options.out, description.wall_s);
+  const std::string per_sequence_file = evaluation::per_sequence_file_name(per_sequence);
+  fmt::print("wrote {}/{{summary.json, {}report.md, cumulative_time.png, time_by_length.png}} in {:.1f} s\n",
+             options.out, per_sequence_file.empty() ? "" : per_sequence_file + ", ", description.wall_s);
 }
 
 }  // namespace
@@ -146,6 +150,11 @@ void add_compare_command(CLI::App& app) {
       ->check(positive_whole_number())
       ->capture_default_str();
   command->add_option("--out", options->out, "folder for the report, tables and plots")
+      ->capture_default_str();
+  command
+      ->add_option("--per-sequence", options->per_sequence,
+                   "every micro-batch's result, written as the run goes: csv (per_sequence.csv), csv.gz "
+                   "(per_sequence.csv.gz, gzip) or none; the summary, report and plots never need it")
       ->capture_default_str();
   command->add_flag("--json", options->json, "print summary.json instead of the table");
   command->callback([options, formats] {

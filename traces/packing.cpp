@@ -34,18 +34,14 @@ std::vector<std::vector<int64_t>> first_fit_decreasing(std::vector<int64_t> sequ
 
 }  // namespace
 
-TrainingSchedule unpacked_steps(const std::vector<int64_t>& lengths, int64_t global_batch) {
+ScheduleBuilder ScheduleBuilder::unpacked(int64_t global_batch) {
   PARADYSE_CHECK(global_batch >= 1, "a global batch of " + std::to_string(global_batch));
-  TrainingSchedule schedule;
-  for (std::size_t i = 0; i < lengths.size(); ++i) {
-    schedule.micro_batches.push_back({lengths[i]});
-    schedule.step_of.push_back(static_cast<int64_t>(i) / global_batch);
-  }
-  schedule.steps = schedule.step_of.empty() ? 0 : schedule.step_of.back() + 1;
-  return schedule;
+  ScheduleBuilder builder;
+  builder.global_batch_ = global_batch;
+  return builder;
 }
 
-TrainingSchedule packed_steps(const std::vector<int64_t>& lengths, const PackingOptions& options) {
+ScheduleBuilder ScheduleBuilder::packed(const PackingOptions& options) {
   PARADYSE_CHECK(options.quantum >= 1, "a layout quantum of " + std::to_string(options.quantum));
   if (options.micro_batch_tokens < options.quantum)
     throw InputError("--micro-batch-tokens", 0, "",
@@ -55,37 +51,82 @@ TrainingSchedule packed_steps(const std::vector<int64_t>& lengths, const Packing
   if (options.global_batch_tokens < 1)
     throw InputError("--global-batch-tokens", 0, "",
                      "expected a positive token budget, got " + std::to_string(options.global_batch_tokens));
-  TrainingSchedule schedule;
-  std::vector<int64_t> step;
-  int64_t step_tokens = 0;
-  auto close_step = [&] {
-    if (step.empty()) return;
-    for (auto& micro_batch : first_fit_decreasing(step, options.micro_batch_tokens, options.quantum)) {
-      schedule.micro_batches.push_back(std::move(micro_batch));
-      schedule.step_of.push_back(schedule.steps);
+  ScheduleBuilder builder;
+  builder.packed_ = true;
+  builder.packing_ = options;
+  return builder;
+}
+
+void ScheduleBuilder::close_step() {
+  if (step_.empty()) return;
+  if (packed_) {
+    for (auto& micro_batch : first_fit_decreasing(step_, packing_.micro_batch_tokens, packing_.quantum)) {
+      ready_.micro_batches.push_back(std::move(micro_batch));
+      ready_.step_of.push_back(steps_);
     }
-    ++schedule.steps;
-    step.clear();
-    step_tokens = 0;
-  };
-  for (std::size_t i = 0; i < lengths.size(); ++i) {
-    const int64_t tokens = lengths[i];
-    if (tokens <= 0)
-      throw InputError("", 0, "length",
-                       "expected documents of at least one token, got " + std::to_string(tokens) +
-                           " for sequence " + std::to_string(i + 1));
-    if (tokens > options.global_batch_tokens)
+  } else {
+    for (const int64_t tokens : step_) {
+      ready_.micro_batches.push_back({tokens});
+      ready_.step_of.push_back(steps_);
+    }
+  }
+  ++steps_;
+  ++ready_.steps;
+  step_.clear();
+  step_tokens_ = 0;
+}
+
+void ScheduleBuilder::add(int64_t tokens) {
+  ++sequences_;
+  if (tokens <= 0)
+    throw InputError("", 0, "length",
+                     "expected documents of at least one token, got " + std::to_string(tokens) +
+                         " for sequence " + std::to_string(sequences_));
+  if (packed_) {
+    if (tokens > packing_.global_batch_tokens)
       throw InputError(
           "--global-batch-tokens", 0, "",
-          "a global batch of " + std::to_string(options.global_batch_tokens) +
-              " tokens is smaller than sequence " + std::to_string(i + 1) + " (" + std::to_string(tokens) +
+          "a global batch of " + std::to_string(packing_.global_batch_tokens) +
+              " tokens is smaller than sequence " + std::to_string(sequences_) + " (" +
+              std::to_string(tokens) +
               " tokens): expected a budget of at least the longest sequence, or --max-len to cap it");
-    if (step_tokens + tokens > options.global_batch_tokens) close_step();
-    step.push_back(tokens);
-    step_tokens += tokens;
+    if (step_tokens_ + tokens > packing_.global_batch_tokens) close_step();
+    step_.push_back(tokens);
+    step_tokens_ += tokens;
+    return;
   }
+  step_.push_back(tokens);
+  if (static_cast<int64_t>(step_.size()) == global_batch_) close_step();
+}
+
+void ScheduleBuilder::close() {
   close_step();
-  return schedule;
+}
+
+TrainingSchedule ScheduleBuilder::take() {
+  TrainingSchedule taken = std::move(ready_);
+  taken.first_micro_batch = micro_batches_;
+  micro_batches_ += static_cast<int64_t>(taken.micro_batches.size());
+  ready_ = {};
+  return taken;
+}
+
+namespace {
+
+TrainingSchedule whole(ScheduleBuilder builder, const std::vector<int64_t>& lengths) {
+  for (const int64_t tokens : lengths) builder.add(tokens);
+  builder.close();
+  return builder.take();
+}
+
+}  // namespace
+
+TrainingSchedule unpacked_steps(const std::vector<int64_t>& lengths, int64_t global_batch) {
+  return whole(ScheduleBuilder::unpacked(global_batch), lengths);
+}
+
+TrainingSchedule packed_steps(const std::vector<int64_t>& lengths, const PackingOptions& options) {
+  return whole(ScheduleBuilder::packed(options), lengths);
 }
 
 }  // namespace paradyse::traces

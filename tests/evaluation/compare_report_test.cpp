@@ -26,7 +26,7 @@ TEST_CASE("summary.json: the run, the engine and each policy's totals", "[evalua
                            .wall_s = 3.5};
   CompareResult result{
       .engine = "analytic", .method = "estimates", .interpolation = {}, .simulations = 0, .policies = {}};
-  PolicyResult policy{.policy = "static:metp", .sequences = std::vector<SequenceResult>(3)};
+  PolicyResult policy{.policy = "static:metp", .results = 3};
   policy.trained = 2;
   policy.total_s = 5;
   policy.host_bound_s = 2;
@@ -83,22 +83,24 @@ TEST_CASE("summary.json: the run, the engine and each policy's totals", "[evalua
 
 TEST_CASE("compare: each strategy's share of the trained time, a micro-batch's time split over its layers",
           "[evaluation][compare]") {
-  PolicyResult policy{.policy = "paradyse-2d", .sequences = std::vector<SequenceResult>(3)};
-  policy.sequences[0] = {.tokens = 4096, .plan = "megatron_ts", .seconds = 3, .fits = true};
+  CompareRecorder recorder({"paradyse-2d"});
+  recorder.add(0, {.index = 0, .step = 0, .tokens = 4096, .plan = "megatron_ts", .seconds = 3, .fits = true});
   // Four layers, one of them megatron_ts, three usp_u8 (one with full recomputation): 1 s and 3 s.
-  policy.sequences[1] = {
-      .tokens = 65536, .plan = "megatron_ts,usp_u8,usp_u8:full,usp_u8", .seconds = 4, .fits = true};
-  policy.sequences[2] = {.tokens = 1 << 20, .plan = "metp", .seconds = 0, .fits = false};  // not trained
-  summarise(policy, hw::load_cluster("dgx-a100"), 8);
+  recorder.add(0, {.index = 1,
+                   .step = 1,
+                   .tokens = 65536,
+                   .plan = "megatron_ts,usp_u8,usp_u8:full,usp_u8",
+                   .seconds = 4,
+                   .fits = true});
+  recorder.add(0, {.index = 2, .step = 2, .tokens = 1 << 20, .plan = "metp", .seconds = 0, .fits = false});
+  CompareResult result = recorder.finish(hw::load_cluster("dgx-a100"), 8);
+  const PolicyResult& policy = result.policies.front();
   CHECK(policy.total_s == 7);
+  CHECK(policy.steps == 2);
+  CHECK(policy.plan_switches == 1);
   REQUIRE(policy.strategy_time_shares.size() == 2);
   CHECK(policy.strategy_time_shares.at("megatron_ts") == Approx(4.0 / 7));
   CHECK(policy.strategy_time_shares.at("usp_u8") == Approx(3.0 / 7));
-  CompareResult result{.engine = "analytic",
-                       .method = "estimates",
-                       .interpolation = {},
-                       .simulations = 0,
-                       .policies = {policy}};
   CHECK_THAT(summary_table(result), Catch::Contains("megatron_ts 57%, usp_u8 43%"));
 }
 

@@ -47,8 +47,9 @@ TEST_CASE("compare: sequences out of memory are not trained and end the curve", 
   const std::vector<int64_t> lengths = {4096, 262144, 8192, 262144, 2048};
   auto ts = selector::make_policy("static:megatron_ts", f.source);
   auto lean = selector::make_policy("static:metp", f.source);
-  const evaluation::CompareResult result =
-      evaluation::run_compare({ts.get(), lean.get()}, traces::unpacked_steps(lengths, 1), f.engine);
+  evaluation::SequenceLog log;
+  const evaluation::CompareResult result = evaluation::run_compare(
+      {ts.get(), lean.get()}, traces::unpacked_steps(lengths, 1), f.engine, {}, 24, &log);
   REQUIRE(result.policies.size() == 2);
   CHECK_FALSE(result.interpolation.has_value());  // the analytic engine interpolates nothing
 
@@ -61,8 +62,8 @@ TEST_CASE("compare: sequences out of memory are not trained and end the curve", 
   CHECK(r.trained_tokens == 4096 + 8192 + 2048);
   CHECK(r.total_s == Approx(f.seconds(megatron_ts(), 4096) + f.seconds(megatron_ts(), 8192) +
                             f.seconds(megatron_ts(), 2048)));
-  CHECK_FALSE(r.sequences[1].fits);
-  CHECK(r.sequences[1].seconds == 0);
+  CHECK_FALSE(log[0][1].fits);
+  CHECK(log[0][1].seconds == 0);
   CHECK(r.plan_switches == 0);
   CHECK(r.mfu > 0);
   CHECK(r.mfu < 1);
@@ -73,7 +74,7 @@ TEST_CASE("compare: sequences out of memory are not trained and end the curve", 
   CHECK(m.first_oom == -1);
   CHECK(m.max_len_before_oom == 262144);
   // Same tokens, more time: metp's throughput is below megatron_ts's on what both trained.
-  const auto [ts_s, metp_s] = evaluation::common_time_s(r, m);
+  const auto [ts_s, metp_s] = evaluation::common_time_s(result, r, m);
   CHECK(ts_s == Approx(r.total_s));
   CHECK(metp_s > ts_s);
 }
@@ -84,11 +85,12 @@ TEST_CASE("compare: a policy with no plan counts the sequence out of memory", "[
   no_fallback.fallback = false;
   auto policy = selector::make_policy("paradyse", f.source, no_fallback);
   // 4M tokens fit no plan of gpt-8l on one node.
-  const evaluation::CompareResult result =
-      evaluation::run_compare({policy.get()}, traces::unpacked_steps({4096, 4 * 1024 * 1024}, 1), f.engine);
+  evaluation::SequenceLog log;
+  const evaluation::CompareResult result = evaluation::run_compare(
+      {policy.get()}, traces::unpacked_steps({4096, 4 * 1024 * 1024}, 1), f.engine, {}, 24, &log);
   const evaluation::PolicyResult& r = result.policies.front();
-  CHECK(r.sequences[1].plan.empty());
-  CHECK_FALSE(r.sequences[1].fits);
+  CHECK(log[0][1].plan.empty());
+  CHECK_FALSE(log[0][1].fits);
   CHECK(r.trained == 1);
   CHECK(r.oom_count == 1);
   CHECK(r.first_oom == 1);
@@ -104,10 +106,13 @@ TEST_CASE("compare: a global batch steps the optimizer once for its sequences", 
   auto ts = selector::make_policy("static:megatron_ts", f.source);
   // Two steps of three: [4096, 262144 (out of memory), 8192] and [2048, 16384].
   const std::vector<int64_t> lengths = {4096, 262144, 8192, 2048, 16384};
+  evaluation::SequenceLog one_log, three_log;
   const evaluation::PolicyResult one =
-      evaluation::run_compare({ts.get()}, traces::unpacked_steps(lengths, 1), f.engine, {}, 0).policies[0];
+      evaluation::run_compare({ts.get()}, traces::unpacked_steps(lengths, 1), f.engine, {}, 0, &one_log)
+          .policies[0];
   const evaluation::PolicyResult three =
-      evaluation::run_compare({ts.get()}, traces::unpacked_steps(lengths, 3), f.engine, {}, 0).policies[0];
+      evaluation::run_compare({ts.get()}, traces::unpacked_steps(lengths, 3), f.engine, {}, 0, &three_log)
+          .policies[0];
   CHECK(one.steps == 4);
   CHECK(three.steps == 2);
   CHECK(three.trained == one.trained);
@@ -115,9 +120,9 @@ TEST_CASE("compare: a global batch steps the optimizer once for its sequences", 
   const double optimizer_s = f.estimator.estimate(plan, {.tokens = 4096, .degree = 8}).time.optimizer_s;
   REQUIRE(optimizer_s > 0);
   // 4096 and 2048 accumulate and give their optimizer step back; 8192 and 16384 end their steps.
-  CHECK(three.sequences[0].seconds == Approx(one.sequences[0].seconds - optimizer_s));
-  CHECK(three.sequences[2].seconds == one.sequences[2].seconds);
-  CHECK(three.sequences[3].seconds == Approx(one.sequences[3].seconds - optimizer_s));
+  CHECK(three_log[0][0].seconds == Approx(one_log[0][0].seconds - optimizer_s));
+  CHECK(three_log[0][2].seconds == one_log[0][2].seconds);
+  CHECK(three_log[0][3].seconds == Approx(one_log[0][3].seconds - optimizer_s));
   CHECK(three.total_s == Approx(one.total_s - 2 * optimizer_s));
   // Against the estimator's own global batch of two micro-batches of 4K: the same time.
   const evaluation::PolicyResult pair =
@@ -139,19 +144,20 @@ TEST_CASE("compare: packed micro-batches are priced by their documents, one opti
   const traces::TrainingSchedule schedule = traces::packed_steps(
       {6000, 2000, 5000, 3000}, {.global_batch_tokens = 16000, .micro_batch_tokens = 8192, .quantum = 16});
   REQUIRE(schedule.micro_batches == std::vector<std::vector<int64_t>>{{6000, 2000}, {5000, 3000}});
+  evaluation::SequenceLog log;
   const evaluation::PolicyResult packed =
-      evaluation::run_compare({ts.get()}, schedule, f.engine, {}, 0).policies[0];
+      evaluation::run_compare({ts.get()}, schedule, f.engine, {}, 0, &log).policies[0];
   CHECK(packed.steps == 1);
   REQUIRE(packed.trained == 2);
-  CHECK(packed.sequences[0].documents == 2);
+  CHECK(log[0][0].documents == 2);
   const Plan plan = uniform_plan(megatron_ts(), f.model.num_layers);
   auto estimate = [&](std::vector<int64_t> documents) {
     return f.estimator.estimate(plan, {.degree = 8, .documents = std::move(documents)});
   };
   const steps::Estimate first = estimate({6000, 2000}), second = estimate({5000, 3000});
   // The first micro-batch accumulates and gives its optimizer step back; the second ends the step.
-  CHECK(packed.sequences[0].seconds == Approx(first.time.total_s - first.time.optimizer_s));
-  CHECK(packed.sequences[1].seconds == Approx(second.time.total_s));
+  CHECK(log[0][0].seconds == Approx(first.time.total_s - first.time.optimizer_s));
+  CHECK(log[0][1].seconds == Approx(second.time.total_s));
   CHECK(packed.model_flops == Approx(first.model_flops + second.model_flops));
   // Packing attends within documents: faster than the same tokens as one sequence.
   CHECK(first.time.total_s < f.seconds(megatron_ts(), 8000));
@@ -184,8 +190,13 @@ TEST_CASE("compare: simulations run in several processes give the one-process ou
   const auto outputs = [&](int jobs) {
     job.jobs = jobs;
     TempDir dir;
-    const evaluation::CompareJobResult run = evaluation::run_compare_job(job);
-    evaluation::write_compare_outputs(run.result, run.description, dir.path().string());
+    int64_t simulations = 0;
+    {
+      evaluation::CompareOutputs written(dir.path().string());
+      const evaluation::CompareJobResult run = evaluation::run_compare_job(job, {}, &written.sink());
+      written.finish(run.result, run.description);
+      simulations = run.result.simulations;
+    }
     std::string text;
     for (const char* file : {"per_sequence.csv", "summary.json"}) {
       std::ifstream in(dir.path() / file);
@@ -193,7 +204,7 @@ TEST_CASE("compare: simulations run in several processes give the one-process ou
       bytes << in.rdbuf();
       text += bytes.str();
     }
-    return std::pair{text, run.result.simulations};
+    return std::pair{text, simulations};
   };
   const auto [one, simulations] = outputs(1);
   REQUIRE(simulations > 2 * 16);  // more than two processes' worth

@@ -28,14 +28,15 @@ TEST_CASE("group policies: every step's tokens trained or out of memory, on both
     for (const evaluation::GroupPolicy& policy :
          evaluation::parse_group_policies("flexsp,dp-groups,groups")) {
       CAPTURE(engine_name, policy.name);
-      const evaluation::PolicyResult r = evaluation::run_group_policy(policy, schedule, engine);
+      evaluation::SequenceLog log;
+      const evaluation::PolicyResult r = evaluation::run_group_policy(policy, schedule, engine, {}, &log);
       CHECK(r.trained_tokens + r.oom_tokens == Approx(total));
       CHECK(r.oom_tokens == 0);  // every length here fits 8 GPUs
       CHECK(r.steps == schedule.steps);
       CHECK(r.total_s > 0);
       CHECK(r.rounds >= schedule.steps);
       CHECK(r.mean_imbalance >= 1);
-      for (const evaluation::SequenceResult& step : r.sequences) {
+      for (const evaluation::SequenceResult& step : log[0]) {
         CHECK_FALSE(step.plan.empty());
         CHECK(step.imbalance >= 1);
         CHECK(step.solve_s > 0);
@@ -68,10 +69,11 @@ TEST_CASE("group policies: a long sequence alone runs on every GPU, about as fas
   evaluation::StepEngine engine(model, cluster, 8, "sim", 0);
   const traces::TrainingSchedule schedule = traces::packed_steps(
       {131072}, {.global_batch_tokens = 131072, .micro_batch_tokens = 131072, .quantum = 16});
-  const evaluation::PolicyResult flexsp =
-      evaluation::run_group_policy(evaluation::parse_group_policies("flexsp").front(), schedule, engine);
-  REQUIRE(flexsp.sequences.size() == 1);
-  CHECK(flexsp.sequences[0].plan == "8");
+  evaluation::SequenceLog log;
+  const evaluation::PolicyResult flexsp = evaluation::run_group_policy(
+      evaluation::parse_group_policies("flexsp").front(), schedule, engine, {}, &log);
+  REQUIRE(log[0].size() == 1);
+  CHECK(log[0][0].plan == "8");
   const double ordinary =
       engine.step(uniform_plan(ulysses_z(), model.num_layers), MicroBatch::sequence(131072)).seconds;
   CHECK(flexsp.total_s == Approx(ordinary).epsilon(0.10));
@@ -85,11 +87,12 @@ TEST_CASE("group policies: --group-sizes limits the groups a step may form", "[e
       traces::packed_steps({900, 3000, 500, 7000, 2000, 1200},
                            {.global_batch_tokens = 65536, .micro_batch_tokens = 65536, .quantum = 16});
   for (const int size : {2, 8}) {
+    evaluation::SequenceLog log;
     const evaluation::PolicyResult r = evaluation::run_group_policy(
-        evaluation::parse_group_policies("groups").front(), schedule, engine, {.degrees = {size}});
-    REQUIRE(r.sequences.size() == 1);
+        evaluation::parse_group_policies("groups").front(), schedule, engine, {.degrees = {size}}, &log);
+    REQUIRE(log[0].size() == 1);
     // Rounds of groups of `size` only ("2x2", "8 | 8"): each entry's degree, after any "count x".
-    const std::string& layout = r.sequences[0].plan;
+    const std::string& layout = log[0][0].plan;
     CAPTURE(layout);
     std::size_t start = 0;
     while (start < layout.size()) {
@@ -153,36 +156,24 @@ TEST_CASE("group speedups: the best group policy against the best static and fle
   // Two steps. static:a trains both (4 micro-batches, 10 s + 10 s); static:b leaves step 1 out of
   // memory; flexsp and groups train each step as one result; groups is faster and takes step 1 whole,
   // flexsp not.
-  const auto step = [](int64_t index, double seconds, bool fits) {
-    evaluation::SequenceResult s;
-    s.step = index;
-    s.seconds = seconds;
-    s.fits = fits;
-    return s;
+  // Tokens per second: a 2000 / 20 s, b 600 / 5 s, flexsp 480 / 8 s, groups 1500 / 10 s.
+  evaluation::CompareRecorder recorder({"static:a", "static:b", "flexsp", "groups"});
+  const auto add = [&](std::size_t policy, int64_t step, double seconds, int64_t tokens, bool fits) {
+    recorder.add(policy, {.step = step, .tokens = tokens, .seconds = seconds, .fits = fits});
   };
-  evaluation::CompareResult result;
-  evaluation::PolicyResult a, b, flexsp, groups;
-  a.policy = "static:a";
-  b.policy = "static:b";
-  flexsp.policy = "flexsp";
-  groups.policy = "groups";
-  a.sequences = {step(0, 6, true), step(0, 4, true), step(1, 7, true), step(1, 3, true)};
-  a.trained = 4;
-  a.total_s = 20;
-  a.tokens_per_second = 100;
-  b.sequences = {step(0, 5, true), step(1, 0, false)};
-  b.trained = 1;
-  b.total_s = 5;
-  b.tokens_per_second = 120;  // the fastest static, though it trains less
-  flexsp.sequences = {step(0, 8, true), step(1, 0, false)};
-  flexsp.rounds = 2;
-  flexsp.trained_tokens = 500;
-  flexsp.tokens_per_second = 60;
-  groups.sequences = {step(0, 5, true), step(1, 5, true)};
-  groups.rounds = 3;
-  groups.trained_tokens = 1000;
-  groups.tokens_per_second = 150;
-  result.policies = {a, b, flexsp, groups};
+  add(0, 0, 6, 500, true);
+  add(0, 0, 4, 500, true);
+  add(0, 1, 7, 500, true);
+  add(0, 1, 3, 500, true);
+  add(1, 0, 5, 600, true);
+  add(1, 1, 0, 100, false);
+  add(2, 0, 8, 480, true);
+  add(2, 1, 0, 100, false);
+  add(3, 0, 5, 750, true);
+  add(3, 1, 5, 750, true);
+  recorder.policy(2).rounds = 2;
+  recorder.policy(3).rounds = 3;
+  const evaluation::CompareResult result = recorder.finish(hw::load_cluster("dgx-a100"), 8);
   const std::vector<evaluation::GroupSpeedup> speedups = evaluation::group_speedups(result);
   REQUIRE(speedups.size() == 3);
   CHECK(speedups[0].policy == "groups");
