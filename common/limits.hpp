@@ -11,16 +11,19 @@ namespace paradyse {
 // rank) approach int64's range, and a trace of such lengths describes no dataset. Every length a
 // user gives (traces, --seq, --max-len, sweep axes) is checked against it.
 inline constexpr int64_t kMaxSequenceTokens = int64_t{1} << 30;
-// Sequences one run trains (a compare, after sampling, the limit and splitting): every policy keeps a
-// result of about 400 bytes per sequence in memory, so 2^21 of them under seven policies take about
-// 6 GB. --limit, --sample or a longer --max-len trains fewer.
-inline constexpr int64_t kMaxRunSequences = int64_t{1} << 21;
+// Sequences one run trains (a compare, after sampling, the limit and splitting): 2^28, about 268
+// million. A compare's memory does not grow with its run, but its time does: the analytic engine takes
+// about a microsecond a sequence per policy, so a run this long under seven policies takes about half
+// an hour; past it, a cap that splits a trace into pieces of a few tokens is more likely than a run
+// anyone meant. --limit, --sample or a longer --max-len trains fewer.
+inline constexpr int64_t kMaxRunSequences = int64_t{1} << 28;
 // Micro-batches of one global batch: each is traced in full by the simulator.
 inline constexpr int64_t kMaxMicroBatches = 1024;
 
-// Input files are read whole; a file larger than its bound is refused before it can take the machine's
-// memory (/dev/zero given as a trace, a log given as a model). Settings files (models, clusters, sweep
-// specs, published tables, profiles, fitted models): 64 MiB, a thousand times the largest preset.
+// Input files are read whole (a plain-text trace is read a block at a time); a file larger than its
+// bound is refused before it can take the machine's memory or time (/dev/zero given as a trace, a log
+// given as a model). Settings files (models, clusters, sweep specs, published tables, profiles, fitted
+// models): 64 MiB, a thousand times the largest preset.
 // Traces: 4 GiB, about 400 million lengths of plain text. A trace line longer than 16 MiB holds no
 // length (a JSONL line carries a sample's metadata, not its text).
 inline constexpr int64_t kMaxSettingsFileBytes = int64_t{64} << 20;

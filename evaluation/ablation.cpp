@@ -62,8 +62,8 @@ AblationResult run_ablation(const AblationRequest& request, const Progress& prog
   StepEngine engine(base.model, base.cluster, base.degree, request.job.engine, request.job.grid_ratio);
   AblationResult result{base.model.name,
                         base.cluster.name,
-                        run.trace.name,
-                        run.prepared.description,
+                        run.trace->name(),
+                        run.prepared->description(),
                         engine.method(),
                         request.out + "/profile.csv",
                         request.out + "/costmodel.json",
@@ -78,6 +78,7 @@ AblationResult run_ablation(const AblationRequest& request, const Progress& prog
   full.policies = "paradyse";
   full.costmodel = result.costmodel_path;
   const std::vector<Variant> all = variants(full, base.model, base.degree);
+  const traces::TrainingSchedule steps = traces::unpacked_steps(run.prepared->lengths(), 1);
   for (std::size_t v = 0; v < all.size(); ++v) {
     PolicySet set = all[v].options.build(request.machine);
     const auto variant_progress = [&](int64_t done, int64_t total, const std::string&) {
@@ -85,9 +86,7 @@ AblationResult run_ablation(const AblationRequest& request, const Progress& prog
         progress(static_cast<int64_t>(v) * total + done, static_cast<int64_t>(all.size()) * total,
                  all[v].name);
     };
-    CompareResult compared =
-        run_compare({set.policies.front().get()}, traces::unpacked_steps(run.prepared.lengths, 1), engine,
-                    variant_progress, 0);
+    CompareResult compared = run_compare({set.policies.front().get()}, steps, engine, variant_progress, 0);
     AblationVariant& variant = result.variants.emplace_back();
     variant.name = all[v].name;
     variant.result = std::move(compared.policies.front());

@@ -14,19 +14,14 @@ namespace paradyse::evaluation {
 
 namespace {
 
-// A run is timed a run of whole steps at a time, about this many micro-batches each: every policy's
-// decisions and results for them are held at once (a few hundred bytes each), and the simulations
-// they need run together. The bundled traces fit in one.
-constexpr std::size_t kChunkMicroBatches = std::size_t{1} << 18;
-
 // The job's steps, a run of whole steps at a time.
 void for_each_chunk(const CheckedCompareJob& job,
                     const std::function<void(const traces::TrainingSchedule&)>& body) {
   traces::ScheduleBuilder builder = job.schedule_builder();
-  for (const int64_t length : job.trace.prepared.lengths) {
+  job.trace.prepared->for_each([&](int64_t length) {
     builder.add(length);
-    if (builder.ready() >= kChunkMicroBatches) body(builder.take());
-  }
+    if (static_cast<int64_t>(builder.ready()) >= job.chunk_micro_batches) body(builder.take());
+  });
   builder.close();
   if (builder.ready() > 0) body(builder.take());
 }
@@ -56,14 +51,16 @@ JobTrace load_job_trace(const CompareJob& job) {
   prepare.sample = job.sample;
   JobTrace out;
   if (job.lengths.empty()) {
-    out.trace = traces::load_trace(job.trace, {job.column, job.field});
+    out.trace = std::make_shared<const traces::TraceSource>(
+        traces::TraceSource::open(job.trace, {job.column, job.field}));
   } else {
-    out.trace.name = "length grid";
-    out.trace.description =
-        fmt::format("{} lengths from {} to {}", job.lengths.size(), job.lengths.front(), job.lengths.back());
-    out.trace.lengths = job.lengths;
+    traces::Trace grid{.name = "length grid",
+                       .description = fmt::format("{} lengths from {} to {}", job.lengths.size(),
+                                                  job.lengths.front(), job.lengths.back()),
+                       .lengths = job.lengths};
+    out.trace = std::make_shared<const traces::TraceSource>(std::move(grid));
   }
-  out.prepared = traces::prepare(out.trace, prepare);
+  out.prepared = std::make_shared<const traces::PreparedLengths>(out.trace, prepare);
   out.sorted = prepare.order == traces::Order::sorted;
   return out;
 }
@@ -83,8 +80,10 @@ CheckedCompareJob check_compare_job(const CompareJob& job) {
     throw InputError("--global-batch", 0, "",
                      fmt::format("expected between 1 and {} sequences a step, got {}", kMaxMicroBatches,
                                  job.global_batch));
+  PARADYSE_CHECK(job.chunk_micro_batches >= 1, "a positive chunk of micro-batches");
   CheckedCompareJob checked;
   checked.global_batch = job.global_batch;
+  checked.chunk_micro_batches = job.chunk_micro_batches;
   checked.global_batch_tokens = length_or_zero(job.global_batch_tokens, "--global-batch-tokens");
   checked.micro_batch_tokens = length_or_zero(job.micro_batch_tokens, "--micro-batch-tokens");
   const int64_t global_batch_tokens = checked.global_batch_tokens;
@@ -193,9 +192,9 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
   description.global_batch = job.global_batch;
   description.global_batch_tokens = checked.global_batch_tokens;
   description.micro_batch_tokens = checked.micro_batch_tokens;
-  description.trace = checked.trace.trace.name;
-  description.trace_about = checked.trace.trace.description;
-  description.preparation = checked.trace.prepared.description;
+  description.trace = checked.trace.trace->name();
+  description.trace_about = checked.trace.trace->description();
+  description.preparation = checked.trace.prepared->description();
   description.sorted = checked.trace.sorted;
   description.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   return out;

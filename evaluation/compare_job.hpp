@@ -2,6 +2,7 @@
 // sequence timed by the engine. What `paradyse compare` runs, and what `paradyse sweep` runs per point.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -39,12 +40,17 @@ struct CompareJob {
   std::vector<int> group_sizes;     // the degrees their groups may have; empty: every power of two
   std::string shard_group = "job";  // what their weights are sharded over (parse_shard_group)
   int jobs = 1;                     // simulations run at once, each in its own process (SimulatedTimes)
+  // The run is timed a run of whole steps at a time, about this many micro-batches each: every
+  // policy's decisions and results for them are held at once (a few hundred bytes each), and the
+  // simulations they need run together. The bundled traces fit in one.
+  int64_t chunk_micro_batches = int64_t{1} << 18;
 };
 
-// The job's trace, loaded and prepared (order, cap, sample, limit), every flag checked.
+// The job's trace, opened and prepared (order, cap, sample, limit), every flag checked; a plain-text
+// trace file is read as the run goes, not held (traces::PreparedLengths).
 struct JobTrace {
-  traces::Trace trace;
-  traces::PreparedTrace prepared;
+  std::shared_ptr<const traces::TraceSource> trace;
+  std::shared_ptr<const traces::PreparedLengths> prepared;
   bool sorted = false;
 };
 JobTrace load_job_trace(const CompareJob& job);
@@ -71,6 +77,7 @@ struct CheckedCompareJob {
   // tokens of its largest step.
   int64_t micro_batches = 0;
   int64_t largest_step_tokens = 0;
+  int64_t chunk_micro_batches = 0;
   // A builder of the job's steps (packed or not), empty.
   traces::ScheduleBuilder schedule_builder() const;
 };

@@ -4,6 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -32,6 +36,42 @@ struct PreparedTrace {
   std::string description;       // one sentence saying all of the above and the order, for reports
 };
 
+// A run's lengths prepared from a trace as prepare() below says, a pass at a time, so that a trace of
+// any length runs in memory that does not grow with it: constructing it reads the trace once (every
+// check, every count, the description), for_each reads it again in run order. Dataset order holds
+// nothing; sorted order holds a count per distinct length; shuffled order holds the run's lengths, four
+// bytes each.
+class PreparedLengths {
+ public:
+  PreparedLengths(std::shared_ptr<const TraceSource> source, const PrepareOptions& options);
+  // Every length of the run, in run order.
+  void for_each(const std::function<void(int64_t)>& length) const;
+  std::vector<int64_t> lengths() const;  // all of them, in memory
+  int64_t sequences() const { return sequences_; }
+  int64_t tokens() const { return tokens_; }
+  int64_t over_max() const { return over_max_; }
+  int64_t dropped() const { return dropped_; }
+  int64_t truncated() const { return truncated_; }
+  int64_t split_pieces() const { return split_pieces_; }
+  const std::string& description() const { return description_; }
+  const TraceSource& source() const { return *source_; }
+
+ private:
+  // Each sample the run keeps (sampled with `engine`'s draws, then limited), in dataset order, to `kept`;
+  // returns how many sampling kept. With `whole_trace` it reads on past the limit while it samples,
+  // counting what sampling keeps and drawing for every sample, as the shuffle after it expects.
+  int64_t walk(std::mt19937_64& engine, bool whole_trace, const std::function<void(int64_t)>& kept) const;
+  // A kept sample's pieces under the cap rule, to `piece`.
+  void cap(int64_t length, const std::function<void(int64_t)>& piece) const;
+  std::shared_ptr<const TraceSource> source_;
+  PrepareOptions options_;
+  int64_t sequences_ = 0, tokens_ = 0;
+  int64_t over_max_ = 0, dropped_ = 0, truncated_ = 0, split_pieces_ = 0;
+  std::map<int64_t, int64_t> sorted_counts_;  // sorted order: sequences per length
+  std::vector<int32_t> shuffled_;             // shuffled order
+  std::string description_;
+};
+
 // In this order: sample, then limit, then the rule for lengths over max_len, then the order. Sampling
 // first makes `limit` count kept samples; capping after the limit makes the counts describe the samples
 // run; ordering last means sorted and shuffled orders apply to split pieces too. The same trace, options
@@ -39,7 +79,7 @@ struct PreparedTrace {
 // sequence the standard fixes, not std::*_distribution, whose algorithms it leaves open).
 // InputError naming the flag (--sample, --limit, --max-len) for an option out of range, or when nothing
 // is left to train.
-PreparedTrace prepare(const Trace& trace, const PrepareOptions& options);
+PreparedTrace prepare(const Trace& trace, const PrepareOptions& options);  // PreparedLengths, in memory
 
 // "dataset", "sorted" (short to long) or "shuffled"; an InputError naming --order otherwise.
 Order parse_order(const std::string& text);

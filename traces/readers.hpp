@@ -20,6 +20,19 @@ namespace detail {
 // `source` names the input in errors (a path, or traces/data/<file> for a bundled trace). Each reader
 // fills lengths, empty_samples and, where the format has one, the description; load_trace does the rest.
 Trace read_plain(std::string_view text, const std::string& source);
+// One line of the plain format, for read_plain and the streamed reading of a plain file: a header or
+// comment (the first "# trace:" and "# source:" values kept in `headers`), or a length (0: an empty
+// sample). InputError at `source` and `number` for a blank line or a bad or too long length.
+struct PlainHeaders {
+  std::string what, where;
+  std::string description() const;  // "what; source: where"
+};
+struct PlainLine {
+  bool header = false;
+  int64_t length = 0;
+};
+PlainLine read_plain_line(std::string_view line, int number, const std::string& source,
+                          PlainHeaders& headers);
 Trace read_csv(std::string_view text, const std::string& source, const std::string& column);
 Trace read_jsonl(std::string_view text, const std::string& source, const std::string& field);
 Trace read_protobuf(const std::string& bytes, const std::string& source);

@@ -56,12 +56,16 @@ Trace load_bundled(const BundledTrace& bundled) {
   return trace;
 }
 
-std::string read_file(const std::string& path) {
+void check_trace_file(const std::string& path) {
   std::error_code error;
   if (!std::filesystem::exists(path, error))
     throw InputError(
         path, 0, "",
         "expected a trace file or a bundled trace name (" + bundled_names_text() + "), got no such file");
+}
+
+std::string read_file(const std::string& path) {
+  check_trace_file(path);
   // A .pb trace is binary: its bytes have no lines.
   const bool lines = std::filesystem::path(path).extension() != ".pb";
   return read_input_file(
@@ -92,6 +96,69 @@ Trace load_trace(const std::string& name_or_path, const ReadOptions& options) {
   trace.description = json_input::valid_utf8(trace.description);
   detail::require_samples(trace, name_or_path);
   return trace;
+}
+
+namespace {
+
+bool streams(const std::string& name_or_path) {
+  for (const BundledTrace& bundled : bundled_traces)
+    if (bundled.name == name_or_path) return false;
+  const std::string extension = std::filesystem::path(name_or_path).extension().string();
+  return extension != ".csv" && extension != ".jsonl" && extension != ".pb";
+}
+
+// Every line of a plain trace file: headers into `headers`, each length (0 for an empty sample) to
+// `length` until it returns false.
+void read_plain_file(const std::string& path, detail::PlainHeaders& headers,
+                     const std::function<bool(int64_t)>& length) {
+  check_trace_file(path);
+  struct Stop {};  // `length` asked for no more
+  try {
+    for_each_input_line(
+        path, {.kind = "trace", .max_bytes = kMaxTraceFileBytes, .max_line_bytes = kMaxTraceLineBytes},
+        [&](std::string_view line, int number) {
+          if (number == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);
+          const detail::PlainLine read = detail::read_plain_line(line, number, path, headers);
+          if (!read.header && !length(read.length)) throw Stop{};
+        });
+  } catch (const Stop&) {
+  }
+}
+
+}  // namespace
+
+TraceSource TraceSource::open(const std::string& name_or_path, const ReadOptions& options) {
+  if (!streams(name_or_path)) return TraceSource(load_trace(name_or_path, options));
+  TraceSource source;
+  source.streamed_path_ = name_or_path;
+  detail::PlainHeaders headers;
+  read_plain_file(name_or_path, headers, [&](int64_t length) {
+    if (length == 0)
+      ++source.trace_.empty_samples;
+    else
+      ++source.samples_;
+    return true;
+  });
+  source.trace_.name = json_input::valid_utf8(name_or_path);
+  source.trace_.description = headers.description();
+  if (source.trace_.description.empty())
+    source.trace_.description = std::filesystem::path(name_or_path).filename().string();
+  source.trace_.description = json_input::valid_utf8(source.trace_.description);
+  if (source.samples_ == 0) detail::require_samples(source.trace_, name_or_path);
+  return source;
+}
+
+TraceSource::TraceSource(Trace trace)
+    : trace_(std::move(trace)), samples_(static_cast<int64_t>(trace_.lengths.size())) {}
+
+void TraceSource::for_each(const std::function<bool(int64_t)>& length) const {
+  if (streamed_path_.empty()) {
+    for (const int64_t value : trace_.lengths)
+      if (!length(value)) return;
+    return;
+  }
+  detail::PlainHeaders headers;
+  read_plain_file(streamed_path_, headers, [&](int64_t value) { return value == 0 || length(value); });
 }
 
 std::vector<std::string> bundled_trace_names() {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,28 @@ struct ReadOptions {
 Trace load_trace(const std::string& name_or_path, const ReadOptions& options = {});
 
 std::vector<std::string> bundled_trace_names();  // sorted
+
+// A trace read sample by sample, as often as a run needs, without holding its lengths where it can: a
+// file in the plain format is checked whole when opened (every error load_trace would give, by line)
+// and read again, a block at a time, by each for_each; the bundled traces and the other formats are
+// loaded whole (load_trace).
+class TraceSource {
+ public:
+  static TraceSource open(const std::string& name_or_path, const ReadOptions& options = {});
+  explicit TraceSource(Trace trace);  // lengths in memory
+  const std::string& name() const { return trace_.name; }
+  const std::string& description() const { return trace_.description; }
+  int64_t samples() const { return samples_; }  // non-empty ones
+  int64_t empty_samples() const { return trace_.empty_samples; }
+  // Every non-empty sample's length in dataset order, until `length` returns false.
+  void for_each(const std::function<bool(int64_t)>& length) const;
+
+ private:
+  TraceSource() = default;
+  Trace trace_;                // its lengths only when not streamed
+  std::string streamed_path_;  // "" when in memory
+  int64_t samples_ = 0;
+};
 
 // Writes the Protobuf form (traces/trace.proto) through path + ".partial", renamed into place at the
 // end, so that an interrupted write never leaves a truncated trace under the final name.

@@ -57,3 +57,36 @@ TEST_CASE("printable_text: control and invalid bytes are escaped, UTF-8 text is 
                        "b\r") == "a\\x7Fb\\x0D");
   CHECK(printable_text("\xff") == "\xEF\xBF\xBD");  // U+FFFD
 }
+
+TEST_CASE("input_file: lines one at a time across blocks, as the whole text splits", "[common]") {
+  testing::TempDir dir;
+  // 3 MiB of lines from 0 to 5,000 bytes, some ending in CRLF, the last with no line end.
+  std::string text;
+  std::vector<std::string> expected;
+  for (int i = 0; text.size() < (3u << 20); ++i) {
+    std::string line(static_cast<std::size_t>(i * 7919 % 5001), static_cast<char>('a' + i % 26));
+    expected.push_back(line);
+    text += line + (i % 4 == 0 ? "\r\n" : "\n");
+  }
+  text += "end";
+  expected.push_back("end");
+  const std::string path = dir.write("lines.txt", text);
+  std::vector<std::string> lines;
+  for_each_input_line(path, {.kind = "trace", .max_bytes = 4 << 20, .max_line_bytes = 5002},
+                      [&](std::string_view line, int number) {
+                        CHECK(number == static_cast<int>(lines.size()) + 1);
+                        lines.emplace_back(line);
+                      });
+  CHECK(lines == expected);
+  // The first line over a bound of 4,000 bytes ('\r' counted), named by its number.
+  int longer = 0;
+  while (expected[static_cast<std::size_t>(longer)].size() + (longer % 4 == 0 ? 1 : 0) <= 4000) ++longer;
+  try {
+    for_each_input_line(path, {.kind = "trace", .max_bytes = 4 << 20, .max_line_bytes = 4000},
+                        [](std::string_view, int) {});
+    FAIL("a line over the bound was read");
+  } catch (const InputError& e) {
+    CHECK(e.file() == path);
+    CHECK(e.line() == longer + 1);
+  }
+}

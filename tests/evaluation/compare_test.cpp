@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <zlib.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -209,6 +211,89 @@ TEST_CASE("compare: simulations run in several processes give the one-process ou
   const auto [one, simulations] = outputs(1);
   REQUIRE(simulations > 2 * 16);  // more than two processes' worth
   CHECK(outputs(3).first == one);
+}
+
+}  // namespace paradyse::testing
+
+namespace paradyse::testing {
+namespace {
+
+std::string file_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// The text without the group solver's times, which are wall-clock times: summary.json's "solve_s"
+// lines, and the last column of per_sequence.csv.
+std::string without_solver_times(const std::string& text) {
+  std::string kept;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("\"solve_s\"") != std::string::npos) continue;
+    kept += line.substr(0, line.find_last_of(',') == std::string::npos || line.starts_with(' ')
+                               ? line.size()
+                               : line.find_last_of(','));
+    kept += '\n';
+  }
+  return kept;
+}
+
+std::string gunzip(const std::filesystem::path& path) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  REQUIRE(file != nullptr);
+  std::string text;
+  char buffer[1 << 16];
+  for (int got = 0; (got = gzread(file, buffer, sizeof buffer)) > 0;)
+    text.append(buffer, static_cast<std::size_t>(got));
+  gzclose(file);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("compare: a run timed a few steps at a time writes the files of the run timed at once",
+          "[evaluation][compare]") {
+  evaluation::CompareJob job;
+  job.engine = "analytic";
+  job.trace = "github-code-like";
+  job.max_len = "16K";
+  job.limit = 800;
+  job.policies.policies = "static:megatron_ts,static:metp,paradyse";
+  job.global_batch_tokens = "64K";
+  job.micro_batch_tokens = "16K";
+  job.group_policies = "flexsp";
+  const auto outputs = [&](int64_t chunk, evaluation::PerSequenceFormat format) {
+    job.chunk_micro_batches = chunk;
+    TempDir dir;
+    evaluation::CompareOutputs written(dir.path().string(), format);
+    const evaluation::CompareJobResult run = evaluation::run_compare_job(job, {}, &written.sink());
+    written.finish(run.result, run.description);
+    std::map<std::string, std::string> files;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+      if (!entry.path().string().ends_with(".png"))
+        files[entry.path().filename().string()] = without_solver_times(
+            entry.path().extension() == ".gz" ? gunzip(entry.path()) : file_text(entry.path()));
+    return files;
+  };
+  const auto at_once = outputs(int64_t{1} << 18, evaluation::PerSequenceFormat::csv);
+  REQUIRE(at_once.contains("per_sequence.csv"));
+  const std::string& rows = at_once.at("per_sequence.csv");
+  REQUIRE(std::count(rows.begin(), rows.end(), '\n') > 4 * 10 * 4);  // every policy over several chunks
+  const auto in_chunks = outputs(10, evaluation::PerSequenceFormat::csv);
+  CHECK(in_chunks.at("per_sequence.csv") == at_once.at("per_sequence.csv"));
+  CHECK(in_chunks.at("summary.json") == at_once.at("summary.json"));
+  // Compressed, the same rows; left out, the same summary.
+  job.group_policies = "";
+  const auto plain = outputs(10, evaluation::PerSequenceFormat::csv);
+  const auto compressed = outputs(10, evaluation::PerSequenceFormat::csv_gz);
+  CHECK_FALSE(compressed.contains("per_sequence.csv"));
+  CHECK(compressed.at("per_sequence.csv.gz") == plain.at("per_sequence.csv"));
+  const auto none = outputs(10, evaluation::PerSequenceFormat::none);
+  CHECK_FALSE(none.contains("per_sequence.csv"));
+  CHECK_FALSE(none.contains("per_sequence.csv.gz"));
+  CHECK(none.at("summary.json") == plain.at("summary.json"));
 }
 
 }  // namespace paradyse::testing

@@ -215,7 +215,7 @@ TEST_CASE("hostile inputs: a run of more sequences than a compare holds is refus
   const auto start = std::chrono::steady_clock::now();
   const RunResult split =
       run_paradyse("compare --engine analytic --max-len 1 --over split --out " + dir.file("c"));
-  check_hostile_refused(split, "expected a run of at most 2097152 sequences");
+  check_hostile_refused(split, "expected a run of at most 268435456 sequences");
   CHECK_FALSE(fs::exists(dir.file("c")));
   CHECK(seconds_since(start) < 10);
 }

@@ -81,5 +81,39 @@ TEST_CASE("packing: budgets below the layout quantum or one sequence are refused
       Catch::Contains("at least one token") && Catch::Contains("sequence 2"));
 }
 
+TEST_CASE("packing: steps built a sequence at a time and taken in runs are the steps built at once",
+          "[traces]") {
+  std::vector<int64_t> lengths;
+  for (int64_t i = 0; i < 3000; ++i) lengths.push_back(1 + i * 7919 % 20000);
+  const traces::PackingOptions packing{
+      .global_batch_tokens = 65536, .micro_batch_tokens = 16384, .quantum = 16};
+  for (const bool packed : {false, true}) {
+    CAPTURE(packed);
+    const traces::TrainingSchedule whole =
+        packed ? traces::packed_steps(lengths, packing) : traces::unpacked_steps(lengths, 3);
+    traces::ScheduleBuilder builder =
+        packed ? traces::ScheduleBuilder::packed(packing) : traces::ScheduleBuilder::unpacked(3);
+    traces::TrainingSchedule joined;
+    const auto take = [&] {
+      traces::TrainingSchedule part = builder.take();
+      CHECK(part.first_micro_batch == static_cast<int64_t>(joined.micro_batches.size()));
+      if (!part.step_of.empty()) CHECK(part.steps == part.step_of.back() - part.step_of.front() + 1);
+      joined.micro_batches.insert(joined.micro_batches.end(), part.micro_batches.begin(),
+                                  part.micro_batches.end());
+      joined.step_of.insert(joined.step_of.end(), part.step_of.begin(), part.step_of.end());
+      joined.steps += part.steps;
+    };
+    for (const int64_t length : lengths) {
+      builder.add(length);
+      if (builder.ready() >= 100) take();
+    }
+    builder.close();
+    take();
+    CHECK(joined.micro_batches == whole.micro_batches);
+    CHECK(joined.step_of == whole.step_of);
+    CHECK(joined.steps == whole.steps);
+  }
+}
+
 }  // namespace
 }  // namespace paradyse::testing

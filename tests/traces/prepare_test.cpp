@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "common/errors.hpp"
+#include "tests/temp_dir.hpp"
 
 using namespace paradyse;
 using namespace paradyse::traces;
@@ -199,18 +200,48 @@ TEST_CASE("prepare and its parsers: bad options are InputErrors naming the flag"
 
 TEST_CASE("prepare: a run of more sequences than a compare holds is refused before they are made",
           "[traces]") {
-  // Split into pieces of one token, 2^11 samples of 2^11 tokens are 2^22 sequences: twice the bound.
-  const Trace trace{"long", "crafted", std::vector<int64_t>(2048, 2048), 0};
+  // Split into pieces of one token, 2^12 samples of 2^17 tokens are 2^29 sequences: twice the bound.
+  const auto source =
+      std::make_shared<const TraceSource>(Trace{"long", "crafted", std::vector<int64_t>(4096, 1 << 17), 0});
   PrepareOptions options;
   options.max_len = 1;
   options.over = OverRule::split;
   try {
-    prepare(trace, options);
-    FAIL("4194304 sequences prepared");
+    const PreparedLengths prepared(source, options);
+    FAIL(prepared.sequences() << " sequences prepared");
   } catch (const InputError& e) {
     CHECK(e.file() == "--max-len");
-    CHECK_THAT(e.message(), Catch::StartsWith("expected a run of at most 2097152 sequences, got 4194304"));
+    CHECK_THAT(e.message(),
+               Catch::StartsWith("expected a run of at most 268435456 sequences, got 536870912"));
   }
-  options.max_len = 2;  // 2^21 pieces: at the bound
-  CHECK(prepare(trace, options).lengths.size() == std::size_t{1} << 21);
+  options.max_len = 2;  // 2^28 pieces: at the bound, counted without making them
+  const PreparedLengths prepared(source, options);
+  CHECK(prepared.sequences() == int64_t{1} << 28);
+  CHECK(prepared.tokens() == int64_t{1} << 29);
+  CHECK(prepared.split_pieces() == int64_t{1} << 28);
+}
+
+TEST_CASE("prepared lengths: a plain trace file read as the run goes gives what it gives in memory",
+          "[traces]") {
+  testing::TempDir dir;
+  std::string text = "# trace: counting\n";
+  for (int64_t i = 1; i <= 5000; ++i) text += std::to_string(i * 7 % 1000 + 1) + "\n";
+  const std::string path = dir.write("t.txt", text);
+  const auto streamed = std::make_shared<const TraceSource>(TraceSource::open(path));
+  const auto whole = std::make_shared<const TraceSource>(load_trace(path));
+  for (const Order order : {Order::dataset, Order::sorted, Order::shuffled})
+    for (const double sample : {1.0, 0.3})
+      for (const int64_t limit : {int64_t{0}, int64_t{700}})
+        for (const OverRule over : {OverRule::drop, OverRule::truncate, OverRule::split}) {
+          const PrepareOptions options{
+              .order = order, .seed = 5, .max_len = 600, .over = over, .sample = sample, .limit = limit};
+          CAPTURE(static_cast<int>(order), sample, limit, static_cast<int>(over));
+          const PreparedLengths from_file(streamed, options), from_memory(whole, options);
+          const std::vector<int64_t> lengths = from_file.lengths();
+          CHECK(lengths == from_memory.lengths());
+          CHECK(lengths == from_file.lengths());  // read again, the same
+          CHECK(from_file.description() == from_memory.description());
+          CHECK(static_cast<int64_t>(lengths.size()) == from_file.sequences());
+          CHECK(sum(lengths) == from_file.tokens());
+        }
 }

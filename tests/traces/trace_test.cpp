@@ -205,16 +205,56 @@ TEST_CASE("bad trace files: an InputError naming the file and the line", "[trace
   for (const BadInput& c : cases) {
     INFO(c.name);
     const std::string path = write_file(dir, c.name, c.text);
-    try {
-      load_trace(path);
-      FAIL("load_trace accepted " << c.name);
-    } catch (const InputError& e) {
-      REQUIRE(e.file() == path);
-      REQUIRE(e.line() == c.line);
-      REQUIRE(e.field() == c.field);
-      REQUIRE_THAT(e.what(), Catch::Contains(c.message));
+    // Loaded whole, and opened to be read as a run goes (a plain file is streamed): the same error.
+    for (const bool streamed : {false, true}) {
+      CAPTURE(streamed);
+      try {
+        if (streamed)
+          TraceSource::open(path);
+        else
+          load_trace(path);
+        FAIL("accepted " << c.name);
+      } catch (const InputError& e) {
+        REQUIRE(e.file() == path);
+        REQUIRE(e.line() == c.line);
+        REQUIRE(e.field() == c.field);
+        REQUIRE_THAT(e.what(), Catch::Contains(c.message));
+      }
     }
   }
+}
+
+TEST_CASE("streamed plain traces: the samples, description and counts of the trace loaded whole",
+          "[traces]") {
+  TempDir dir;
+  // Over 2 MiB, so that lines cross the reader's 1 MiB blocks: a byte-order mark, headers, CRLF line
+  // ends on some lines, empty samples, no final newline.
+  std::string text = "\xEF\xBB\xBF# trace: made here\n# source: this test\n";
+  for (int i = 0; i < 400000; ++i)
+    text += std::to_string(i % 7 == 0 ? 0 : 1 + i * 37 % 100003) + (i % 3 ? "\n" : "\r\n");
+  text += "42";
+  const std::string path = write_file(dir, "long.txt", text);
+  const Trace whole = load_trace(path);
+  const TraceSource streamed = TraceSource::open(path);
+  CHECK(streamed.name() == whole.name);
+  CHECK(streamed.description() == "made here; source: this test");
+  CHECK(streamed.description() == whole.description);
+  CHECK(streamed.empty_samples() == whole.empty_samples);
+  CHECK(streamed.samples() == static_cast<int64_t>(whole.lengths.size()));
+  for (int pass = 0; pass < 2; ++pass) {  // as often as a run reads it
+    std::vector<int64_t> lengths;
+    streamed.for_each([&](int64_t length) {
+      lengths.push_back(length);
+      return true;
+    });
+    CHECK(lengths == whole.lengths);
+  }
+  std::vector<int64_t> first;
+  streamed.for_each([&](int64_t length) {
+    first.push_back(length);
+    return first.size() < 5;
+  });
+  CHECK(first == std::vector<int64_t>(whole.lengths.begin(), whole.lengths.begin() + 5));
 }
 
 TEST_CASE("missing files and directories: an InputError naming the path", "[traces]") {
