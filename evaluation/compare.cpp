@@ -2,9 +2,14 @@
 
 #include <fmt/core.h>
 
+#include <boost/container_hash/hash.hpp>
+
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <numeric>
+#include <optional>
+#include <unordered_map>
 
 #include "steps/step_simulator.hpp"
 
@@ -26,57 +31,90 @@ void accumulate(std::vector<SequenceResult>& results, const std::vector<double>&
   }
 }
 
-// A policy's decision for every micro-batch of a schedule, made a few at a time (decide_some), so
-// that the next policy's can be made while this one's simulations run. Policies that do not remember
-// decide once per documents. Each decision's plan name is made once.
+}  // namespace
+
+// A policy's decision for every micro-batch of a run, a chunk of steps at a time (begin_chunk), made a
+// few at a time (decide_some), so that the next policy's can be made while this one's simulations run.
+// Policies that do not remember decide once per documents, kept across chunks up to kRemembered
+// (past it, forgotten at the next chunk); each such decision's plan name and engine step are made once.
 class PolicyDecisions {
  public:
-  PolicyDecisions(selector::Policy& policy, const traces::TrainingSchedule& schedule)
-      : policy_(&policy), schedule_(&schedule), decisions_(schedule.micro_batches.size()) {
-    if (policy.remembers()) fresh_.reserve(decisions_.size());  // the pointers into it stay valid
+  struct Named {
+    selector::Decision decision;
+    std::string plan_name;
+    std::optional<StepEngine::Step> step;  // the engine's, once asked
+    std::optional<double> model_flops;
+  };
+
+  explicit PolicyDecisions(selector::Policy& policy) : policy_(&policy) {}
+  void begin_chunk(const traces::TrainingSchedule& chunk) {
+    if (decided_.size() > kRemembered) decided_.clear();
+    if (steps_.size() > kRemembered) steps_.clear();
+    chunk_ = &chunk;
+    decisions_.assign(chunk.micro_batches.size(), nullptr);
+    fresh_.clear();
+    if (policy_->remembers()) fresh_.reserve(decisions_.size());  // the pointers into it stay valid
+    next_ = 0;
   }
-  // Decides up to `count` more; false once every micro-batch is decided.
+  // Decides up to `count` more; false once every micro-batch of the chunk is decided.
   bool decide_some(std::size_t count) {
     for (const std::size_t end = std::min(decisions_.size(), next_ + count); next_ < end; ++next_) {
-      const MicroBatch micro_batch{schedule_->micro_batches[next_]};
+      const std::vector<int64_t>& documents = chunk_->micro_batches[next_];
       if (policy_->remembers()) {
-        decisions_[next_] = &fresh_.emplace_back(named(policy_->decide(micro_batch)));
+        Named& fresh = fresh_.emplace_back(named(policy_->decide(MicroBatch{documents})));
+        // A remembering policy's plan for the same documents may differ; its step is the same.
+        if (!fresh.plan_name.empty())
+          if (const auto known = steps_.find({fresh.plan_name, documents}); known != steps_.end())
+            fresh.step = known->second;
+        decisions_[next_] = &fresh;
         continue;
       }
-      auto found = decided_.find(micro_batch.documents);
+      auto found = decided_.find(documents);
       if (found == decided_.end())
-        found = decided_.emplace(micro_batch.documents, named(policy_->decide(micro_batch))).first;
+        found = decided_.emplace(documents, named(policy_->decide(MicroBatch{documents}))).first;
       decisions_[next_] = &found->second;
     }
     return next_ < decisions_.size();
   }
-  void release() {
-    decided_.clear();
+  std::size_t decided() const { return decisions_.empty() ? 0 : next_; }
+  Named& operator[](std::size_t i) { return *decisions_[i]; }
+  // The engine's step for micro-batch i, asked once per plan and documents.
+  const StepEngine::Step& step(std::size_t i, StepEngine& engine) {
+    Named& named = *decisions_[i];
+    if (named.step) return *named.step;
+    const std::vector<int64_t>& documents = chunk_->micro_batches[i];
+    named.step = engine.step(named.decision.plan, MicroBatch{documents});
+    if (policy_->remembers()) steps_.emplace(std::pair{named.plan_name, documents}, *named.step);
+    return *named.step;
+  }
+  double model_flops(std::size_t i, const ModelSpec& model) {
+    Named& named = *decisions_[i];
+    if (!named.model_flops)
+      named.model_flops = steps::model_flops(model, MicroBatch{chunk_->micro_batches[i]}, 1);
+    return *named.model_flops;
+  }
+  void end_chunk() {
     fresh_ = {};
     decisions_ = {};
+    next_ = 0;
   }
-  std::size_t decided() const { return next_; }
-  const selector::Decision& operator[](std::size_t i) const { return decisions_[i]->decision; }
-  const std::string& plan_name(std::size_t i) const { return decisions_[i]->plan_name; }
 
  private:
-  struct Named {
-    selector::Decision decision;
-    std::string plan_name;
-  };
+  static constexpr std::size_t kRemembered = std::size_t{1} << 16;
   static Named named(selector::Decision decision) {
     std::string name = decision.plan.empty() ? std::string() : paradyse::plan_name(decision.plan);
-    return {std::move(decision), std::move(name)};
+    return {std::move(decision), std::move(name), std::nullopt, std::nullopt};
   }
   selector::Policy* policy_;
-  const traces::TrainingSchedule* schedule_;
-  std::map<std::vector<int64_t>, Named> decided_;
+  const traces::TrainingSchedule* chunk_ = nullptr;
+  std::unordered_map<std::vector<int64_t>, Named, boost::hash<std::vector<int64_t>>> decided_;
+  // A remembering policy's steps, by plan and documents.
+  using PlanDocuments = std::pair<std::string, std::vector<int64_t>>;
+  std::unordered_map<PlanDocuments, StepEngine::Step, boost::hash<PlanDocuments>> steps_;
   std::vector<Named> fresh_;
-  std::vector<const Named*> decisions_;
+  std::vector<Named*> decisions_;
   std::size_t next_ = 0;
 };
-
-}  // namespace
 
 StepEngine::StepEngine(const ModelSpec& model, const hw::ClusterSpec& cluster, int degree,
                        const std::string& engine, double grid_ratio, int jobs)
@@ -131,56 +169,64 @@ int64_t StepEngine::simulations() const {
   return simulated_ ? simulated_->simulations() : 0;
 }
 
-void compare_chunk(const std::vector<selector::Policy*>& policies, const traces::TrainingSchedule& chunk,
-                   StepEngine& engine, CompareRecorder& recorder, const Progress& progress) {
+PolicyRuns::PolicyRuns(const std::vector<selector::Policy*>& policies) {
+  for (selector::Policy* policy : policies) decisions_.push_back(std::make_unique<PolicyDecisions>(*policy));
+}
+
+PolicyRuns::~PolicyRuns() = default;
+
+void PolicyRuns::run(const traces::TrainingSchedule& chunk, StepEngine& engine, CompareRecorder& recorder,
+                     const Progress& progress) {
   PARADYSE_CHECK(chunk.step_of.size() == chunk.micro_batches.size(), "a schedule's steps and micro-batches");
   const std::size_t count = chunk.micro_batches.size();
-  const int64_t total = static_cast<int64_t>(count * policies.size());
+  const std::size_t policies = decisions_.size();
+  const int64_t total = static_cast<int64_t>(count * policies);
   // Each policy's decisions, then the simulations they need, during which the next policy decides.
-  std::vector<PolicyDecisions> decisions;
-  for (selector::Policy* policy : policies) decisions.emplace_back(*policy, chunk);
+  for (auto& decisions : decisions_) decisions->begin_chunk(chunk);
   const auto report = [&] {
     if (!progress) return;
     int64_t decided = 0;
-    for (const PolicyDecisions& d : decisions) decided += static_cast<int64_t>(d.decided());
+    for (const auto& d : decisions_) decided += static_cast<int64_t>(d->decided());
     progress(decided, total, "deciding");
   };
   constexpr std::size_t kDecisionsAtOnce = 256;
   std::vector<SequenceResult> results(count);
   std::vector<double> optimizer_s(count);
-  for (std::size_t p = 0; p < policies.size(); ++p) {
+  for (std::size_t p = 0; p < policies; ++p) {
     const std::string& name = recorder.policy(p).policy;
-    PolicyDecisions& decided = decisions[p];
+    PolicyDecisions& decided = *decisions_[p];
     while (decided.decide_some(kDecisionsAtOnce)) report();
     engine.prefetch(
         [&] {
           for (std::size_t i = 0; i < count; ++i)
-            if (!decided[i].plan.empty()) engine.step(decided[i].plan, MicroBatch{chunk.micro_batches[i]});
+            if (!decided[i].decision.plan.empty() && !decided[i].step)
+              engine.step(decided[i].decision.plan, MicroBatch{chunk.micro_batches[i]});
         },
         [&](std::size_t simulated, std::size_t simulations) {
           if (progress)
             progress(static_cast<int64_t>(p * count), total,
                      fmt::format("{}: simulating {}/{}", name, simulated, simulations));
         },
-        [&] { return p + 1 < policies.size() && decisions[p + 1].decide_some(kDecisionsAtOnce); });
+        [&] { return p + 1 < policies && decisions_[p + 1]->decide_some(kDecisionsAtOnce); });
     for (std::size_t i = 0; i < count; ++i) {
-      const MicroBatch micro_batch{chunk.micro_batches[i]};
-      const selector::Decision& decision = decided[i];
+      const std::vector<int64_t>& documents = chunk.micro_batches[i];
+      PolicyDecisions::Named& named = decided[i];
+      const selector::Decision& decision = named.decision;
       SequenceResult& s = results[i];
       s = {};
       s.index = chunk.first_micro_batch + static_cast<int64_t>(i);
       s.step = chunk.step_of[i];
-      s.tokens = micro_batch.tokens();
-      s.documents = static_cast<int64_t>(micro_batch.documents.size());
+      s.tokens = std::accumulate(documents.begin(), documents.end(), int64_t{0});
+      s.documents = static_cast<int64_t>(documents.size());
       s.padded_tokens = decision.padded_tokens;
-      s.model_flops = steps::model_flops(engine.model(), micro_batch, 1);
+      s.model_flops = decided.model_flops(i, engine.model());
       s.layer_switches = decision.switches;
       s.predicted_s = decision.predicted_s;
       s.predicted_peak_bytes = decision.predicted_peak_bytes;
       optimizer_s[i] = 0;
       if (decision.plan.empty()) continue;
-      s.plan = decided.plan_name(i);
-      const StepEngine::Step step = engine.step(decision.plan, micro_batch);
+      s.plan = named.plan_name;
+      const StepEngine::Step& step = decided.step(i, engine);
       s.padded_tokens = step.padded_tokens;
       s.peak_bytes = step.peak_bytes;
       s.fits = step.fits;
@@ -190,8 +236,8 @@ void compare_chunk(const std::vector<selector::Policy*>& policies, const traces:
     }
     accumulate(results, optimizer_s);
     for (const SequenceResult& s : results) recorder.add(p, s);
-    decided.release();
   }
+  for (auto& decisions : decisions_) decisions->end_chunk();
 }
 
 CompareResult run_compare(const std::vector<selector::Policy*>& policies,
@@ -200,7 +246,7 @@ CompareResult run_compare(const std::vector<selector::Policy*>& policies,
   std::vector<std::string> names;
   for (const selector::Policy* policy : policies) names.push_back(policy->name());
   CompareRecorder recorder(names, sink);
-  compare_chunk(policies, schedule, engine, recorder, progress);
+  PolicyRuns(policies).run(schedule, engine, recorder, progress);
   CompareResult result = recorder.finish(engine.cluster(), engine.degree());
   const int64_t total = static_cast<int64_t>(schedule.micro_batches.size() * policies.size());
   if (progress) progress(total, total, "measuring the interpolation error");

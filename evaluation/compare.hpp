@@ -71,11 +71,21 @@ class StepEngine {
 // Called now and then with (work done, work total, what is running).
 using Progress = std::function<void(int64_t, int64_t, const std::string&)>;
 
-// Every policy over one chunk of a run's schedule (whole steps), in order: each micro-batch's result
-// added to `recorder` as policy 0, 1, ... (the order of `policies`). `progress` counts the chunk's
-// decisions and then its micro-batches, for every policy.
-void compare_chunk(const std::vector<selector::Policy*>& policies, const traces::TrainingSchedule& chunk,
-                   StepEngine& engine, CompareRecorder& recorder, const Progress& progress = {});
+// Policies over a run's steps, a chunk of whole steps at a time, in order: each micro-batch's result
+// added to a recorder as policy 0, 1, ... (the order of `policies`). A policy that does not remember
+// decides once per documents, across chunks, and each such decision is timed by the engine once.
+class PolicyDecisions;
+class PolicyRuns {
+ public:
+  explicit PolicyRuns(const std::vector<selector::Policy*>& policies);
+  ~PolicyRuns();
+  // `progress` counts the chunk's decisions and then its micro-batches, for every policy.
+  void run(const traces::TrainingSchedule& chunk, StepEngine& engine, CompareRecorder& recorder,
+           const Progress& progress = {});
+
+ private:
+  std::vector<std::unique_ptr<PolicyDecisions>> decisions_;
+};
 
 // The engine's name, method, interpolation error (sim engine, on `error_samples`) and simulations.
 void finish_engine_figures(CompareResult& result, StepEngine& engine, int error_samples);

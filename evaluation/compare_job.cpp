@@ -157,6 +157,7 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
   }
   for (const GroupPolicy& group_policy : group_policies) names.push_back(group_policy.name);
   CompareRecorder recorder(names, sink);
+  PolicyRuns policy_runs(policies);
   std::vector<GroupPolicyRun> group_runs;
   for (std::size_t i = 0; i < group_policies.size(); ++i)
     group_runs.emplace_back(group_policies[i], engine, *costs[i], recorder, policies.size() + i);
@@ -166,7 +167,7 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
   const auto run_chunk = [&](const traces::TrainingSchedule& chunk) {
     const int64_t before = chunk.first_micro_batch * static_cast<int64_t>(names.size());
     const int64_t size = static_cast<int64_t>(chunk.micro_batches.size());
-    compare_chunk(policies, chunk, engine, recorder, [&](int64_t done, int64_t, const std::string& what) {
+    policy_runs.run(chunk, engine, recorder, [&](int64_t done, int64_t, const std::string& what) {
       if (progress) progress(before + done, total, what);
     });
     for (std::size_t g = 0; g < group_runs.size(); ++g)

@@ -1,6 +1,7 @@
 #include "evaluation/compare_result.hpp"
 
 #include <algorithm>
+#include <bit>
 
 #include "common/errors.hpp"
 #include "strategies/strategy.hpp"
@@ -37,15 +38,21 @@ void add_point(PolicyCurves& curves, const PolicyCurves::Point& point) {
   curves.stride *= 2;
 }
 
+// `tokens` with all but its `bits` leading binary digits cleared.
+int64_t leading_bits(int64_t tokens, int bits) {
+  const int width = static_cast<int>(std::bit_width(static_cast<uint64_t>(tokens)));
+  return width <= bits ? tokens : tokens >> (width - bits) << (width - bits);
+}
+
 void add_length(PolicyCurves& curves, int64_t padded_tokens, double seconds) {
-  if (curves.length_spacing > 1 && !curves.step_by_length.contains(padded_tokens) &&
-      padded_tokens % curves.length_spacing != 0)
-    return;
-  curves.step_by_length[padded_tokens] = seconds;
-  if (curves.step_by_length.size() <= PolicyCurves::kLengths) return;
-  curves.length_spacing *= 2;
-  std::erase_if(curves.step_by_length,
-                [&](const auto& entry) { return entry.first % curves.length_spacing != 0; });
+  curves.step_by_length[leading_bits(padded_tokens, curves.length_bits)] = seconds;
+  while (curves.step_by_length.size() > PolicyCurves::kLengths) {
+    curves.length_bits = std::min(curves.length_bits, 24) - 1;
+    std::map<int64_t, double> coarser;
+    for (const auto& [tokens, time] : curves.step_by_length)
+      coarser[leading_bits(tokens, curves.length_bits)] = time;
+    curves.step_by_length = std::move(coarser);
+  }
 }
 
 }  // namespace

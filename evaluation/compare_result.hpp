@@ -56,12 +56,12 @@ struct PolicyCurves {
   std::vector<Point> cumulative;
   std::optional<Point> last;  // the latest point, when the stride left it out
   int64_t stride = 1;
-  // The time of one trained step by padded length: the last micro-batch of each length (a map of at
-  // most kLengths entries; past that, every other length is dropped and only lengths at the remaining
-  // spacing are added).
+  // The time of one trained step by padded length: the last micro-batch of each length. At most
+  // kLengths lengths; past that, lengths are rounded down to their `length_bits` leading binary digits
+  // (a few thousand a factor of two: finer than a plot on a log scale shows), fewer as needed.
   static constexpr std::size_t kLengths = std::size_t{1} << 16;
   std::map<int64_t, double> step_by_length;
-  int64_t length_spacing = 1;
+  int length_bits = 64;
 };
 
 struct PolicyResult {

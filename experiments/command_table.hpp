@@ -20,7 +20,7 @@ struct HandedOverCommand {
   std::string_view description;
 };
 
-inline constexpr std::array<HandedOverCommand, 11> kHandedOverCommands{{
+inline constexpr std::array<HandedOverCommand, 12> kHandedOverCommands{{
     {"compare", "paradyse-sim",
      "Train a dataset's real length trace under each policy, one sequence per training step: total time, "
      "tokens/s, MFU, sequences out of memory, the longest sequence trained before the first out of memory, "
@@ -68,6 +68,10 @@ inline constexpr std::array<HandedOverCommand, 11> kHandedOverCommands{{
      "Benchmark: the wall time of a compare (by default the main job) with its simulations in a process "
      "per core and in one, their ratio, and whether both wrote the same per_sequence.csv and "
      "summary.json, byte for byte."},
+    {"bench-memory", "paradyse-sim",
+     "Benchmark: the maximum resident memory and wall time of an analytic compare over traces of "
+     "--counts lengths resampled from a trace (by default 10^6 and 10^8 from github-code-like), each "
+     "run in a process of its own without per-sequence output, and how much the memory grew."},
     {"bench-groups", "paradyse-sim",
      "Benchmark the group solver (which groups of GPUs train which sequences of a global batch): its "
      "schedule against the exact MILP (COIN-OR CBC) on small batches of a trace, with the gap printed, and "

@@ -5,6 +5,7 @@
 #include "experiments/ablation_command.hpp"
 #include "experiments/bench_compare_command.hpp"
 #include "experiments/bench_groups_command.hpp"
+#include "experiments/bench_memory_command.hpp"
 #include "experiments/command_line.hpp"
 #include "experiments/compare_command.hpp"
 #include "experiments/costmodel_command.hpp"
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   paradyse::cli::add_bench_simulate_command(app);
   paradyse::cli::add_bench_compare_command(app);
   paradyse::cli::add_bench_groups_command(app);
+  paradyse::cli::add_bench_memory_command(app);
   paradyse::cli::add_costmodel_command(app);
   return paradyse::cli::run_command_line(app, argc, argv);
 }

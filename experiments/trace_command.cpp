@@ -1,5 +1,6 @@
-// `paradyse trace list|stats|convert`: what the length traces hold before a run trains them. The work
-// is traces/'s (loading, statistics, the Protobuf form); this file parses flags and prints.
+// `paradyse trace list|stats|convert|resample`: what the length traces hold before a run trains them.
+// The work is traces/'s (loading, statistics, the Protobuf form, resampling); this file parses flags
+// and prints.
 #include "experiments/trace_command.hpp"
 
 #include <fmt/core.h>
@@ -12,6 +13,7 @@
 #include "common/atomic_file.hpp"
 #include "common/errors.hpp"
 #include "experiments/inputs.hpp"
+#include "traces/resample.hpp"
 #include "traces/stats.hpp"
 #include "traces/trace.hpp"
 
@@ -23,6 +25,8 @@ struct TraceOptions {
   std::string out;
   traces::ReadOptions read;
   bool json = false;
+  int64_t count = 0;  // resample
+  uint64_t seed = 0;
 };
 
 void list() {
@@ -102,7 +106,8 @@ void add_trace_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "trace",
       "Length traces: the bundled real ones (Linux source code and GRCh38 genes), statistics of any trace "
-      "with the paper's length buckets, and conversion to the compact Protobuf form. A trace is a bundled "
+      "with the paper's length buckets, conversion to the compact Protobuf form, and resampling into "
+      "longer traces of the same length distribution. A trace is a bundled "
       "name or a file: .csv (a header row; --column), .jsonl (--field), .pb, or plain text (one length per "
       "line, '#' lines are headers). Empty samples (length 0) are skipped and counted.");
   command->require_subcommand(1);
@@ -136,6 +141,29 @@ void add_trace_command(CLI::App& app) {
   convert_command->callback([convert_options, convert_formats] {
     convert_formats.check(convert_options->input);
     convert(*convert_options);
+  });
+
+  auto resample_options = std::make_shared<TraceOptions>();
+  CLI::App* resample_command = command->add_subcommand(
+      "resample",
+      "write a plain trace of --count lengths drawn uniformly, with replacement, from a trace's samples: "
+      "its length distribution at any size, for runs longer than the trace");
+  resample_command->add_option("trace", resample_options->input, "a bundled trace name or a trace file")
+      ->required();
+  resample_command->add_option("out", resample_options->out, "the plain trace file to write")->required();
+  resample_command->add_option("--count", resample_options->count, "lengths to draw")
+      ->required()
+      ->check(positive_whole_number());
+  resample_command->add_option("--seed", resample_options->seed, "seed of the draws")->capture_default_str();
+  const TraceFormatFlags resample_formats = add_trace_format_options(
+      *resample_command, resample_options->read.column, resample_options->read.field);
+  resample_command->callback([resample_options, resample_formats] {
+    const TraceOptions& options = *resample_options;
+    resample_formats.check(options.input);
+    const traces::TraceSource source = traces::TraceSource::open(options.input, options.read);
+    traces::write_resampled_trace(source, options.count, options.seed, options.out);
+    fmt::print("wrote {}: {} lengths drawn from {} ({} samples, seed {})\n", options.out, options.count,
+               source.name(), source.samples(), options.seed);
   });
 }
 

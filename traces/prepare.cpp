@@ -8,6 +8,7 @@
 
 #include "common/errors.hpp"
 #include "common/limits.hpp"
+#include "traces/random_draws.hpp"
 
 namespace paradyse::traces {
 namespace {
@@ -30,19 +31,6 @@ void validate(const PrepareOptions& options) {
     throw InputError(
         "--max-len", 0, "",
         "expected 0 (no cap) or a positive token count, got '" + std::to_string(options.max_len) + "'");
-}
-
-// Uniform in [0, 1) from the top 53 bits of one draw.
-double uniform_unit(std::mt19937_64& engine) {
-  return static_cast<double>(engine() >> 11) * 0x1.0p-53;
-}
-
-// Uniform in [0, bound): draws below 2^64 mod bound are rejected, so that every value is equally likely.
-uint64_t uniform_below(std::mt19937_64& engine, uint64_t bound) {
-  const uint64_t rejected = (0 - bound) % bound;
-  uint64_t draw = engine();
-  while (draw < rejected) draw = engine();
-  return draw % bound;
 }
 
 // Fisher-Yates, by hand: std::shuffle may draw differently in another standard library.

@@ -104,4 +104,34 @@ TEST_CASE("compare: each strategy's share of the trained time, a micro-batch's t
   CHECK_THAT(summary_table(result), Catch::Contains("megatron_ts 57%, usp_u8 43%"));
 }
 
+TEST_CASE("compare: a policy's plot curves stay bounded however long the run, first and last points kept",
+          "[evaluation][compare]") {
+  CompareRecorder recorder({"static:metp"});
+  const int64_t count = 300000;
+  for (int64_t i = 0; i < count; ++i)
+    recorder.add(0, {.index = i,
+                     .step = i,
+                     .tokens = 1 + i,
+                     .padded_tokens = 16 * (1 + i),
+                     .plan = "metp",
+                     .seconds = 1,
+                     .fits = true});
+  const CompareResult result = recorder.finish(hw::load_cluster("dgx-a100"), 8);
+  const PolicyCurves& curves = result.policies.front().curves;
+  CHECK(curves.cumulative.size() >= PolicyCurves::kPoints);
+  CHECK(curves.cumulative.size() <= 2 * PolicyCurves::kPoints + 1);
+  CHECK(curves.cumulative.front().position == 1);
+  CHECK(curves.cumulative.back().position == count);
+  CHECK(curves.cumulative.back().seconds == count);  // the time up to the last micro-batch
+  for (std::size_t i = 1; i < curves.cumulative.size(); ++i) {
+    CHECK(curves.cumulative[i].position > curves.cumulative[i - 1].position);
+    CHECK(curves.cumulative[i].seconds == static_cast<double>(curves.cumulative[i].position));  // 1 s each
+  }
+  CHECK(curves.step_by_length.size() <= PolicyCurves::kLengths);
+  CHECK(curves.step_by_length.size() >= PolicyCurves::kLengths / 4);  // plenty for a plot
+  CHECK(curves.step_by_length.begin()->first == 16);                  // short lengths stay exact
+  CHECK(curves.step_by_length.rbegin()->first <= 16 * count);
+  CHECK(curves.step_by_length.rbegin()->first > 15 * count);
+}
+
 }  // namespace paradyse::evaluation

@@ -7,11 +7,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include <unistd.h>
 
 #include "common/errors.hpp"
+#include "traces/resample.hpp"
 
 using namespace paradyse;
 using namespace paradyse::traces;
@@ -272,4 +274,29 @@ TEST_CASE("missing files and directories: an InputError naming the path", "[trac
   REQUIRE_THROWS_AS(
       write_protobuf_trace(load_trace("tests/traces/data/crafted.txt"), dir.file("no/such/dir.pb")),
       InputError);
+}
+
+TEST_CASE("resampled traces: the count asked, every length one of the source's, the same for the same seed",
+          "[traces]") {
+  TempDir dir;
+  const TraceSource source(Trace{"three", "crafted", {5, 700, 90000}, 0});
+  write_resampled_trace(source, 3000, 7, dir.file("a.txt"));
+  write_resampled_trace(source, 3000, 7, dir.file("b.txt"));
+  write_resampled_trace(source, 3000, 8, dir.file("c.txt"));
+  const Trace a = load_trace(dir.file("a.txt"));
+  REQUIRE(a.lengths.size() == 3000);
+  std::map<int64_t, int> seen;
+  for (const int64_t length : a.lengths) ++seen[length];
+  REQUIRE(seen.size() == 3);
+  for (const auto& [length, count] : seen) {
+    CAPTURE(length);
+    CHECK(count > 850);  // about 1000 each: uniform draws
+    CHECK(count < 1150);
+  }
+  CHECK_THAT(a.description, Catch::Contains("3000 lengths drawn with replacement from three (seed 7)"));
+  CHECK(load_trace(dir.file("b.txt")).lengths == a.lengths);
+  CHECK(load_trace(dir.file("c.txt")).lengths != a.lengths);
+  REQUIRE_THROWS_WITH(write_resampled_trace(source, 0, 7, dir.file("d.txt")),
+                      "--count: expected at least one length, got 0");
+  CHECK_FALSE(std::filesystem::exists(dir.file("d.txt")));
 }
