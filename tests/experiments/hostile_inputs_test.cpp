@@ -304,8 +304,9 @@ TEST_CASE("hostile inputs: control and binary bytes from a file are escaped in m
 
 TEST_CASE("hostile inputs: subcommands and flags are checked alike", "[experiments][hostile]") {
   TempDir dir;
-  check_hostile_refused(run_paradyse("trace frob"),
-                        "expected a subcommand of 'paradyse trace' (list, stats, convert), got 'frob'");
+  check_hostile_refused(
+      run_paradyse("trace frob"),
+      "expected a subcommand of 'paradyse trace' (list, stats, convert, resample), got 'frob'");
   check_hostile_refused(run_paradyse("estimate --seq 4K --strategy megatron_ts,megatron_ts"),
                         "--strategy: expected each strategy once, got 'megatron_ts' twice");
   check_hostile_refused(run_paradyse("compare --over split --out " + dir.file("c")),

@@ -89,7 +89,11 @@ TEST_CASE("trace: bad inputs fail with a clear message and no output", "[experim
       {"trace convert github-code-like " + (dir / "out.txt").string(),
        "expected an output file name ending in .pb"},
       {"trace convert no/such/trace.txt " + (dir / "out.pb").string(), "no/such/trace.txt"},
-      {"trace", "expected a subcommand of 'paradyse trace' (list, stats, convert), got none"},
+      {"trace resample github-code-like " + (dir / "long.txt").string() + " --count 0", "--count"},
+      {"trace resample github-code-like " + (dir / "long.txt").string(), "--count is required"},
+      {"trace resample " + (dir / "bad.txt").string() + " " + (dir / "long.txt").string() + " --count 9",
+       "bad.txt:3: expected a non-negative whole number of tokens"},
+      {"trace", "expected a subcommand of 'paradyse trace' (list, stats, convert, resample), got none"},
       {"trace stats", "trace is required"},
   };
   for (const Case& c : cases) {
@@ -100,11 +104,12 @@ TEST_CASE("trace: bad inputs fail with a clear message and no output", "[experim
     REQUIRE(r.out.empty());
   }
   REQUIRE_FALSE(std::filesystem::exists(dir / "out.pb"));
+  REQUIRE_FALSE(std::filesystem::exists(dir / "long.txt"));
   std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("trace subcommands explain themselves with --help", "[experiments]") {
-  for (const char* command : {"trace", "trace list", "trace stats", "trace convert"}) {
+  for (const char* command : {"trace", "trace list", "trace stats", "trace convert", "trace resample"}) {
     INFO(command);
     const RunResult r = run_paradyse(std::string(command) + " --help");
     REQUIRE(r.exit_code == 0);
