@@ -197,6 +197,7 @@ TEST_CASE("compare: bad inputs fail with a clear message, a non-zero exit and no
        "--group-policies groups --group-sizes 2,3",
        "--group-sizes: a group of 3 GPUs does not divide the job's 8 GPUs"},
       {"--trace github-code-like --group-sizes 2", "--group-sizes: group sizes are for --group-policies"},
+      {"--trace github-code-like --per-sequence parquet", "--per-sequence: expected csv, csv.gz or none"},
       {"--trace github-code-like --max-len 1M --global-batch-tokens 1M --micro-batch-tokens 64K "
        "--group-policies groups --group-sizes 2,x",
        "--group-sizes"},
