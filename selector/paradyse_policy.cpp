@@ -85,11 +85,12 @@ Decision ParadysePolicy::decide(const CostTable& table) {
           double mix_s = at(seconds, lean) + table.switch_s(fast, lean);
           const double step = table.candidates[static_cast<std::size_t>(fast)].layer.seconds -
                               table.candidates[static_cast<std::size_t>(lean)].layer.seconds;
+          const steps::TwoPartPeaks peaks(table, fast, lean);
           for (int m = 1; m < layers; ++m) {
             mix[static_cast<std::size_t>(m - 1)] = fast;
             mix_s += step;
             ++evaluated;
-            if (table.plan_peak_bytes(mix) > capacity) {
+            if (peaks.peak_bytes(m) > capacity) {
               if (options_.short_circuit) break;
               continue;
             }

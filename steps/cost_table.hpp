@@ -76,4 +76,21 @@ struct CostTable {
   std::optional<int> find(const Strategy& strategy, Recompute recompute = Recompute::none) const;
 };
 
+// The peaks of the plans whose first m layers are candidate `first` and the rest candidate `rest`,
+// for any m from 0 to the table's layers: what a selector's two-strategy mixes need, each equal to
+// plan_peak_bytes of that plan to the bit. In O(1) each where every memory figure the fold adds is a
+// whole number of bytes and no sum of them can reach 2^53 (as the analytic model's are): then every
+// sum is exact in any order, and each run of identical layers peaks at its first or last layer. Else
+// by the fold itself.
+class TwoPartPeaks {
+ public:
+  TwoPartPeaks(const CostTable& table, int first, int rest);
+  double peak_bytes(int m) const;
+
+ private:
+  const CostTable* table_;
+  int first_, rest_;
+  bool exact_ = false;
+};
+
 }  // namespace paradyse::steps

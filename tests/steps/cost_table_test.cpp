@@ -55,3 +55,37 @@ TEST_CASE("cost table: a strategy the degree does not allow is left out", "[cost
   const steps::CostTable five = estimator.cost_table(wanted, {.tokens = 4096, .degree = 5});
   CHECK(five.candidates.empty());  // 96 heads do not split over 5 ranks
 }
+
+TEST_CASE("cost table: two-part mixes' peaks are the fold's to the bit, whole bytes or not", "[costmodel]") {
+  // The analytic model's tables (whole bytes), then the same with fractional and signed figures.
+  const ModelSpec model = load_model("llama3-8b");
+  steps::Estimator estimator(model, hw::load_cluster("dgx-a100"));
+  std::vector<std::pair<const Strategy*, Recompute>> wanted;
+  for (const Strategy* strategy : strategies_for(model, 8))
+    for (Recompute recompute : {Recompute::none, Recompute::full}) wanted.emplace_back(strategy, recompute);
+  std::mt19937 random(11);
+  std::uniform_real_distribution<double> bytes(-3e9, 3e9);
+  for (int64_t tokens : {2048, 131072}) {
+    steps::CostTable table = estimator.cost_table(wanted, {.tokens = tokens});
+    for (const bool whole : {true, false}) {
+      if (!whole) {
+        for (steps::Candidate& candidate : table.candidates)
+          for (steps::MemoryStep* phase :
+               {&candidate.layer.forward, &candidate.layer.backward, &candidate.layer.optimizer})
+            *phase = {bytes(random), bytes(random) / 3};
+        table.step.head = {bytes(random) / 7, bytes(random) / 7};
+      }
+      const int n = static_cast<int>(table.candidates.size());
+      for (int first = 0; first < n; ++first)
+        for (int rest = 0; rest < n; ++rest) {
+          const steps::TwoPartPeaks peaks(table, first, rest);
+          for (int m = 0; m <= table.num_layers; ++m) {
+            steps::CostTable::Choice choice(static_cast<std::size_t>(table.num_layers), rest);
+            std::fill_n(choice.begin(), m, first);
+            CAPTURE(tokens, whole, first, rest, m);
+            REQUIRE(peaks.peak_bytes(m) == table.plan_peak_bytes(choice));
+          }
+        }
+    }
+  }
+}
