@@ -5,7 +5,6 @@
 #include <boost/container_hash/hash.hpp>
 
 #include <algorithm>
-#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>

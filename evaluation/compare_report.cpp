@@ -8,7 +8,6 @@
 #include <functional>
 #include <map>
 
-#include "common/csv.hpp"
 #include "common/errors.hpp"
 #include "evaluation/gnuplot.hpp"
 

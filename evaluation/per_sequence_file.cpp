@@ -40,9 +40,9 @@ constexpr const char* kGzipMode = "wb1";
   throw InputError(path.string(), 0, "", "cannot write");
 }
 
-void append_field(std::string& row, std::string_view text, bool last = false) {
+void append_field(std::string& row, std::string_view text) {
   row += csv::field(text);
-  row += last ? '\n' : ',';
+  row += ',';
 }
 
 template <typename T>
@@ -64,7 +64,10 @@ class PerSequenceFile::Part {
       if (plain_ == nullptr) cannot_write(path_);
     }
   }
-  ~Part() { close(); }
+  ~Part() {  // an unfinished file: closed, what it failed to write no longer matters
+    if (gz_ != nullptr) gzclose(gz_);
+    if (plain_ != nullptr) std::fclose(plain_);
+  }
   void write(const std::string& text) {
     buffer_ += text;
     if (buffer_.size() >= kBufferBytes) flush();
