@@ -64,6 +64,16 @@ void check_trace_file(const std::string& path) {
         "expected a trace file or a bundled trace name (" + bundled_names_text() + "), got no such file");
 }
 
+// A trace read from `path` is named by its file where the file names it not, and described by the
+// file's name where it says nothing of itself.
+void name_file_trace(Trace& trace, const std::string& path) {
+  if (trace.name.empty()) trace.name = path;
+  if (trace.description.empty()) trace.description = std::filesystem::path(path).filename().string();
+  // Reports and JSON outputs carry both: a header in Latin-1 must not fail them.
+  trace.name = json_input::valid_utf8(trace.name);
+  trace.description = json_input::valid_utf8(trace.description);
+}
+
 std::string read_file(const std::string& path) {
   check_trace_file(path);
   // A .pb trace is binary: its bytes have no lines.
@@ -89,11 +99,7 @@ Trace load_trace(const std::string& name_or_path, const ReadOptions& options) {
                 : extension == ".jsonl" ? detail::read_jsonl(text, name_or_path, options.field)
                 : extension == ".pb"    ? detail::read_protobuf(file, name_or_path)
                                         : detail::read_plain(text, name_or_path);
-  if (trace.name.empty()) trace.name = name_or_path;
-  if (trace.description.empty()) trace.description = path.filename().string();
-  // Reports and JSON outputs carry both: a header in Latin-1 must not fail them.
-  trace.name = json_input::valid_utf8(trace.name);
-  trace.description = json_input::valid_utf8(trace.description);
+  name_file_trace(trace, name_or_path);
   detail::require_samples(trace, name_or_path);
   return trace;
 }
@@ -139,11 +145,8 @@ TraceSource TraceSource::open(const std::string& name_or_path, const ReadOptions
       ++source.samples_;
     return true;
   });
-  source.trace_.name = json_input::valid_utf8(name_or_path);
   source.trace_.description = headers.description();
-  if (source.trace_.description.empty())
-    source.trace_.description = std::filesystem::path(name_or_path).filename().string();
-  source.trace_.description = json_input::valid_utf8(source.trace_.description);
+  name_file_trace(source.trace_, name_or_path);
   if (source.samples_ == 0) detail::require_samples(source.trace_, name_or_path);
   return source;
 }
