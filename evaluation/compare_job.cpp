@@ -118,7 +118,12 @@ CheckedCompareJob check_compare_job(const CompareJob& job) {
     throw InputError("--shard-group", 0, "", "a shard group is for --group-policies, and there are none");
   }
   checked.quantum = SequenceLayout::required_multiple(set.degree, set.model.causal);
-  // Every step laid out once, for its errors (a sequence longer than a global batch) and its sizes.
+  // Unpacked, a micro-batch is a sequence and nothing can fail. Packed, every step is laid out once,
+  // for its errors (a sequence longer than a global batch) and its sizes.
+  if (checked.global_batch_tokens == 0) {
+    checked.micro_batches = checked.trace.prepared->sequences();
+    return checked;
+  }
   for_each_chunk(checked, [&](const traces::TrainingSchedule& steps) {
     checked.micro_batches += static_cast<int64_t>(steps.micro_batches.size());
     checked.largest_step_tokens = std::max(checked.largest_step_tokens, largest_step_tokens(steps));

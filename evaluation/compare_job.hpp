@@ -73,8 +73,8 @@ struct CheckedCompareJob {
   int64_t global_batch_tokens = 0;  // 0: not packed
   int64_t micro_batch_tokens = 0;
   int64_t quantum = 1;  // a document is padded to a multiple of it
-  // What the run's schedule holds, from a pass over it that kept none of it: its micro-batches and the
-  // tokens of its largest step.
+  // What the run's schedule holds: its micro-batches, and, packed, the tokens of its largest step (from
+  // a pass over the steps that kept none of them; 0 unpacked, where group policies cannot run).
   int64_t micro_batches = 0;
   int64_t largest_step_tokens = 0;
   int64_t chunk_micro_batches = 0;
