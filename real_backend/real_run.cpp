@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +10,7 @@
 #include "common/errors.hpp"
 #include "common/statistics.hpp"
 #include "real_backend/calibration.hpp"
+#include "real_backend/compute_threads.hpp"
 #include "real_backend/connect.hpp"
 #include "real_backend/device.hpp"
 #include "real_backend/held_bytes.hpp"
@@ -166,7 +166,7 @@ RunReport run_request(const RankEnvironment& env, Communicator* communicator, co
 
 void prepare_process(const RankEnvironment& env) {
   HostAllocator::install();  // before any tensor, so that every byte is counted
-  at::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / env.size));
+  set_compute_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / env.size));
 }
 
 // This process prepared for a run and connected to its peers as the requests' first asks.

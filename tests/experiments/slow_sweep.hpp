@@ -8,7 +8,7 @@ inline constexpr const char* kSlowSweepSpec = R"([base]
 trace = "github-code-like"
 engine = "analytic"
 order = "sorted"
-sample = 0.2
+sample = 0.1
 
 [axes]
 cluster = ["dgx-a100", "dgx-h100", "dgx-h200"]

@@ -122,7 +122,9 @@ TEST_CASE("validate: each row is what simulate and run give for its configuratio
   }
 }
 
-TEST_CASE("validate --docs: a packed micro-batch under every strategy, its memory to the byte",
+// Two validations of one calibration, one after the other (not Catch sections, which would each
+// calibrate again): a packed micro-batch under every strategy, and rank 0's step by backend call.
+TEST_CASE("validate --docs and --ops: a packed micro-batch under every strategy, a step by backend call",
           "[real][cli]") {
   TempDir dir;
   const std::string cluster = dir.file("local-cpu.json");
@@ -134,64 +136,62 @@ TEST_CASE("validate --docs: a packed micro-batch under every strategy, its memor
   std::ifstream file(cluster);
   CHECK_THAT(nlohmann::json::parse(file)["gpu"]["source"]["gemm_efficiency_by_flops"].get<std::string>(),
              Catch::Contains("the median of its passes at any speed (of 1)"));
-  // 37 and 21 tokens pad to 40 and 24 on 2 ranks of a causal model (multiples of 4): 64 in all.
-  const RunResult r = run_paradyse(
-      "validate --ranks 2 --model tiny-llama --docs 37,21 --rounds 1 --any-speed --warmup 0 --json "
-      "--plan all --cluster " +
-      cluster);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  const auto rows = nlohmann::json::parse(r.out);
-  REQUIRE(rows.size() == strategies_for(load_model("tiny-llama"), 2).size());
-  for (const auto& row : rows) {
-    INFO(row.dump());
-    CHECK(row["seq"] == 64);
-    CHECK(row["documents"] == 2);
-    CHECK(std::abs(row["memory_error"].get<double>()) < 0.01);
-    // The reference re-timed around the row against the calibration's: the same work on the same
-    // machine, within the 5x that another test's load may cause (below).
-    CHECK(row["reference_ratio"].get<double>() > 1.0 / 5);
-    CHECK(row["reference_ratio"].get<double>() < 5);
-    CHECK(row["simulated_s"].get<double>() > 0);
-  }
-}
 
-TEST_CASE("validate --ops: rank 0's step by backend call, measured and modelled", "[real][cli]") {
-  TempDir dir;
-  const std::string cluster = dir.file("local-cpu.json");
-  REQUIRE(
-      run_paradyse("calibrate --ranks 2 --max-seq 128 --passes 1 --any-speed --out " + cluster).exit_code ==
-      0);
-  const RunResult r = run_paradyse(
-      "validate --ranks 2 --model tiny-llama --seq 64,128 --plan megatron_ts --ops --rounds 2 "
-      "--json --cluster " +
-      cluster);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  const auto out = nlohmann::json::parse(r.out);
-  REQUIRE(out["steps"].size() == 2);
-  for (const auto& row : out["steps"]) {
-    // Matching the calibration's speed: 2 rounds, or up to 4 for a row short of 2 at speed; a row
-    // keeps one step per kept round, or every round's when none was at speed.
-    INFO(row.dump());
-    const int run = row["rounds_run"], kept = row["rounds_kept"];
-    CHECK(run >= 2);
-    CHECK(run <= 4);
-    CHECK(kept <= run);
-    CHECK(row["measured_steps"] == (kept > 0 ? kept : run));
+  {  // --docs: a packed micro-batch under every strategy, its memory to the byte
+    // 37 and 21 tokens pad to 40 and 24 on 2 ranks of a causal model (multiples of 4): 64 in all.
+    const RunResult r = run_paradyse(
+        "validate --ranks 2 --model tiny-llama --docs 37,21 --rounds 1 --any-speed --warmup 0 --json "
+        "--plan all --cluster " +
+        cluster);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto rows = nlohmann::json::parse(r.out);
+    REQUIRE(rows.size() == strategies_for(load_model("tiny-llama"), 2).size());
+    for (const auto& row : rows) {
+      INFO(row.dump());
+      CHECK(row["seq"] == 64);
+      CHECK(row["documents"] == 2);
+      CHECK(std::abs(row["memory_error"].get<double>()) < 0.01);
+      // The reference re-timed around the row against the calibration's: the same work on the same
+      // machine, within the 5x that another test's load may cause (below).
+      CHECK(row["reference_ratio"].get<double>() > 1.0 / 5);
+      CHECK(row["reference_ratio"].get<double>() < 5);
+      CHECK(row["simulated_s"].get<double>() > 0);
+    }
   }
-  const int64_t layers = load_model("tiny-llama").num_layers;
-  std::map<int64_t, int> attention_rows;
-  for (const auto& call : out["calls"]) {
-    INFO(call.dump());
-    CHECK(call["plan"] == "megatron_ts");
-    if (call["kernel"] != "attention_forward") continue;
-    ++attention_rows[call["seq"].get<int64_t>()];
-    CHECK(call["calls"] == layers);  // one fused attention per layer, in the last round only
-    CHECK(call["measured_s"].get<double>() > 0);
-    CHECK(call["modelled_s"].get<double>() > 0);
+
+  {  // --ops: rank 0's step by backend call, measured and modelled
+    const RunResult r = run_paradyse(
+        "validate --ranks 2 --model tiny-llama --seq 64,128 --plan megatron_ts --ops --rounds 2 "
+        "--json --cluster " +
+        cluster);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto out = nlohmann::json::parse(r.out);
+    REQUIRE(out["steps"].size() == 2);
+    for (const auto& row : out["steps"]) {
+      // Matching the calibration's speed: 2 rounds, or up to 4 for a row short of 2 at speed; a row
+      // keeps one step per kept round, or every round's when none was at speed.
+      INFO(row.dump());
+      const int run = row["rounds_run"], kept = row["rounds_kept"];
+      CHECK(run >= 2);
+      CHECK(run <= 4);
+      CHECK(kept <= run);
+      CHECK(row["measured_steps"] == (kept > 0 ? kept : run));
+    }
+    const int64_t layers = load_model("tiny-llama").num_layers;
+    std::map<int64_t, int> attention_rows;
+    for (const auto& call : out["calls"]) {
+      INFO(call.dump());
+      CHECK(call["plan"] == "megatron_ts");
+      if (call["kernel"] != "attention_forward") continue;
+      ++attention_rows[call["seq"].get<int64_t>()];
+      CHECK(call["calls"] == layers);  // one fused attention per layer, in the last round only
+      CHECK(call["measured_s"].get<double>() > 0);
+      CHECK(call["modelled_s"].get<double>() > 0);
+    }
+    CHECK(attention_rows == std::map<int64_t, int>{{64, 1}, {128, 1}});
   }
-  CHECK(attention_rows == std::map<int64_t, int>{{64, 1}, {128, 1}});
 }
 
 TEST_CASE("validate: asks for a calibration when the cluster file is missing", "[real][cli]") {

@@ -7,7 +7,6 @@
 // through the host, as NCCL refuses two ranks on one GPU.
 #pragma once
 
-#include <ATen/Parallel.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <cstdlib>
@@ -18,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "real_backend/compute_threads.hpp"
 #include "real_backend/gloo_communicator.hpp"
 #include "real_backend/staged_communicator.hpp"
 #ifdef PARADYSE_WITH_NCCL
@@ -54,7 +54,7 @@ std::vector<Result> run_ranks(int degree, const ModelSpec& model,
   for (int rank = 0; rank < degree; ++rank)
     threads.emplace_back([&, rank] {
       try {
-        at::set_num_threads(1);  // per thread (OpenMP's setting is): the ranks share the machine's cores
+        real::set_compute_threads(1);  // the ranks share the machine's cores
         auto communicator = rank_communicator(store, rank, degree, options.device);
         real::TorchBackend backend(*communicator, model, options);
         results[static_cast<std::size_t>(rank)] = body(backend);
