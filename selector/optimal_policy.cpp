@@ -56,9 +56,19 @@ class Search {
     // The order in which a multiset of layers fits if it fits at all (see the header).
     std::sort(usable_.begin(), usable_.end(),
               [&](int x, int y) { return window(x) + kept(x) < window(y) + kept(y); });
-    for (int a : usable_)
-      for (int b : usable_)
-        if (kept(a) > kept(b) && seconds(a) < seconds(b)) mixes_.emplace_back(a, b);
+    // A prefix admits the candidates whose windows hold it: one envelope per distinct window, for
+    // the candidates from each place in window order on (those a count search has left to choose).
+    for (int c : usable_) admitting_.push_back(window(c));
+    std::sort(admitting_.begin(), admitting_.end());
+    admitting_.erase(std::unique(admitting_.begin(), admitting_.end()), admitting_.end());
+    envelopes_.resize(usable_.size() * admitting_.size());
+    for (std::size_t from = 0; from < usable_.size(); ++from)
+      for (std::size_t w = 0; w < admitting_.size(); ++w) {
+        std::vector<int> admitted;
+        for (std::size_t k = from; k < usable_.size(); ++k)
+          if (window(usable_[k]) >= admitting_[w]) admitted.push_back(usable_[k]);
+        envelopes_[from * admitting_.size() + w] = envelope(std::move(admitted));
+      }
   }
 
   std::optional<CostTable::Choice> run() {
@@ -95,20 +105,46 @@ class Search {
     return ways;
   }
 
-  // Least seconds of `count` more layers keeping at most `left` bytes, relaxed to fractional counts
-  // and ignoring the windows but for admitting `prefix`: one candidate, or the best two.
-  double relaxed_s(double prefix, double count, double left) const {
-    double best = kInfinity;
-    for (int a : usable_)
-      if (prefix <= window(a) && count * kept(a) <= left) best = std::min(best, count * seconds(a));
-    for (const auto& [a, b] : mixes_) {
-      if (prefix > window(a) || prefix > window(b)) continue;
-      const double of_a = (left - count * kept(b)) / (kept(a) - kept(b));  // as many of the faster as fit
-      if (of_a <= 0) continue;
-      const double x = std::min(count, of_a);
-      best = std::min(best, x * seconds(a) + (count - x) * seconds(b));
+  // (kept bytes, seconds) of one layer, kept increasing and seconds decreasing: the lower convex
+  // envelope of `admitted`, from the leanest candidate to the fastest.
+  using Envelope = std::vector<std::pair<double, double>>;
+  Envelope envelope(std::vector<int> admitted) const {
+    std::sort(admitted.begin(), admitted.end(),
+              [&](int a, int b) { return kept(a) != kept(b) ? kept(a) < kept(b) : seconds(a) < seconds(b); });
+    Envelope hull;
+    for (int c : admitted) {
+      const std::pair<double, double> point{kept(c), seconds(c)};
+      if (!hull.empty() && point.second >= hull.back().second) continue;  // a leaner one is no slower
+      // Drop the last point while it lies on or above the line from the one before it to this one.
+      while (hull.size() >= 2) {
+        const auto& [k0, s0] = hull[hull.size() - 2];
+        const auto& [k1, s1] = hull.back();
+        if ((k1 - k0) * (point.second - s0) - (s1 - s0) * (point.first - k0) > 0) break;
+        hull.pop_back();
+      }
+      hull.push_back(point);
     }
-    return best;
+    return hull;
+  }
+
+  // Least seconds of `count` more layers keeping at most `left` bytes, of the usable candidates from
+  // place `from` in window order on, relaxed to fractional counts and ignoring the windows but for
+  // admitting `prefix`. A linear program of two constraints (the count, the bytes) has an optimum of
+  // at most two candidates: the point of the admitted candidates' envelope at `left / count` bytes a
+  // layer, or its fastest end when that fits.
+  double relaxed_s(std::size_t from, double prefix, double count, double left) const {
+    const auto admits = std::lower_bound(admitting_.begin(), admitting_.end(), prefix);
+    if (admits == admitting_.end() || from >= usable_.size()) return kInfinity;
+    const Envelope& hull =
+        envelopes_[from * admitting_.size() + static_cast<std::size_t>(admits - admitting_.begin())];
+    const double per_layer = left / count;
+    if (hull.empty() || per_layer < hull.front().first) return kInfinity;
+    std::size_t i = 0;
+    while (i + 1 < hull.size() && hull[i + 1].first <= per_layer) ++i;
+    if (i + 1 == hull.size()) return count * hull.back().second;
+    const auto& [k0, s0] = hull[i];
+    const auto& [k1, s1] = hull[i + 1];
+    return count * (s0 + (s1 - s0) * (per_layer - k0) / (k1 - k0));
   }
 
   // The seconds of `counts` (per candidate, in window order) if the layers fit so, else infinity;
@@ -172,7 +208,8 @@ class Search {
           continue;
         }
         if (last) continue;
-        if (next_time + relaxed_s(next_prefix, layers - next_used, windows_.head - next_prefix) >= best)
+        if (next_time + relaxed_s(k + 1, next_prefix, layers - next_used, windows_.head - next_prefix) >=
+            best)
           continue;
         counts[k] = n;
         self(self, k + 1, next_used, next_prefix, next_time);
@@ -233,7 +270,7 @@ class Search {
           ++evaluated_;
           if (extended.kept > windows_.head) continue;
           if (remaining > 0 &&
-              extended.seconds + relaxed_s(extended.kept, remaining, windows_.head - extended.kept) ==
+              extended.seconds + relaxed_s(0, extended.kept, remaining, windows_.head - extended.kept) ==
                   kInfinity)
             continue;
           next.push_back(extended);
@@ -271,7 +308,10 @@ class Search {
   double max_compositions_;
   bool switch_free_ = true;
   std::vector<int> usable_;
-  std::vector<std::pair<int, int>> mixes_;  // (a, b): a is faster than b and keeps more
+  std::vector<double> admitting_;  // the usable candidates' distinct windows, increasing
+  // Per usable place in window order, then per window above: of the candidates from that place on
+  // whose windows are at least that window.
+  std::vector<Envelope> envelopes_;
   int evaluated_ = 0;
 };
 

@@ -83,6 +83,41 @@ TEST_CASE("optimal equals brute-force enumeration on small tables", "[selector]"
   CHECK(unfit > 20);
 }
 
+TEST_CASE("optimal: the count search and the label search agree on tables of many layers", "[selector]") {
+  // Too many layers to enumerate: the two exact searches, whose bounds and orders share nothing but the
+  // relaxation's envelope, against each other. Switch-free tables, where both apply.
+  std::mt19937 random(11);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const std::vector<const Strategy*>& strategies = all_strategies();
+  int fitted = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int layers = 24 + 8 * (trial % 10);  // 24..96
+    const int n = 3 + trial % 3;               // 3..5
+    std::vector<steps::Candidate> candidates;
+    for (int c = 0; c < n; ++c) {
+      const double saved = 1 + 20 * unit(random);
+      candidates.push_back(testing::layer(*strategies[static_cast<std::size_t>(c)], 1 + 10 * unit(random),
+                                          saved, saved + 30 * unit(random), 30 * unit(random)));
+    }
+    steps::CostTable t = testing::table(layers, 0, candidates);
+    t.step.initial_bytes = 5 * unit(random);
+    t.step.head = {10 * unit(random), 2 * unit(random)};
+    t.step.static_bytes = 10;
+    t.step.capacity_bytes = 10 + (layers * 21 + 60) * unit(random);
+    testing::TableSource source({{t.tokens, t}});
+    selector::OptimalOptions by_counts, by_labels;
+    by_labels.max_compositions = 0;
+    const selector::Decision counted = selector::OptimalPolicy(source, by_counts).decide(t);
+    const selector::Decision labelled = selector::OptimalPolicy(source, by_labels).decide(t);
+    CAPTURE(trial, layers, n);
+    REQUIRE(counted.fits == labelled.fits);
+    if (!counted.fits) continue;
+    ++fitted;
+    CHECK(counted.predicted_s == Approx(labelled.predicted_s).epsilon(1e-12));
+  }
+  CHECK(fitted > 20);
+}
+
 TEST_CASE("optimal is never slower than paradyse or a static plan that fits, on every model preset",
           "[selector]") {
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
