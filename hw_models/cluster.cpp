@@ -326,8 +326,10 @@ ClusterSpec read_cluster(const json_input::Json& json, const std::string& source
   Object top(json, source);
   top.require_keys(
       {"name", "description", "gpus_per_node", "nics_per_node", "gpu", "intra_node", "inter_node", "source"},
-      {"host", "framework", "network", "calibration"});
-  require_sources(top, {"gpus_per_node", "nics_per_node"});
+      {"host", "framework", "network", "calibration", "pod_nodes"});
+  require_sources(top, {"gpus_per_node", "nics_per_node"}, {"pod_nodes"});
+  if (top.has("pod_nodes") && top.has("network"))
+    top.fail("pod_nodes", "expected none beside a network graph, whose links say how its nodes are joined");
   if (top.has("host") && top.has("framework"))
     top.fail("framework", "expected either a framework or a host block, got both");
   ClusterSpec spec;
@@ -336,6 +338,7 @@ ClusterSpec read_cluster(const json_input::Json& json, const std::string& source
   spec.source = source;
   spec.gpus_per_node = count(top, "gpus_per_node");
   spec.nics_per_node = count(top, "nics_per_node");
+  if (top.has("pod_nodes")) spec.pod_nodes = count(top, "pod_nodes");
   spec.gpu = read_gpu(top.object("gpu"));
   if (top.has("host")) spec.host = read_host(top.object("host"));
   if (top.has("framework")) {

@@ -162,6 +162,10 @@ struct ClusterSpec {
   // bandwidth over this (1: non-blocking). A what-if, set by simulate --oversubscription or a sweep;
   // the simulator builds it, the analytic model prices an all-to-all across nodes by it.
   double spine_oversubscription = 1;
+  // Without a network graph: the nodes of a pod (a DGX SuperPOD's scalable unit), whose leaves share
+  // one spine group; a cluster of more nodes joins its pods through a core, three levels
+  // (rail_fat_tree.hpp). 0: one spine for every node, two levels.
+  int pod_nodes = 0;
 
   int num_gpus() const { return num_nodes * gpus_per_node; }
   // The fabric a group of GPUs first_gpu, first_gpu + stride, … (gpus of them) communicates over: the

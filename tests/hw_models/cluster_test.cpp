@@ -2,6 +2,7 @@
 // FlashAttention charts), curves read in log(x), multi-node variants, and every kind of bad cluster input
 // fails with an InputError naming the field.
 #include "hw_models/cluster.hpp"
+#include "tests/hw_models/network_files.hpp"
 #include "tests/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -66,8 +67,8 @@ InputError load_error(const std::string& name_or_path, int num_nodes = 1) {
 TEST_CASE(
     "cluster presets: names are sorted, DGX nodes of 8 GPUs (a SuperPOD unit of 32), an NVL72 rack of 72",
     "[hw_models]") {
-  const std::vector<std::string> expected = {"dgx-a100", "dgx-h100", "dgx-h100-superpod", "dgx-h200",
-                                             "gb200-nvl72"};
+  const std::vector<std::string> expected = {
+      "dgx-a100", "dgx-h100", "dgx-h100-superpod", "dgx-h100-superpod-16k", "dgx-h200", "gb200-nvl72"};
   REQUIRE(paradyse::hw::cluster_preset_names() == expected);
   for (const std::string& name : expected) {
     ClusterSpec cluster = load_cluster(name);
@@ -273,6 +274,27 @@ TEST_CASE("load_cluster: bad input is an InputError naming the file and field", 
       json["inter_node"]["source"]["jitter_seconds"] = "assumed";
     });
     CHECK_THAT(load_error(path).what(), Contains("jitter_seconds"));
+  }
+  SECTION("pods: a count with a source, and none beside a network graph") {
+    const std::string zero = write_edited_a100(dir, "pods-zero.json", [](auto& json) {
+      json["pod_nodes"] = 0;
+      json["source"]["pod_nodes"] = "test";
+    });
+    CHECK_THAT(load_error(zero).what(), Contains(zero) && Contains("pod_nodes"));
+    const std::string unsourced =
+        write_edited_a100(dir, "pods-unsourced.json", [](auto& json) { json["pod_nodes"] = 4; });
+    CHECK_THAT(load_error(unsourced).what(), Contains("source.pod_nodes"));
+    const std::string with_graph = write_edited_a100(dir, "pods-graph.json", [](auto& json) {
+      json["pod_nodes"] = 4;
+      json["source"]["pod_nodes"] = "test";
+      json["network"] = paradyse::testing::rail_fat_tree(load_cluster("dgx-a100", 2), 2, 1.0);
+    });
+    CHECK_THAT(load_error(with_graph).what(), Contains("pod_nodes") && Contains("network graph"));
+    const std::string good = write_edited_a100(dir, "pods.json", [](auto& json) {
+      json["pod_nodes"] = 4;
+      json["source"]["pod_nodes"] = "test";
+    });
+    CHECK(load_cluster(good, 8).pod_nodes == 4);
   }
   SECTION("a negative bandwidth") {
     std::string path = write_edited_a100(

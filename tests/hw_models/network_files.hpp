@@ -49,6 +49,34 @@ inline json_input::Json rail_fat_tree(const hw::ClusterSpec& cluster, int nodes,
   return block;
 }
 
+// The three-level tree of `nodes` nodes of `cluster` in pods of cluster.pod_nodes (one NIC per GPU),
+// link for link: an NVSwitch per node, a leaf per pod and rail, a spine per pod with an uplink per leaf
+// of the pod's NIC bandwidth on that rail over the oversubscription, a core with an uplink per spine of
+// all the pod's NIC bandwidth.
+inline json_input::Json pod_fat_tree(const hw::ClusterSpec& cluster, int nodes, double oversubscription) {
+  const int g = cluster.gpus_per_node, pod = cluster.pod_nodes, pods = (nodes + pod - 1) / pod;
+  const double nic = cluster.inter_node.bytes_per_second;
+  const auto leaf = [&](int p, int rail) { return "leaf" + std::to_string(p) + "-" + std::to_string(rail); };
+  json_input::Json block = network_block(nodes);
+  for (int n = 0; n < nodes; ++n) block["switches"].push_back("nvswitch" + std::to_string(n));
+  for (int p = 0; p < pods; ++p)
+    for (int rail = 0; rail < g; ++rail) block["switches"].push_back(leaf(p, rail));
+  for (int p = 0; p < pods; ++p) block["switches"].push_back("spine" + std::to_string(p));
+  block["switches"].push_back("core");
+  for (int n = 0; n < nodes; ++n)
+    for (int i = 0; i < g; ++i)
+      add_link(block, gpu_name(n, i, g), "nvswitch" + std::to_string(n),
+               cluster.intra_node.peak_bus_bandwidth(), cluster.intra_node.hop_latency_s() / 2);
+  for (int n = 0; n < nodes; ++n)
+    for (int i = 0; i < g; ++i)
+      add_link(block, gpu_name(n, i, g), leaf(n / pod, i), nic, cluster.inter_node.hop_latency_s() / 2);
+  for (int p = 0; p < pods; ++p)
+    for (int rail = 0; rail < g; ++rail)
+      add_link(block, leaf(p, rail), "spine" + std::to_string(p), pod * nic / oversubscription, 0);
+  for (int p = 0; p < pods; ++p) add_link(block, "spine" + std::to_string(p), "core", pod * g * nic, 0);
+  return block;
+}
+
 // A leaf switch per node that every NIC of the node joins (no rails), and one spine with an uplink per
 // leaf of the node's NIC bandwidth over the oversubscription.
 inline json_input::Json top_of_rack_tree(const hw::ClusterSpec& cluster, int nodes, double oversubscription) {

@@ -52,6 +52,46 @@ TEST_CASE("rail fat tree: the built-in network routes as the same tree written a
     }
 }
 
+TEST_CASE("rail fat tree: in pods, the built-in network routes as the three-level tree written as a graph",
+          "[hw_models]") {
+  // Pods of 2 nodes; a job of 3 or 4 nodes of a cluster of 8 reaches 2 pods through the core.
+  const double oversubscription = GENERATE(1.0, 2.0);
+  const int nodes = GENERATE(3, 4);
+  CAPTURE(oversubscription, nodes);
+  hw::ClusterSpec built_in = hw::load_cluster("dgx-a100", 8);
+  built_in.pod_nodes = 2;
+  built_in.spine_oversubscription = oversubscription;
+  testing::TempDir dir;
+  const hw::ClusterSpec from_file = hw::load_cluster(dir.write(
+      "tree.json", testing::a100_with_network(testing::pod_fat_tree(built_in, nodes, oversubscription))));
+  const hw::RailFatTree tree(built_in, nodes);
+  REQUIRE(tree.num_gpus() == from_file.network->num_gpus());
+  REQUIRE(tree.links().size() == from_file.network->links().size());
+  for (int from = 0; from < tree.num_gpus(); ++from)
+    for (int to = 0; to < tree.num_gpus(); ++to) {
+      CAPTURE(from, to);
+      CHECK(passage(tree, from, to) == passage(*from_file.network, from, to));
+    }
+  // Rail 0 of node 0 to rail 0 of node 1: one leaf; to rail 1 of node 1: the pod's spine; to node 2,
+  // another pod: up to the core and down, six links.
+  CHECK(tree.route(0, 8).size() == 2);
+  CHECK(tree.route(0, 9).size() == 4);
+  CHECK(tree.route(0, 16).size() == 6);
+}
+
+TEST_CASE("rail fat tree: pods of at least the cluster's nodes are the two-level tree", "[hw_models]") {
+  hw::ClusterSpec cluster = hw::load_cluster("dgx-a100", 4);
+  const hw::RailFatTree two_levels(cluster, 4);
+  cluster.pod_nodes = 4;
+  const hw::RailFatTree one_pod(cluster, 4);
+  REQUIRE(one_pod.links().size() == two_levels.links().size());
+  for (int from = 0; from < one_pod.num_gpus(); ++from)
+    for (int to = 0; to < one_pod.num_gpus(); ++to) {
+      CAPTURE(from, to);
+      CHECK(passage(one_pod, from, to) == passage(two_levels, from, to));
+    }
+}
+
 TEST_CASE("rail fat tree: GPUs share their node's NICs in turn where it has fewer", "[hw_models]") {
   hw::ClusterSpec cluster = hw::load_cluster("dgx-a100", 2);
   cluster.nics_per_node = 4;
