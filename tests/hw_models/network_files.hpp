@@ -26,6 +26,15 @@ inline std::string gpu_name(int node, int local, int gpus_per_node) {
   return "gpu" + std::to_string(node * gpus_per_node + local);
 }
 
+// Every GPU's NVLink link into its node's NVSwitch ("nvswitch<node>"), as the built-in tree has them.
+inline void add_nvlink_links(json_input::Json& block, const hw::ClusterSpec& cluster, int nodes) {
+  const int g = cluster.gpus_per_node;
+  for (int n = 0; n < nodes; ++n)
+    for (int i = 0; i < g; ++i)
+      add_link(block, gpu_name(n, i, g), "nvswitch" + std::to_string(n),
+               cluster.intra_node.peak_bus_bandwidth(), cluster.intra_node.hop_latency_s() / 2);
+}
+
 // sim/platform.hpp's fat tree of `nodes` nodes of `cluster` (one NIC per GPU), link for link: an
 // NVSwitch per node, a leaf per rail, one spine with an uplink per leaf of the rail's NIC bandwidth
 // over the oversubscription.
@@ -35,10 +44,7 @@ inline json_input::Json rail_fat_tree(const hw::ClusterSpec& cluster, int nodes,
   for (int n = 0; n < nodes; ++n) block["switches"].push_back("nvswitch" + std::to_string(n));
   for (int rail = 0; rail < g; ++rail) block["switches"].push_back("leaf" + std::to_string(rail));
   block["switches"].push_back("spine");
-  for (int n = 0; n < nodes; ++n)
-    for (int i = 0; i < g; ++i)
-      add_link(block, gpu_name(n, i, g), "nvswitch" + std::to_string(n),
-               cluster.intra_node.peak_bus_bandwidth(), cluster.intra_node.hop_latency_s() / 2);
+  add_nvlink_links(block, cluster, nodes);
   for (int n = 0; n < nodes; ++n)
     for (int i = 0; i < g; ++i)
       add_link(block, gpu_name(n, i, g), "leaf" + std::to_string(i), cluster.inter_node.bytes_per_second,
@@ -63,10 +69,7 @@ inline json_input::Json pod_fat_tree(const hw::ClusterSpec& cluster, int nodes, 
     for (int rail = 0; rail < g; ++rail) block["switches"].push_back(leaf(p, rail));
   for (int p = 0; p < pods; ++p) block["switches"].push_back("spine" + std::to_string(p));
   block["switches"].push_back("core");
-  for (int n = 0; n < nodes; ++n)
-    for (int i = 0; i < g; ++i)
-      add_link(block, gpu_name(n, i, g), "nvswitch" + std::to_string(n),
-               cluster.intra_node.peak_bus_bandwidth(), cluster.intra_node.hop_latency_s() / 2);
+  add_nvlink_links(block, cluster, nodes);
   for (int n = 0; n < nodes; ++n)
     for (int i = 0; i < g; ++i)
       add_link(block, gpu_name(n, i, g), leaf(n / pod, i), nic, cluster.inter_node.hop_latency_s() / 2);

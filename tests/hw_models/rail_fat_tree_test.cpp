@@ -31,6 +31,16 @@ Passage passage(const hw::Topology& topology, int from, int to) {
   return p;
 }
 
+// Every pair of GPUs takes the same route through the same links in both.
+void check_same_routes(const hw::Topology& a, const hw::Topology& b) {
+  REQUIRE(a.num_gpus() == b.num_gpus());
+  for (int from = 0; from < a.num_gpus(); ++from)
+    for (int to = 0; to < a.num_gpus(); ++to) {
+      CAPTURE(from, to);
+      CHECK(passage(a, from, to) == passage(b, from, to));
+    }
+}
+
 }  // namespace
 
 TEST_CASE("rail fat tree: the built-in network routes as the same tree written as a graph", "[hw_models]") {
@@ -45,11 +55,7 @@ TEST_CASE("rail fat tree: the built-in network routes as the same tree written a
   const hw::RailFatTree tree(built_in, nodes);
   REQUIRE(tree.num_gpus() == from_file.network->num_gpus());
   REQUIRE(tree.links().size() == from_file.network->links().size());
-  for (int from = 0; from < tree.num_gpus(); ++from)
-    for (int to = 0; to < tree.num_gpus(); ++to) {
-      CAPTURE(from, to);
-      CHECK(passage(tree, from, to) == passage(*from_file.network, from, to));
-    }
+  check_same_routes(tree, *from_file.network);
 }
 
 TEST_CASE("rail fat tree: in pods, the built-in network routes as the three-level tree written as a graph",
@@ -67,11 +73,7 @@ TEST_CASE("rail fat tree: in pods, the built-in network routes as the three-leve
   const hw::RailFatTree tree(built_in, nodes);
   REQUIRE(tree.num_gpus() == from_file.network->num_gpus());
   REQUIRE(tree.links().size() == from_file.network->links().size());
-  for (int from = 0; from < tree.num_gpus(); ++from)
-    for (int to = 0; to < tree.num_gpus(); ++to) {
-      CAPTURE(from, to);
-      CHECK(passage(tree, from, to) == passage(*from_file.network, from, to));
-    }
+  check_same_routes(tree, *from_file.network);
   // Rail 0 of node 0 to rail 0 of node 1: one leaf; to rail 1 of node 1: the pod's spine; to node 2,
   // another pod: up to the core and down, six links.
   CHECK(tree.route(0, 8).size() == 2);
@@ -85,11 +87,7 @@ TEST_CASE("rail fat tree: pods of at least the cluster's nodes are the two-level
   cluster.pod_nodes = 4;
   const hw::RailFatTree one_pod(cluster, 4);
   REQUIRE(one_pod.links().size() == two_levels.links().size());
-  for (int from = 0; from < one_pod.num_gpus(); ++from)
-    for (int to = 0; to < one_pod.num_gpus(); ++to) {
-      CAPTURE(from, to);
-      CHECK(passage(one_pod, from, to) == passage(two_levels, from, to));
-    }
+  check_same_routes(one_pod, two_levels);
 }
 
 TEST_CASE("rail fat tree: GPUs share their node's NICs in turn where it has fewer", "[hw_models]") {

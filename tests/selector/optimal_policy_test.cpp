@@ -28,23 +28,28 @@ std::optional<double> brute_force(const steps::CostTable& t) {
   }
 }
 
+// `n` candidates of random seconds, kept bytes and peaks, named after the first n strategies.
+std::vector<steps::Candidate> random_candidates(std::mt19937& random, int n) {
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::vector<steps::Candidate> candidates;
+  for (int c = 0; c < n; ++c) {
+    const double saved = 1 + 20 * unit(random);
+    candidates.push_back(testing::layer(*all_strategies()[static_cast<std::size_t>(c)], 1 + 10 * unit(random),
+                                        saved, saved + 30 * unit(random), 30 * unit(random)));
+  }
+  return candidates;
+}
+
 }  // namespace
 
 TEST_CASE("optimal equals brute-force enumeration on small tables", "[selector]") {
   std::mt19937 random(7);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
-  const std::vector<const Strategy*>& strategies = all_strategies();
   int fitted = 0, unfit = 0;
   for (int trial = 0; trial < 300; ++trial) {
     const int layers = 1 + trial % 6;   // 1..6
     const int n = 3 + (trial / 6) % 3;  // 3..5
-    std::vector<steps::Candidate> candidates;
-    for (int c = 0; c < n; ++c) {
-      const double saved = 1 + 20 * unit(random);
-      candidates.push_back(testing::layer(*strategies[static_cast<std::size_t>(c)], 1 + 10 * unit(random),
-                                          saved, saved + 30 * unit(random), 30 * unit(random)));
-    }
-    steps::CostTable t = testing::table(layers, 0, candidates);
+    steps::CostTable t = testing::table(layers, 0, random_candidates(random, n));
     t.step.initial_bytes = 5 * unit(random);
     t.step.head = {10 * unit(random), 2 * unit(random)};
     t.step.embedding_forward = {3 * unit(random), 1 * unit(random)};
@@ -88,18 +93,11 @@ TEST_CASE("optimal: the count search and the label search agree on tables of man
   // relaxation's envelope, against each other. Switch-free tables, where both apply.
   std::mt19937 random(11);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
-  const std::vector<const Strategy*>& strategies = all_strategies();
   int fitted = 0;
   for (int trial = 0; trial < 60; ++trial) {
     const int layers = 24 + 8 * (trial % 10);  // 24..96
     const int n = 3 + trial % 3;               // 3..5
-    std::vector<steps::Candidate> candidates;
-    for (int c = 0; c < n; ++c) {
-      const double saved = 1 + 20 * unit(random);
-      candidates.push_back(testing::layer(*strategies[static_cast<std::size_t>(c)], 1 + 10 * unit(random),
-                                          saved, saved + 30 * unit(random), 30 * unit(random)));
-    }
-    steps::CostTable t = testing::table(layers, 0, candidates);
+    steps::CostTable t = testing::table(layers, 0, random_candidates(random, n));
     t.step.initial_bytes = 5 * unit(random);
     t.step.head = {10 * unit(random), 2 * unit(random)};
     t.step.static_bytes = 10;
