@@ -56,24 +56,18 @@ class Search {
     // The order in which a multiset of layers fits if it fits at all (see the header).
     std::sort(usable_.begin(), usable_.end(),
               [&](int x, int y) { return window(x) + kept(x) < window(y) + kept(y); });
-    // A prefix admits the candidates whose windows hold it: one envelope per distinct window, for
-    // the candidates from each place in window order on (those a count search has left to choose).
     for (int c : usable_) admitting_.push_back(window(c));
     std::sort(admitting_.begin(), admitting_.end());
     admitting_.erase(std::unique(admitting_.begin(), admitting_.end()), admitting_.end());
-    envelopes_.resize(usable_.size() * admitting_.size());
-    for (std::size_t from = 0; from < usable_.size(); ++from)
-      for (std::size_t w = 0; w < admitting_.size(); ++w) {
-        std::vector<int> admitted;
-        for (std::size_t k = from; k < usable_.size(); ++k)
-          if (window(usable_[k]) >= admitting_[w]) admitted.push_back(usable_[k]);
-        envelopes_[from * admitting_.size() + w] = envelope(std::move(admitted));
-      }
   }
 
   std::optional<CostTable::Choice> run() {
     if (usable_.empty()) return std::nullopt;
-    if (switch_free_ && compositions() <= max_compositions_) return by_counts();
+    if (switch_free_ && compositions() <= max_compositions_) {
+      build_envelopes(usable_.size());  // the count search bounds with the candidates left to count
+      return by_counts();
+    }
+    build_envelopes(1);  // the label search, with every candidate at every layer
     return by_labels();
   }
   int evaluated() const { return evaluated_; }
@@ -127,6 +121,19 @@ class Search {
     return hull;
   }
 
+  // A prefix admits the candidates whose windows hold it: one envelope per distinct window, for the
+  // candidates from each of the first `froms` places in window order on.
+  void build_envelopes(std::size_t froms) {
+    envelopes_.resize(froms * admitting_.size());
+    for (std::size_t from = 0; from < froms; ++from)
+      for (std::size_t w = 0; w < admitting_.size(); ++w) {
+        std::vector<int> admitted;
+        for (std::size_t k = from; k < usable_.size(); ++k)
+          if (window(usable_[k]) >= admitting_[w]) admitted.push_back(usable_[k]);
+        envelopes_[from * admitting_.size() + w] = envelope(std::move(admitted));
+      }
+  }
+
   // Least seconds of `count` more layers keeping at most `left` bytes, of the usable candidates from
   // place `from` in window order on, relaxed to fractional counts and ignoring the windows but for
   // admitting `prefix`. A linear program of two constraints (the count, the bytes) has an optimum of
@@ -135,6 +142,8 @@ class Search {
   double relaxed_s(std::size_t from, double prefix, double count, double left) const {
     const auto admits = std::lower_bound(admitting_.begin(), admitting_.end(), prefix);
     if (admits == admitting_.end() || from >= usable_.size()) return kInfinity;
+    PARADYSE_CHECK(from * admitting_.size() < envelopes_.size(),
+                   "the relaxation's envelopes from this place");
     const Envelope& hull =
         envelopes_[from * admitting_.size() + static_cast<std::size_t>(admits - admitting_.begin())];
     const double per_layer = left / count;
@@ -309,8 +318,8 @@ class Search {
   bool switch_free_ = true;
   std::vector<int> usable_;
   std::vector<double> admitting_;  // the usable candidates' distinct windows, increasing
-  // Per usable place in window order, then per window above: of the candidates from that place on
-  // whose windows are at least that window.
+  // Per usable place in window order (as built), then per window above: of the candidates from that
+  // place on whose windows are at least that window.
   std::vector<Envelope> envelopes_;
   int evaluated_ = 0;
 };
