@@ -13,7 +13,7 @@ TEST_CASE("bench-groups: the greedy is at or above the MILP's proven optimum, an
   // Weights sharded over each job, or over each node (hybrid sharding: the 16 simulated GPUs are two).
   const std::string shard_group = GENERATE("job", "node");
   const RunResult r = run_paradyse(
-      "bench-groups --model llama-8l --instances 4 --sequences 5 --steps 1 --batch-tokens 128K "
+      "bench-groups --model llama-8l --instances 2 --sequences 5 --steps 1 --batch-tokens 128K "
       "--simulate-gpus 16 --shard-group " +
       shard_group);
   INFO(r.err);

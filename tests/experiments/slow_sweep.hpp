@@ -11,8 +11,9 @@ order = "sorted"
 sample = 0.1
 
 [axes]
-cluster = ["dgx-a100", "dgx-h100", "dgx-h200"]
+cluster = ["dgx-a100", "dgx-h100"]
 nvlink_scale = [1.0, 0.5]
 )";
+inline constexpr int kSlowSweepPoints = 4;  // the axes' product
 
 }  // namespace paradyse::testing

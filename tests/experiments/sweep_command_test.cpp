@@ -115,11 +115,11 @@ TEST_CASE("sweep: a sweep killed mid-run and restarted has every point exactly o
   const std::string before = read_text(rows);
   const auto finished = std::count(before.begin(), before.end(), '\n');
   CHECK(finished >= 2);
-  CHECK(finished < 6);  // killed before the end
+  CHECK(finished < kSlowSweepPoints);  // killed before the end
 
   const RunResult resumed = run_paradyse("sweep --spec " + spec + " --out " + out.string());
   REQUIRE(resumed.exit_code == 0);
-  CHECK_THAT(resumed.out, Catch::Contains(std::to_string(6 - finished) + " run now, " +
+  CHECK_THAT(resumed.out, Catch::Contains(std::to_string(kSlowSweepPoints - finished) + " run now, " +
                                           std::to_string(finished) + " from an earlier run"));
   std::map<int, int> seen;
   for (const auto& row : rows_of(out)) seen[row.at("point").get<int>()] += 1;
@@ -127,7 +127,7 @@ TEST_CASE("sweep: a sweep killed mid-run and restarted has every point exactly o
   std::istringstream lines(read_text(rows));
   std::string line;
   while (std::getline(lines, line)) in_file[nlohmann::json::parse(line).at("point").get<int>()] += 1;
-  for (int point = 0; point < 6; ++point) {
+  for (int point = 0; point < kSlowSweepPoints; ++point) {
     CAPTURE(point);
     CHECK(seen[point] == 1);
     CHECK(in_file[point] == 1);

@@ -70,11 +70,11 @@ TEST_CASE("sweep: killing the sweep alone stops its points, and a restart at onc
   REQUIRE(resumed.exit_code == 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // an orphan would append after this
   const std::map<int, int> in_file = points_in(rows);
-  for (int point = 0; point < 6; ++point) {
+  for (int point = 0; point < kSlowSweepPoints; ++point) {
     CAPTURE(point);
     CHECK(in_file.at(point) == 1);
   }
-  CHECK(in_file.size() == 6);
+  CHECK(in_file.size() == kSlowSweepPoints);
   std::filesystem::remove_all(dir);
 }
 
