@@ -27,8 +27,6 @@ struct BenchMemoryOptions {
   uint64_t seed = 1;
 };
 
-constexpr double kTargetBytes = static_cast<double>(int64_t{1} << 30);
-
 struct Measured {
   int64_t sequences = 0;
   double wall_s = 0;
@@ -76,14 +74,13 @@ void run(const BenchMemoryOptions& options) {
       "analytic compare of {} on {} ({} policies), traces resampled from {} (seed {}), no per-sequence "
       "file\n",
       job.machine.model, job.machine.cluster, job.policies.policies, source.name(), options.seed);
-  fmt::print("{:>12} {:>10} {:>14} {:>12}\n", "lengths", "wall_s", "max_rss_MiB", "of_1_GiB");
+  fmt::print("{:>12} {:>10} {:>14}\n", "lengths", "wall_s", "max_rss_MiB");
   std::vector<Measured> rows;
   for (const int64_t count : options.counts) {
     job.trace = (dir / "trace.txt").string();
     traces::write_resampled_trace(source, count, options.seed, job.trace);
     const Measured& m = rows.emplace_back(measure(job, dir));
-    fmt::print("{:>12} {:>10.1f} {:>14.1f} {:>12.2f}\n", m.sequences, m.wall_s,
-               m.max_resident_bytes / (1 << 20), m.max_resident_bytes / kTargetBytes);
+    fmt::print("{:>12} {:>10.1f} {:>14.1f}\n", m.sequences, m.wall_s, m.max_resident_bytes / (1 << 20));
     std::fflush(stdout);
   }
   if (rows.size() > 1)
