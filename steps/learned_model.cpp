@@ -103,6 +103,88 @@ std::optional<std::vector<float>> predict_all(const Booster& booster, const std:
   return std::vector<float>(result, result + seq.size());
 }
 
+// XGBoost trusts the structure of a model it loads: two trees of one id leave a slot empty, a node
+// array shorter than its tree's node count or a split on a feature it does not have is read out of
+// bounds, and a child at or before its parent is a cycle that prediction walks forever. A loaded file
+// is therefore checked here first, against what XGBoost writes for a single-output forest of numeric
+// splits over one feature. `fail` throws.
+template <typename Fail>
+void check_forest_structure(const nlohmann::json& model, const Fail& fail) {
+  // XGBoost writes its counts as strings of decimal digits.
+  const auto count = [&](const nlohmann::json& object, const char* key) {
+    const std::string& text = object.at(key).get_ref<const std::string&>();
+    if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos)
+      fail(std::string(key) + " is \"" + text + "\": expected a count");
+    return std::stoll(text);
+  };
+  const auto expect_count = [&](const nlohmann::json& object, const char* key, int64_t expected) {
+    if (const int64_t got = count(object, key); got != expected)
+      fail(std::string(key) + " is " + std::to_string(got) + ": expected " + std::to_string(expected));
+  };
+  const nlohmann::json& learner = model.at("learner");
+  const nlohmann::json& parameters = learner.at("learner_model_param");
+  expect_count(parameters, "num_feature", 1);
+  expect_count(parameters, "num_class", 0);
+  if (parameters.contains("num_target")) expect_count(parameters, "num_target", 1);
+  const nlohmann::json& booster = learner.at("gradient_booster");
+  if (booster.at("name") != "gbtree")
+    fail("gradient_booster is " + booster.at("name").dump() + ": expected \"gbtree\"");
+  const nlohmann::json& gbtree = booster.at("model");
+  const nlohmann::json& trees = gbtree.at("trees");
+  if (!trees.is_array() || trees.empty()) fail("expected an array of trees");
+  const auto num_trees = static_cast<int64_t>(trees.size());
+  expect_count(gbtree.at("gbtree_model_param"), "num_trees", num_trees);
+  const nlohmann::json& tree_info = gbtree.at("tree_info");
+  if (!tree_info.is_array() || static_cast<int64_t>(tree_info.size()) != num_trees ||
+      std::any_of(tree_info.begin(), tree_info.end(), [](const nlohmann::json& group) { return group != 0; }))
+    fail("tree_info is " + tree_info.dump() + ": expected a 0 (the one output) per tree");
+  std::vector<bool> id_seen(trees.size());
+  for (const nlohmann::json& tree : trees) {
+    const nlohmann::json& id = tree.at("id");
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= num_trees ||
+        id_seen[id.get<std::size_t>()])
+      fail("a tree's id is " + id.dump() + ": expected each of 0 to " + std::to_string(num_trees - 1) +
+           " once");
+    id_seen[id.get<std::size_t>()] = true;
+
+    const nlohmann::json& tree_param = tree.at("tree_param");
+    expect_count(tree_param, "num_feature", 1);
+    const int64_t size = count(tree_param, "num_nodes");
+    if (size < 1) fail("a tree has no nodes");
+    for (const char* key :
+         {"base_weights", "default_left", "left_children", "loss_changes", "parents", "right_children",
+          "split_conditions", "split_indices", "split_type", "sum_hessian"}) {
+      const nlohmann::json& values = tree.at(key);
+      if (!values.is_array() || static_cast<int64_t>(values.size()) != size)
+        fail(std::string("a tree's ") + key + " holds " + std::to_string(values.size()) +
+             " values: expected " + std::to_string(size) + ", its num_nodes");
+    }
+    for (const char* key : {"categories", "categories_nodes", "categories_segments", "categories_sizes"})
+      if (tree.contains(key) && !tree[key].empty())
+        fail(std::string("a tree has ") + key + ": expected numeric splits");
+    const nlohmann::json &left_children = tree["left_children"], &right_children = tree["right_children"];
+    for (int64_t node = 0; node < size; ++node) {
+      const auto at = static_cast<std::size_t>(node);
+      if (tree["split_indices"][at] != 0 || tree["split_type"][at] != 0)
+        fail("node " + std::to_string(node) + " of a tree splits on feature " +
+             tree["split_indices"][at].dump() + " of type " + tree["split_type"][at].dump() +
+             ": expected a numeric split on feature 0");
+      // XGBoost numbers a node's children after it.
+      if (!left_children[at].is_number_integer() || !right_children[at].is_number_integer())
+        fail("node " + std::to_string(node) + " of a tree has children " + left_children[at].dump() +
+             " and " + right_children[at].dump() + ": expected node numbers");
+      const int64_t left = left_children[at].get<int64_t>(), right = right_children[at].get<int64_t>();
+      if ((left == -1) != (right == -1) ||
+          (left != -1 && (left <= node || right <= node || left >= size || right >= size)))
+        fail("node " + std::to_string(node) + " of a tree has children " + std::to_string(left) + " and " +
+             std::to_string(right) + ": expected both -1, or both after it in the tree");
+      if (!tree["split_conditions"][at].is_number())
+        fail("node " + std::to_string(node) + " of a tree has split condition " +
+             tree["split_conditions"][at].dump() + ": expected a number");
+    }
+  }
+}
+
 // One random forest over the feature seq. It learns ln(value): XGBoost works in float32, whose 24-bit
 // mantissa cannot hold a byte count near 1e11 to the byte, but holds its log to ~1e-7 relative, and
 // a relative error is what a cost model cares about.
@@ -170,6 +252,11 @@ class Forest {
       if (field.empty()) throw InternalError("a trained forest: " + problem);
       throw InputError(file, 0, field, "expected an XGBoost JSON model of a forest over seq: " + problem);
     };
+    try {
+      check_forest_structure(model, fail);
+    } catch (const nlohmann::json::exception& e) {
+      fail(e.what());
+    }
     Forest forest;
     forest.json_ = model.dump();
     Booster booster = make_booster(nullptr);
@@ -181,30 +268,12 @@ class Forest {
     if (XGBoosterGetNumFeature(booster.get(), &num_features) != 0) fail(xgboost_error());
     if (num_features != 1) fail("got " + std::to_string(num_features) + " features");
 
-    try {
-      for (const nlohmann::json& tree : model.at("learner").at("gradient_booster").at("model").at("trees")) {
-        const nlohmann::json& left_children = tree.at("left_children");
-        const nlohmann::json& right_children = tree.at("right_children");
-        const nlohmann::json& split_conditions = tree.at("split_conditions");
-        if (left_children.size() != split_conditions.size() || right_children.size() != left_children.size())
-          fail("a tree's arrays differ in length");
-        // XGBoost numbers a node's children after it; a child at or before its parent is a cycle, in
-        // which XGBoost's prediction would walk forever.
-        const auto size = static_cast<int64_t>(left_children.size());
-        for (int64_t node = 0; node < size; ++node) {
-          const int64_t left = left_children[node].get<int64_t>(),
-                        right = right_children[node].get<int64_t>();
-          if ((left == -1) != (right == -1) ||
-              (left != -1 && (left <= node || right <= node || left >= size || right >= size)))
-            fail("node " + std::to_string(node) + " of a tree has children " + std::to_string(left) +
-                 " and " + std::to_string(right) + ": expected both -1, or both after it in the tree");
-        }
-        for (std::size_t node = 0; node < left_children.size(); ++node)
-          if (left_children[node].get<int64_t>() != -1)  // a leaf's split_condition is its value
-            forest.thresholds_.push_back(split_conditions[node].get<float>());
-      }
-    } catch (const nlohmann::json::exception& e) {
-      fail(e.what());
+    for (const nlohmann::json& tree : model["learner"]["gradient_booster"]["model"]["trees"]) {
+      const nlohmann::json& left_children = tree["left_children"];
+      const nlohmann::json& split_conditions = tree["split_conditions"];
+      for (std::size_t node = 0; node < left_children.size(); ++node)
+        if (left_children[node].get<int64_t>() != -1)  // a leaf's split_condition is its value
+          forest.thresholds_.push_back(split_conditions[node].get<float>());
     }
     std::sort(forest.thresholds_.begin(), forest.thresholds_.end());
     forest.thresholds_.erase(std::unique(forest.thresholds_.begin(), forest.thresholds_.end()),

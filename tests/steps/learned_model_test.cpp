@@ -328,6 +328,29 @@ TEST_CASE("learned: bad model files are InputErrors naming the file", "[costmode
     }));
     CHECK(load_error(path).field() == "entries[0].targets.iteration_time_s.forest");
   }
+  // XGBoost would load these and then read out of bounds or through an empty tree when predicting.
+  const std::string forest_field = "entries[0].targets.iteration_time_s.forest";
+  const auto edited_tree = [&](const std::function<void(nlohmann::json&)>& edit) {
+    return edited([&](nlohmann::json& j) {
+      edit(j["entries"][0]["targets"]["iteration_time_s"]["forest"]["learner"]["gradient_booster"]["model"]);
+    });
+  };
+  SECTION("two trees of one id") {
+    write(edited_tree([](nlohmann::json& model) { model["trees"][0]["id"] = 1; }));
+    CHECK_THAT(std::string(load_error(path).what()), Catch::Contains("a tree's id is 1"));
+  }
+  SECTION("a node array shorter than the tree") {
+    write(edited_tree([](nlohmann::json& model) { model["trees"][0]["split_indices"].erase(0); }));
+    CHECK_THAT(std::string(load_error(path).what()), Catch::Contains("split_indices holds"));
+  }
+  SECTION("a split on a second feature") {
+    write(edited_tree([](nlohmann::json& model) { model["trees"][0]["split_indices"][0] = 1; }));
+    CHECK(load_error(path).field() == forest_field);
+  }
+  SECTION("fewer trees than the count") {
+    write(edited_tree([](nlohmann::json& model) { model["trees"].erase(0); }));
+    CHECK_THAT(std::string(load_error(path).what()), Catch::Contains("num_trees is"));
+  }
   SECTION("unknown key") {
     write(edited([](nlohmann::json& j) { j["comment"] = "hand-edited"; }));
     CHECK(load_error(path).field() == "comment");
