@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -40,6 +41,10 @@ void hand_over(int argc, char** argv) {
   std::vector<char*> args(argv, argv + argc);
   args[0] = const_cast<char*>(executable.c_str());
   args.push_back(nullptr);
+  // The simulator's executable loads OpenBLAS (CBC's LAPACK) but multiplies no matrix worth sharing,
+  // and OpenBLAS's threaded build starts a thread per core as it loads, which spins in sched_yield for
+  // about 0.1 s of CPU: a core's worth of a short command. One thread, unless the user sets another.
+  if (command->executable == "paradyse-sim") setenv("OPENBLAS_NUM_THREADS", "1", 0);
   execv(executable.c_str(), args.data());
   throw InputError(executable, 0, "",
                    "`paradyse " + std::string(command->name) + "` runs in " +
