@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "common/errors.hpp"
 
 namespace paradyse {
@@ -28,7 +30,9 @@ constexpr int dtype_bytes(DType dtype) {
   return 0;
 }
 
-using Shape = std::vector<int64_t>;
+// Tensors have at most four dimensions but for a few joins: held in the handle, not in an allocation
+// of their own (tracing a step makes a tensor handle per op, and the simulator traces every step it runs).
+using Shape = boost::container::small_vector<int64_t, 4>;
 
 std::string to_string(const Shape& shape);  // "[1, 4096, 1024]"
 
