@@ -46,11 +46,20 @@ struct RankState {
   double host_time = 0;
   OpId host_blocked_on = kNoOp;
   std::array<bool, 2> wake_set{};  // a wake-up is pending for the stream's head op
-  // The compute op running (kNoOp: none): its seconds left at the full rate as of `compute_since`,
-  // and the end its timer is set for (a timer for another end is stale). It runs at 1 − contention,
-  // the share that the collective in flight on this rank takes.
+  // The compute op running (kNoOp: none): its seconds left at the full rate as of `compute_since`.
+  // It runs at 1 − contention, the share that the collective in flight on this rank takes.
   OpId compute_op = kNoOp;
-  double compute_left_s = 0, compute_since = 0, compute_end = 0, contention = 0;
+  double compute_left_s = 0, compute_since = 0, contention = 0;
+  // The compute ops that run back to back from compute_op on, as one event: chain[0] is compute_op,
+  // each later one starts as the one before ends (or, when the host has not issued it by then, at its
+  // issue), at the present rate; planned with their full-rate seconds, planned starts and ends. The
+  // timer is set for the last one's end, compute_end (a timer for another end is stale).
+  std::vector<OpId> chain;
+  std::vector<double> chain_work_s, chain_start, chain_end;
+  double compute_end = 0;
+  // By op: the compute op after it may start the moment it ends, without an event of its own
+  // (chains_into_next).
+  std::vector<uint8_t> chains_on;
   std::unordered_map<int64_t, std::size_t> collectives_reached;  // by group (group_key)
   std::vector<std::pair<double, double>> compute_spans, communication_spans;
   // The compute stream is free from compute_free_s on; host_waits: the spans in which it could have
@@ -102,6 +111,39 @@ bool reads_scalars(const std::vector<Program>& programs) {
   return false;
 }
 
+// For each op of a rank, whether the next op of its compute stream can run straight after it: nothing
+// but that op waits for its end (no communication op depends on it, the host does not wait for it), and
+// everything that op waits for is known to have ended by then: compute ops before it, and communication
+// ops that an earlier compute op already waited for (the communication stream runs in order). Ops the
+// host issues one at a time and waits for (a synchronous host) never chain.
+std::vector<uint8_t> chains_into_next(const Program& program, const std::array<std::vector<OpId>, 2>& queue,
+                                      bool synchronous_host) {
+  const std::vector<Op>& ops = program.ops;
+  std::vector<uint8_t> chains(ops.size(), 0);
+  if (synchronous_host) return chains;
+  std::vector<uint8_t> awaited_by_communication(ops.size(), 0);
+  std::vector<int64_t> communication_position(ops.size(), -1);
+  const std::vector<OpId>& communication = queue[static_cast<std::size_t>(Stream::communication)];
+  for (std::size_t k = 0; k < communication.size(); ++k) {
+    communication_position[communication[k]] = static_cast<int64_t>(k);
+    for (OpId dep : ops[communication[k]].deps) awaited_by_communication[dep] = 1;
+  }
+  const std::vector<OpId>& compute = queue[static_cast<std::size_t>(Stream::compute)];
+  int64_t communication_ended = -1;  // the communication ops up to this position ended before this op
+  for (std::size_t k = 0; k + 1 < compute.size(); ++k) {
+    const Op& o = ops[compute[k]];
+    for (OpId dep : o.deps) communication_ended = std::max(communication_ended, communication_position[dep]);
+    const Op& next = ops[compute[k + 1]];
+    if (o.kind == OpKind::wait || next.kind == OpKind::wait || o.host_waits ||
+        awaited_by_communication[compute[k]])
+      continue;
+    chains[compute[k]] = std::all_of(next.deps.begin(), next.deps.end(), [&](OpId dep) {
+      return communication_position[dep] <= communication_ended;
+    });
+  }
+  return chains;
+}
+
 class Run {
  public:
   Run(const Platform& platform, const hw::ClusterSpec& cluster, const std::vector<Program>& programs,
@@ -121,6 +163,7 @@ class Run {
       rank.end.assign(n, kNotDone);
       for (OpId id = 0; id < n; ++id)
         rank.queue[static_cast<std::size_t>(programs[r].ops[id].stream)].push_back(id);
+      rank.chains_on = chains_into_next(programs[r], rank.queue, timer_.synchronous_host());
       ops_left_ += n;
     }
     ops_total_ = ops_left_;
@@ -147,8 +190,8 @@ class Run {
       const double next_timer =
           timers_.empty() ? std::numeric_limits<double>::infinity() : timers_.top().time;
       if (awaited_.empty()) {
+        // No flow in flight: SimGrid has nothing to simulate until the next one starts (launch).
         PARADYSE_CHECK(!timers_.empty(), "the simulated programs wait on each other: " + stuck_ranks());
-        if (next_timer > now_) sg4::this_actor::sleep_until(next_timer);
         now_ = next_timer;
       } else {
         const double timeout = std::isinf(next_timer) ? -1 : std::max(0.0, next_timer - now_);
@@ -171,6 +214,7 @@ class Run {
           finish_collective(timer.index, timer.time);
       }
     }
+    catch_up_simgrid();
     return result();
   }
 
@@ -228,32 +272,108 @@ class Run {
     } else if (is_communication(o.kind)) {
       reach_collective(r, id);
     } else {
-      ++kernels_;
-      rank.compute_op = id;
-      rank.compute_left_s = timer_.compute_s(o);
-      rank.compute_since = now_;
-      set_compute_timer(r);
+      start_chain(r, id);
     }
     return true;
   }
 
-  void set_compute_timer(int r) {
+  // Starts compute op `id` now, and after it every compute op that can run straight after the one
+  // before (chains_on) and that the host has issued: their ends are planned now, and one timer ends them.
+  void start_chain(int r, OpId id) {
     RankState& rank = ranks_[static_cast<std::size_t>(r)];
-    rank.compute_end = rank.compute_since + rank.compute_left_s / (1 - rank.contention);
-    set_timer(rank.compute_end, r, rank.compute_op);
+    const std::vector<OpId>& queue = rank.queue[static_cast<std::size_t>(Stream::compute)];
+    std::size_t& head = rank.head[static_cast<std::size_t>(Stream::compute)];
+    rank.compute_op = id;
+    rank.compute_since = now_;
+    rank.compute_left_s = timer_.compute_s(op(r, id));
+    rank.chain.assign(1, id);
+    rank.chain_work_s.assign(1, rank.compute_left_s);
+    for (OpId last = id; rank.chains_on[last] && head < queue.size(); ++head) {
+      last = queue[head];
+      if (host_ && last >= rank.host_next) break;  // not issued: the host waits for an op to end
+      rank.chain.push_back(last);
+      rank.chain_work_s.push_back(timer_.compute_s(op(r, last)));
+    }
+    kernels_ += rank.chain.size();
+    plan_chain(r);
   }
 
-  // Rank r's compute runs at 1 − `contention` from now on.
+  // The chain's starts and ends at the present rate, and the timer for its end.
+  void plan_chain(int r) {
+    RankState& rank = ranks_[static_cast<std::size_t>(r)];
+    const std::size_t n = rank.chain.size();
+    rank.chain_start.resize(n);
+    rank.chain_end.resize(n);
+    double end = rank.compute_since + rank.compute_left_s / (1 - rank.contention);
+    rank.chain_start[0] = rank.compute_since;
+    rank.chain_end[0] = end;
+    for (std::size_t i = 1; i < n; ++i) {
+      const double start = host_ ? std::max(end, rank.issue[rank.chain[i]]) : end;
+      end = start + rank.chain_work_s[i] / (1 - rank.contention);
+      rank.chain_start[i] = start;
+      rank.chain_end[i] = end;
+    }
+    rank.compute_end = end;
+    set_timer(end, r, rank.chain.back());
+  }
+
+  // Chain op i (> 0) starts at its planned time, the one before it having ended: as try_start
+  // starts an op, counting the time it waited for the host's issue.
+  void begin_chain_op(int r, std::size_t i) {
+    RankState& rank = ranks_[static_cast<std::size_t>(r)];
+    const OpId id = rank.chain[i];
+    const double start = rank.chain_start[i];
+    rank.start[id] = start;
+    if (!host_) return;
+    double ready = rank.compute_free_s;
+    for (OpId dep : op(r, id).deps) ready = std::max(ready, rank.end[dep]);
+    if (rank.issue[id] > ready && start > ready) rank.host_waits.emplace_back(ready, start);
+  }
+
+  // Ends the chain's first `count` ops at their planned times.
+  void end_chain_ops(int r, std::size_t count) {
+    RankState& rank = ranks_[static_cast<std::size_t>(r)];
+    for (std::size_t i = 0; i < count; ++i) {
+      if (i > 0) begin_chain_op(r, i);
+      finish(r, rank.chain[i], rank.chain_end[i]);
+    }
+  }
+
+  // Rank r's compute runs at 1 − `contention` from now on: the chain's ops that ended by now end,
+  // and the rest is planned again from the op running (or next to start).
   void contend(int r, double contention) {
     RankState& rank = ranks_[static_cast<std::size_t>(r)];
     if (contention == rank.contention) return;
     if (rank.compute_op != kNoOp) {
+      std::size_t ended = 0;
+      while (ended < rank.chain.size() && rank.chain_end[ended] <= now_) ++ended;
+      if (ended > 0) {
+        end_chain_ops(r, ended);
+        const auto erase_front = [ended](auto& values) {
+          values.erase(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(ended));
+        };
+        erase_front(rank.chain);
+        erase_front(rank.chain_work_s);
+        erase_front(rank.chain_start);
+        erase_front(rank.chain_end);
+        if (rank.chain.empty()) {
+          rank.compute_op = kNoOp;  // the chain's timer is stale
+        } else {
+          rank.busy[static_cast<std::size_t>(Stream::compute)] = true;
+          begin_chain_op(r, 0);
+          rank.compute_op = rank.chain[0];
+          rank.compute_since = rank.chain_start[0];
+          rank.compute_left_s = rank.chain_work_s[0];
+        }
+      }
+    }
+    if (rank.compute_op != kNoOp && rank.compute_since <= now_) {
       rank.compute_left_s =
           std::max(0.0, rank.compute_left_s - (now_ - rank.compute_since) * (1 - rank.contention));
       rank.compute_since = now_;
     }
     rank.contention = contention;
-    if (rank.compute_op != kNoOp) set_compute_timer(r);
+    if (rank.compute_op != kNoOp) plan_chain(r);
   }
 
   void set_timer(double time, int rank, std::size_t index) { timers_.push({time, sequence_++, rank, index}); }
@@ -310,9 +430,10 @@ class Run {
 
   void finish_compute(int r, OpId id, double time) {
     RankState& rank = ranks_[static_cast<std::size_t>(r)];
-    if (id != rank.compute_op || time != rank.compute_end) return;  // its rate changed since the timer
+    // A stale timer: the rate changed since it was set.
+    if (rank.compute_op == kNoOp || id != rank.chain.back() || time != rank.compute_end) return;
     rank.compute_op = kNoOp;
-    finish(r, id, time);
+    end_chain_ops(r, rank.chain.size());
   }
 
   void reach_collective(int r, OpId id) {
@@ -358,6 +479,7 @@ class Run {
       return;
     }
     const costmodel::CollectiveFlows plan = costmodel::collective_flows(ops, cluster_);
+    if (!plan.flows.empty()) catch_up_simgrid();
     const hw::FabricSpec& fabric = cluster_.fabric_of(c.ranks.first, size, c.ranks.stride);
     const double efficiency = costmodel::flow_efficiency(o, size, fabric, cluster_);
     c.tail_s = std::max(0, plan.latency_hops - 1) * fabric.hop_latency_s() + fabric.synchronization_s;
@@ -375,6 +497,11 @@ class Run {
     }
     awaited_.push_back(c.flows.front());
     awaited_collective_.push_back(k);
+  }
+
+  // SimGrid's clock to now_, where the executor moved on without it while no flow was in flight.
+  void catch_up_simgrid() const {
+    if (sg4::Engine::get_clock() < now_) sg4::this_actor::sleep_until(now_);
   }
 
   // awaited_[i], the first unfinished flow of its collective, has arrived. The collective ends when

@@ -147,6 +147,39 @@ TEST_CASE("simulator: compute beside a collective runs at 1 − the fabric's con
         Approx(result.iteration_time_s).epsilon(0.01));
 }
 
+TEST_CASE("simulator: kernels back to back beside a collective each end where the rate change puts them",
+          "[sim]") {
+  // Three kernels that nothing else waits for run as one event (the executor plans their ends at once);
+  // the gather's end changes their rate in the middle of one of them. Work x done by time
+  // f⁻¹(x): at 1 − share while the gather of G seconds runs, at full rate after it.
+  const double B = 100e9, S = 100 * kMiB, share = 0.5;
+  hw::ClusterSpec cluster = flat_cluster(2, 1, B);
+  cluster.intra_node.compute_contention = share;
+  const costmodel::OpTimer timer(cluster, 2);
+  const double bytes = GENERATE(2e7, 1e8, 3e8);
+  std::vector<Program> programs = lone_collective(OpKind::all_gather, 2, S);
+  Op kernel;
+  kernel.kind = OpKind::memory_bound;
+  kernel.memory_bytes = bytes;
+  for (Program& program : programs) program.ops.insert(program.ops.begin() + 1, 3, kernel);
+  sim::SimulationOptions options;
+  options.record_timeline = true;
+  const sim::SimulationResult result = sim::Simulator(cluster, options).run(programs);
+  const double gather = result.timeline[0].op_end_s[0], work = timer.seconds(kernel);
+  CAPTURE(bytes, gather, work);
+  REQUIRE(gather == Approx(timer.seconds(programs[0].ops[0])).epsilon(0.01));
+  const auto done_by = [&](double x) {
+    return x <= gather * (1 - share) ? x / (1 - share) : x + share * gather;
+  };
+  for (int k = 1; k <= 3; ++k) {
+    CHECK(result.timeline[0].op_start_s[static_cast<std::size_t>(k)] ==
+          Approx(done_by((k - 1) * work)).epsilon(1e-9));
+    CHECK(result.timeline[0].op_end_s[static_cast<std::size_t>(k)] ==
+          Approx(done_by(k * work)).epsilon(1e-9));
+  }
+  CHECK(result.per_rank[0].compute_s == Approx(done_by(3 * work)).epsilon(1e-9));
+}
+
 TEST_CASE("simulator: ranks that meet at a collective add the fabric's synchronization time, as priced",
           "[sim]") {
   const double B = 100e9, S = GENERATE(1 * kMiB, 100 * kMiB), synchronization_s = 1e-3;
