@@ -1,7 +1,7 @@
 #include "program/attention_mask.hpp"
 
 #include <algorithm>
-#include <map>
+#include <vector>
 
 #include "common/errors.hpp"
 
@@ -46,19 +46,40 @@ double pairs_of(bool causal, const TokenRange& q, const TokenRange& k) {
   return causal ? causal_pairs(q, k) : static_cast<double>(q.length) * static_cast<double>(k.length);
 }
 
-// The ranges cut at the documents' ends, each piece with its document's index, grouped by document.
-std::map<size_t, Positions> by_document(const Positions& ranges, const DocumentEnds& ends) {
-  std::map<size_t, Positions> pieces;
+// A range's piece within one document, and that document's index.
+struct DocumentPiece {
+  size_t document = 0;
+  TokenRange range;
+};
+
+// The ranges cut at the documents' ends, grouped by document in ascending order and, within a document,
+// in the ranges' order (a flat list: packed micro-batches hold thousands of documents, and attention asks
+// for every block's pairs).
+std::vector<DocumentPiece> by_document(const Positions& ranges, const DocumentEnds& ends) {
+  std::vector<DocumentPiece> pieces;
   for (const TokenRange& range : ranges) {
     for (int64_t begin = range.begin; begin < range.begin + range.length;) {
       const auto end = std::upper_bound(ends.begin(), ends.end(), begin);
       PARADYSE_CHECK(end != ends.end(), "a token position lies beyond the last document");
       const int64_t piece_end = std::min(range.begin + range.length, *end);
-      pieces[static_cast<size_t>(end - ends.begin())].push_back({begin, piece_end - begin});
+      pieces.push_back({static_cast<size_t>(end - ends.begin()), {begin, piece_end - begin}});
       begin = piece_end;
     }
   }
+  std::stable_sort(pieces.begin(), pieces.end(),
+                   [](const DocumentPiece& a, const DocumentPiece& b) { return a.document < b.document; });
   return pieces;
+}
+
+// Calls visit(document, first, last) for each document's run [first, last) of `pieces`.
+template <typename Visit>
+void for_each_document(const std::vector<DocumentPiece>& pieces, const Visit& visit) {
+  for (auto first = pieces.begin(); first != pieces.end();) {
+    auto last = first;
+    while (last != pieces.end() && last->document == first->document) ++last;
+    visit(first->document, first, last);
+    first = last;
+  }
 }
 
 }  // namespace
@@ -70,21 +91,25 @@ double AttentionMask::computed_pairs() const {
       for (const TokenRange& k : keys) pairs += pairs_of(causal, q, k);
     return pairs;
   }
-  const std::map<size_t, Positions> key_pieces = by_document(keys, *document_ends);
-  for (const auto& [document, query_pieces] : by_document(queries, *document_ends)) {
-    const auto same = key_pieces.find(document);
-    if (same == key_pieces.end()) continue;
-    for (const TokenRange& q : query_pieces)
-      for (const TokenRange& k : same->second) pairs += pairs_of(causal, q, k);
-  }
+  const std::vector<DocumentPiece> key_pieces = by_document(keys, *document_ends);
+  auto key_run = key_pieces.begin();
+  for_each_document(by_document(queries, *document_ends), [&](size_t document, auto first, auto last) {
+    while (key_run != key_pieces.end() && key_run->document < document) ++key_run;
+    for (auto q = first; q != last; ++q)
+      for (auto k = key_run; k != key_pieces.end() && k->document == document; ++k)
+        pairs += pairs_of(causal, q->range, k->range);
+  });
   return pairs;
 }
 
 int64_t AttentionMask::longest_document_keys() const {
   if (!document_ends) return key_count();
   int64_t longest = 0;
-  for (const auto& [document, pieces] : by_document(keys, *document_ends))
-    longest = std::max(longest, count(pieces));
+  for_each_document(by_document(keys, *document_ends), [&](size_t, auto first, auto last) {
+    int64_t keys_in_document = 0;
+    for (auto piece = first; piece != last; ++piece) keys_in_document += piece->range.length;
+    longest = std::max(longest, keys_in_document);
+  });
   return longest;
 }
 
