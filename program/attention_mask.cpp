@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "common/errors.hpp"
 
 namespace paradyse {
@@ -55,8 +57,10 @@ struct DocumentPiece {
 // The ranges cut at the documents' ends, grouped by document in ascending order and, within a document,
 // in the ranges' order (a flat list: packed micro-batches hold thousands of documents, and attention asks
 // for every block's pairs).
-std::vector<DocumentPiece> by_document(const Positions& ranges, const DocumentEnds& ends) {
-  std::vector<DocumentPiece> pieces;
+using DocumentPieces = boost::container::small_vector<DocumentPiece, 8>;
+
+DocumentPieces by_document(const Positions& ranges, const DocumentEnds& ends) {
+  DocumentPieces pieces;
   for (const TokenRange& range : ranges) {
     for (int64_t begin = range.begin; begin < range.begin + range.length;) {
       const auto end = std::upper_bound(ends.begin(), ends.end(), begin);
@@ -66,14 +70,18 @@ std::vector<DocumentPiece> by_document(const Positions& ranges, const DocumentEn
       begin = piece_end;
     }
   }
-  std::stable_sort(pieces.begin(), pieces.end(),
-                   [](const DocumentPiece& a, const DocumentPiece& b) { return a.document < b.document; });
+  // Ranges in ascending order (the usual case) give their pieces in the documents' order already.
+  const auto by_index = [](const DocumentPiece& a, const DocumentPiece& b) {
+    return a.document < b.document;
+  };
+  if (!std::is_sorted(pieces.begin(), pieces.end(), by_index))
+    std::stable_sort(pieces.begin(), pieces.end(), by_index);
   return pieces;
 }
 
 // Calls visit(document, first, last) for each document's run [first, last) of `pieces`.
 template <typename Visit>
-void for_each_document(const std::vector<DocumentPiece>& pieces, const Visit& visit) {
+void for_each_document(const DocumentPieces& pieces, const Visit& visit) {
   for (auto first = pieces.begin(); first != pieces.end();) {
     auto last = first;
     while (last != pieces.end() && last->document == first->document) ++last;
@@ -91,7 +99,7 @@ double AttentionMask::computed_pairs() const {
       for (const TokenRange& k : keys) pairs += pairs_of(causal, q, k);
     return pairs;
   }
-  const std::vector<DocumentPiece> key_pieces = by_document(keys, *document_ends);
+  const DocumentPieces key_pieces = by_document(keys, *document_ends);
   auto key_run = key_pieces.begin();
   for_each_document(by_document(queries, *document_ends), [&](size_t document, auto first, auto last) {
     while (key_run != key_pieces.end() && key_run->document < document) ++key_run;
