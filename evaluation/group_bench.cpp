@@ -105,13 +105,17 @@ GroupBenchResult bench_group_solver(
     const std::unique_ptr<selector::GroupCosts> costs = costs_on(simulate_cluster, options.simulate_job);
     const selector::GroupSchedule schedule = selector::solve_groups_greedy(costs->problem(batch));
     const PlannedStep planned = plan_grouped_step(model, options.simulate_job, batch, schedule, *costs);
-    steps::StepSimulator simulator(model, simulate_cluster);
+    sim::SimulationOptions simulation;
+    simulation.max_flows_per_collective = options.max_flows_per_collective;
+    steps::StepSimulator simulator(model, simulate_cluster, simulation);
     const auto start = std::chrono::steady_clock::now();
     const sim::SimulationResult simulated = simulator.simulate_grouped(planned.spec);
     result.simulate_wall_s = seconds_since(start);
     result.simulated_s = simulated.iteration_time_s;
     result.simulated_rounds = static_cast<int64_t>(planned.spec.rounds.size());
-    result.simulated_events = static_cast<int64_t>(simulated.events());
+    result.simulated_kernels = static_cast<int64_t>(simulated.kernels);
+    result.simulated_flows = static_cast<int64_t>(simulated.flows);
+    result.analytic_collectives = static_cast<int64_t>(simulated.analytic_collectives);
   }
   return result;
 }

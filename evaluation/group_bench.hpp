@@ -25,8 +25,10 @@ struct GroupBenchOptions {
   int64_t large_batch_tokens = int64_t{1}
                                << 20;  // consecutive sequences of the trace, up to this many tokens
   uint64_t seed = 1;
-  // The first large batch's grouped step simulated on this many GPUs (0: not simulated).
+  // The first large batch's grouped step simulated on this many GPUs (0: not simulated), its
+  // collectives needing more flows than this timed analytically (sim::SimulationOptions).
   int simulate_job = 64;
+  int max_flows_per_collective = 4096;
 };
 
 struct GroupBenchResult {
@@ -39,7 +41,7 @@ struct GroupBenchResult {
   std::vector<double> sequences;  // per large batch
   // The simulated step: wall time to trace and simulate it, its simulated time, its rounds.
   double simulate_wall_s = 0, simulated_s = 0;
-  int64_t simulated_rounds = 0, simulated_events = 0;
+  int64_t simulated_rounds = 0, simulated_kernels = 0, simulated_flows = 0, analytic_collectives = 0;
 };
 
 // `small_cluster`, `large_cluster` and `simulate_cluster` hold the jobs' GPUs; `lengths` is the trace

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <memory>
@@ -86,11 +87,19 @@ void bench(BenchGroupsOptions& options) {
   fmt::print(
       "  per step (medians): {:.0f} sequences, {:.0f} round(s), imbalance (slowest group over mean) {:.2f}\n",
       percentile(r.sequences, 50), percentile(r.rounds, 50), percentile(r.imbalance, 50));
-  if (options.bench.simulate_job > 0)
+  if (options.bench.simulate_job > 0) {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
     fmt::print(
-        "one grouped step simulated on {} GPUs (the first large batch, {} round(s), {} events): {:.2f} s "
-        "to trace and simulate, {:.3f} s simulated\n",
-        options.bench.simulate_job, r.simulated_rounds, r.simulated_events, r.simulate_wall_s, r.simulated_s);
+        "one grouped step simulated on {} GPUs (the first large batch, {} round(s), {} events: {} kernels, "
+        "{} "
+        "flows, {} collectives timed analytically): {:.2f} s to trace and simulate, {:.3f} s simulated; "
+        "maximum resident memory of the whole run {:.0f} MiB\n",
+        options.bench.simulate_job, r.simulated_rounds,
+        r.simulated_kernels + r.simulated_flows + r.analytic_collectives, r.simulated_kernels,
+        r.simulated_flows, r.analytic_collectives, r.simulate_wall_s, r.simulated_s,
+        static_cast<double>(usage.ru_maxrss) / 1024);  // Linux: kilobytes
+  }
 }
 
 }  // namespace
@@ -133,6 +142,7 @@ void add_bench_groups_command(CLI::App& app) {
       ->add_option("--simulate-gpus", options->bench.simulate_job,
                    "simulate the first large batch's grouped step on this many GPUs (a power of two; 0: not)")
       ->capture_default_str();
+  add_max_flows_option(*command, options->bench.max_flows_per_collective);
   command->callback([options] { bench(*options); });
 }
 

@@ -79,6 +79,17 @@ void add_degree_and_batch_options(CLI::App& command, int& degree, int64_t& batch
       ->capture_default_str();
 }
 
+void add_max_flows_option(CLI::App& command, int& max_flows_per_collective) {
+  command
+      .add_option("--max-flows-per-collective", max_flows_per_collective,
+                  "a collective needing more network flows than this is timed by the analytic model on the "
+                  "routed network (its flows' most loaded link) instead of simulated flow by flow, which "
+                  "also leaves out its contention with other collectives; 0: every collective, for jobs of "
+                  "thousands of GPUs")
+      ->check(whole_number_in(0, INT32_MAX))
+      ->capture_default_str();
+}
+
 void add_micro_batches_option(CLI::App& command, int64_t& micro_batches) {
   command
       .add_option("--micro-batches", micro_batches,

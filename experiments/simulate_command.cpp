@@ -29,6 +29,7 @@ struct SimulateOptions {
   evaluation::MachineOptions machine;
   StepFlags step;
   double oversubscription = 1;
+  int max_flows_per_collective = sim::SimulationOptions{}.max_flows_per_collective;
   std::string timeline;
   bool json = false;
   std::string chakra;  // run these Chakra traces instead of a plan
@@ -112,6 +113,7 @@ void run_chakra(const SimulateOptions& options, const CLI::App& command) {
       chakra::read_chakra_traces(options.chakra, comm_group_file, {.price_compute = options.price_compute});
   sim::SimulationOptions sim_options;
   sim_options.record_timeline = !options.timeline.empty();
+  sim_options.max_flows_per_collective = options.max_flows_per_collective;
   hw::ClusterSpec cluster = options.machine.load_cluster();
   cluster.spine_oversubscription = options.oversubscription;
   sim::Simulator simulator(std::move(cluster), sim_options);
@@ -142,6 +144,7 @@ void run(const SimulateOptions& options, const CLI::App& command) {
   ProgressBar bar(isatty(STDERR_FILENO) != 0);
   sim::SimulationOptions sim_options;
   sim_options.record_timeline = !options.timeline.empty();
+  sim_options.max_flows_per_collective = options.max_flows_per_collective;
   sim_options.progress = [&bar](std::string_view phase, uint64_t done, uint64_t total) {
     bar.update(static_cast<int64_t>(done), static_cast<int64_t>(total), std::string(phase));
   };
@@ -212,6 +215,7 @@ void add_simulate_command(CLI::App& app) {
       ->add_option("--oversubscription", options->oversubscription,
                    "fat-tree oversubscription between nodes (1: non-blocking)")
       ->capture_default_str();
+  add_max_flows_option(*command, options->max_flows_per_collective);
   command->add_option("--timeline", options->timeline,
                       "write a Chrome/Perfetto trace-event JSON of every rank's streams to this file");
   command->add_flag("--json", options->json, "print JSON instead of a table");

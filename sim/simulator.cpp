@@ -36,6 +36,9 @@ bool simulator_alive = false;  // SimGrid has one engine per process, so one Sim
 }  // namespace
 
 std::string collective_algorithm_description(const SimulationOptions& options) {
+  if (options.max_flows_per_collective == 0)
+    return "every collective takes the analytic model's time on the routed network (its flows' most loaded "
+           "link, or past 2^18 flows the bus-bandwidth formula): no flows are simulated";
   return "NCCL ring (pipelined; one ring per NIC across nodes, rail-aligned) for all-gather, "
          "reduce-scatter and all-reduce; pipelined chain on the ring for broadcast and reduce; pairwise "
          "flows for all-to-all and send/recv; collectives needing more than " +

@@ -31,8 +31,9 @@
 namespace paradyse::sim {
 
 struct SimulationOptions {
-  // A collective that would need more flows than this takes the costmodel's bus-bandwidth time
-  // instead (no contention), so that groups of thousands of GPUs stay cheap to simulate.
+  // A collective that would need more flows than this takes the analytic model's time on the routed
+  // network instead (its flows' most loaded link, without other collectives' contention), so that
+  // groups of thousands of GPUs stay cheap to simulate; 0: every collective.
   int max_flows_per_collective = 4096;
   bool record_timeline = false;  // keep every op's start and end for write_timeline
   // Called now and then with what the simulation is doing ("tracing" the programs, "simulating" them)
@@ -83,7 +84,7 @@ struct SimulationResult {
   std::optional<OutOfMemory> oom_at;
   uint64_t kernels = 0;               // compute ops run
   uint64_t flows = 0;                 // network transfers simulated
-  uint64_t analytic_collectives = 0;  // collectives timed by the bus-bandwidth formula
+  uint64_t analytic_collectives = 0;  // collectives timed by the analytic model (max_flows_per_collective)
   uint64_t events() const { return kernels + flows + analytic_collectives; }
   double mean_host_bound_s() const {  // RankResult::host_bound_s, the mean over ranks
     if (per_rank.empty()) return 0;

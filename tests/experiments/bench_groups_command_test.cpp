@@ -28,6 +28,27 @@ TEST_CASE("bench-groups: the greedy is at or above the MILP's proven optimum, an
   CHECK(std::stod(gap[3]) >= std::stod(gap[1]));
   CHECK(std::stoi(gap[4]) >= 1);
   CHECK(std::regex_search(r.out, std::regex(R"(greedy solve: median [0-9.]+ ms, p99 [0-9.]+ ms)")));
+  std::smatch step;
+  REQUIRE(
+      std::regex_search(r.out, step,
+                        std::regex(R"((\d+) events: (\d+) kernels, (\d+) flows, (\d+) collectives timed )"
+                                   R"(analytically\): [0-9.]+ s to trace and simulate, [0-9.]+ s simulated; )"
+                                   R"(maximum resident memory of the whole run (\d+) MiB)")));
+  CHECK(std::stoll(step[1]) == std::stoll(step[2]) + std::stoll(step[3]) + std::stoll(step[4]));
+  CHECK(std::stoll(step[3]) > 0);  // 16 GPUs: every collective within the flow bound
+  CHECK(std::stoll(step[5]) > 0);
+}
+
+TEST_CASE("bench-groups --max-flows-per-collective 0: the step's collectives are all timed analytically",
+          "[experiments]") {
+  const RunResult r = run_paradyse(
+      "bench-groups --model llama-8l --instances 1 --sequences 5 --steps 1 --batch-tokens 128K "
+      "--simulate-gpus 16 --shard-group node --max-flows-per-collective 0");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::smatch step;
+  REQUIRE(std::regex_search(r.out, step, std::regex(R"((\d+) kernels, 0 flows, (\d+) collectives timed)")));
+  CHECK(std::stoll(step[2]) > 0);
 }
 
 TEST_CASE("bench-groups: a job that is not a power of two, or an unknown shard group, is refused",

@@ -115,6 +115,26 @@ TEST_CASE("simulate --timeline writes trace-event JSON with every op of every ra
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("simulate --max-flows-per-collective 0: no flows, every collective at its routed time",
+          "[experiments]") {
+  // On one node nothing contends with a ring but itself: the flows and the routed time agree.
+  const std::string args = "simulate --model llama-8l --plan megatron_ts --seq 16K --json";
+  const RunResult flows = run_paradyse(args), routed = run_paradyse(args + " --max-flows-per-collective 0");
+  INFO(flows.err << routed.err);
+  REQUIRE(flows.exit_code == 0);
+  REQUIRE(routed.exit_code == 0);
+  const auto with_flows = nlohmann::json::parse(flows.out), analytic = nlohmann::json::parse(routed.out);
+  CHECK(with_flows.at("flows").get<int64_t>() > 0);
+  CHECK(with_flows.at("analytic_collectives") == 0);
+  CHECK(analytic.at("flows") == 0);
+  CHECK(analytic.at("analytic_collectives").get<int64_t>() > 0);
+  CHECK(analytic.at("kernels") == with_flows.at("kernels"));
+  CHECK_THAT(analytic.at("collective_algorithm").get<std::string>(),
+             Catch::Contains("no flows are simulated"));
+  CHECK(analytic.at("iteration_time_s").get<double>() ==
+        Approx(with_flows.at("iteration_time_s").get<double>()).epsilon(0.01));
+}
+
 TEST_CASE("simulate: bad inputs fail with a clear message and no output", "[experiments]") {
   const auto dir = temp_dir();
   const std::string timeline = (dir / "t.json").string();
@@ -137,6 +157,7 @@ TEST_CASE("simulate: bad inputs fail with a clear message and no output", "[expe
       {"simulate --plan megatron_ts --seq 0", "expected a positive token count"},
       {"simulate --plan megatron_ts --seq 4K --degree 5", "must divide the 96 attention heads"},
       {"simulate --plan megatron_ts --seq 4K --oversubscription 0.5", "oversubscription of at least 1"},
+      {"simulate --plan megatron_ts --seq 4K --max-flows-per-collective -1", "--max-flows-per-collective"},
       {"simulate --plan megatron_ts --seq 4K --timeline " + dir.string(), "it is a folder"},
   };
   for (const Case& c : cases) {
