@@ -93,21 +93,49 @@ void for_each_document(const DocumentPieces& pieces, const Visit& visit) {
 }  // namespace
 
 double AttentionMask::computed_pairs() const {
+  if (counted_pairs_ >= 0) return counted_pairs_;
   double pairs = 0;
   if (!document_ends) {
     for (const TokenRange& q : queries)
       for (const TokenRange& k : keys) pairs += pairs_of(causal, q, k);
-    return pairs;
+    return counted_pairs_ = pairs;
   }
   const DocumentPieces key_pieces = by_document(keys, *document_ends);
   auto key_run = key_pieces.begin();
+  // One document's keys in position order, and the keys before each: a query piece sees every key of
+  // the pieces that end before it, and pairs_of with the few it overlaps (a gathered sequence cuts a
+  // document into a piece per rank, and each query piece would otherwise meet each of them). Every term
+  // is a whole number below 2^53, so the sum is exact in any order.
+  boost::container::small_vector<TokenRange, 8> document_keys;
+  boost::container::small_vector<int64_t, 9> keys_before;
   for_each_document(by_document(queries, *document_ends), [&](size_t document, auto first, auto last) {
     while (key_run != key_pieces.end() && key_run->document < document) ++key_run;
-    for (auto q = first; q != last; ++q)
-      for (auto k = key_run; k != key_pieces.end() && k->document == document; ++k)
-        pairs += pairs_of(causal, q->range, k->range);
+    document_keys.clear();
+    for (auto k = key_run; k != key_pieces.end() && k->document == document; ++k)
+      document_keys.push_back(k->range);
+    if (document_keys.empty()) return;
+    std::sort(document_keys.begin(), document_keys.end(),
+              [](const TokenRange& a, const TokenRange& b) { return a.begin < b.begin; });
+    keys_before.assign(1, 0);
+    for (const TokenRange& k : document_keys) keys_before.push_back(keys_before.back() + k.length);
+    for (auto q = first; q != last; ++q) {
+      const TokenRange& range = q->range;
+      if (!causal) {
+        pairs += static_cast<double>(range.length) * static_cast<double>(keys_before.back());
+        continue;
+      }
+      // Key pieces that end at or before the query piece's first position precede all of it.
+      const auto overlapping =
+          std::partition_point(document_keys.begin(), document_keys.end(),
+                               [&](const TokenRange& k) { return k.begin + k.length <= range.begin; });
+      pairs +=
+          static_cast<double>(range.length) *
+          static_cast<double>(keys_before[static_cast<std::size_t>(overlapping - document_keys.begin())]);
+      for (auto k = overlapping; k != document_keys.end() && k->begin < range.begin + range.length; ++k)
+        pairs += causal_pairs(range, *k);
+    }
   });
-  return pairs;
+  return counted_pairs_ = pairs;
 }
 
 int64_t AttentionMask::longest_document_keys() const {

@@ -30,7 +30,10 @@ struct AttentionMask {
   // inside (and again in backward, from the same seed), so only its time depends on it; the real
   // backend's reference kernels compute without it, as strategies are checked against each other.
   double dropout = 0;
-  // Number of (query, key) pairs that are computed, per batch element and head.
+  // Number of (query, key) pairs that are computed, per batch element and head. Counted once and kept:
+  // a ring step asks whether its block is empty and then the backend asks for the count, and with
+  // thousands of packed documents the count is the dearest part of tracing a step. A mask's fields are
+  // not changed once it is used.
   double computed_pairs() const;
   int64_t query_count() const;
   int64_t key_count() const;
@@ -38,6 +41,8 @@ struct AttentionMask {
   int64_t longest_document_keys() const;
   // True when no pair is computed (a ring step that the causal mask or the documents skip entirely).
   bool empty() const { return computed_pairs() == 0; }
+
+  mutable double counted_pairs_ = -1;  // computed_pairs() once counted; < 0: not yet. Never set otherwise.
 };
 
 }  // namespace paradyse

@@ -408,9 +408,10 @@ NormGrads TracingBackend::norm_backward(const Tensor& d_y, const Tensor& x, cons
 }
 
 namespace {
-Shape with_last(Shape shape, int64_t last) {
-  shape.back() = last;
-  return shape;
+Shape with_last(const Shape& shape, int64_t last) {
+  Shape result(shape.begin(), shape.end() - 1);
+  result.push_back(last);
+  return result;
 }
 }  // namespace
 
