@@ -1,6 +1,7 @@
 #include "program/attention_mask.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 #include <vector>
 
 #include <boost/container/small_vector.hpp>
@@ -90,17 +91,11 @@ void for_each_document(const DocumentPieces& pieces, const Visit& visit) {
   }
 }
 
-}  // namespace
-
-double AttentionMask::computed_pairs() const {
-  if (counted_pairs_ >= 0) return counted_pairs_;
+// Pairs within documents: each document's query pieces against its key pieces.
+double document_pairs(bool causal, const Positions& queries, const Positions& keys,
+                      const DocumentEnds& ends) {
   double pairs = 0;
-  if (!document_ends) {
-    for (const TokenRange& q : queries)
-      for (const TokenRange& k : keys) pairs += pairs_of(causal, q, k);
-    return counted_pairs_ = pairs;
-  }
-  const DocumentPieces key_pieces = by_document(keys, *document_ends);
+  const DocumentPieces key_pieces = by_document(keys, ends);
   auto key_run = key_pieces.begin();
   // One document's keys in position order, and the keys before each: a query piece sees every key of
   // the pieces that end before it, and pairs_of with the few it overlaps (a gathered sequence cuts a
@@ -108,7 +103,7 @@ double AttentionMask::computed_pairs() const {
   // is a whole number below 2^53, so the sum is exact in any order.
   boost::container::small_vector<TokenRange, 8> document_keys;
   boost::container::small_vector<int64_t, 9> keys_before;
-  for_each_document(by_document(queries, *document_ends), [&](size_t document, auto first, auto last) {
+  for_each_document(by_document(queries, ends), [&](size_t document, auto first, auto last) {
     while (key_run != key_pieces.end() && key_run->document < document) ++key_run;
     document_keys.clear();
     for (auto k = key_run; k != key_pieces.end() && k->document == document; ++k)
@@ -135,7 +130,73 @@ double AttentionMask::computed_pairs() const {
         pairs += causal_pairs(range, *k);
     }
   });
-  return counted_pairs_ = pairs;
+  return pairs;
+}
+
+// The pairs of the masks counted lately on this thread. A traced step asks for the same masks over and
+// over (every layer, forward and backward, and every rank of a group that gathers the whole sequence),
+// and a count costs its document pieces' binary searches and sorting where a look-up costs one pass
+// over the mask's numbers. Keyed by their hash; an entry is used only when equal in full.
+struct CountedMask {
+  bool causal = false;
+  Positions queries, keys;
+  std::shared_ptr<const DocumentEnds> ends;  // held, not copied: a rank's masks share their documents
+  double pairs = 0;
+};
+
+uint64_t mask_hash(bool causal, const Positions& queries, const Positions& keys, const DocumentEnds& ends) {
+  uint64_t hash = causal ? 0x9e3779b97f4a7c15u : 0x632be59bd9b4e019u;
+  const auto mix = [&hash](int64_t value) {
+    hash ^= static_cast<uint64_t>(value) + 0x9e3779b97f4a7c15u + (hash << 6) + (hash >> 2);
+  };
+  for (const Positions* ranges : {&queries, &keys}) {
+    mix(static_cast<int64_t>(ranges->size()));
+    for (const TokenRange& range : *ranges) {
+      mix(range.begin);
+      mix(range.length);
+    }
+  }
+  mix(static_cast<int64_t>(ends.size()));
+  for (int64_t end : ends) mix(end);
+  return hash;
+}
+
+bool same_ranges(const Positions& a, const Positions& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const TokenRange& x, const TokenRange& y) {
+    return x.begin == y.begin && x.length == y.length;
+  });
+}
+
+double remembered_document_pairs(bool causal, const Positions& queries, const Positions& keys,
+                                 const std::shared_ptr<const DocumentEnds>& document_ends) {
+  constexpr std::size_t kRemembered = 1024;
+  const DocumentEnds& ends = *document_ends;
+  thread_local std::unordered_map<uint64_t, CountedMask> counted;
+  const uint64_t hash = mask_hash(causal, queries, keys, ends);
+  if (const auto found = counted.find(hash); found != counted.end()) {
+    const CountedMask& mask = found->second;
+    if (mask.causal == causal && (mask.ends == document_ends || *mask.ends == ends) &&
+        same_ranges(mask.queries, queries) && same_ranges(mask.keys, keys))
+      return mask.pairs;
+    return document_pairs(causal, queries, keys, ends);  // another mask of the same hash
+  }
+  if (counted.size() >= kRemembered) counted.clear();
+  const double pairs = document_pairs(causal, queries, keys, ends);
+  counted.emplace(hash, CountedMask{causal, queries, keys, document_ends, pairs});
+  return pairs;
+}
+
+}  // namespace
+
+double AttentionMask::computed_pairs() const {
+  if (counted_pairs_ >= 0) return counted_pairs_;
+  double pairs = 0;
+  if (!document_ends) {
+    for (const TokenRange& q : queries)
+      for (const TokenRange& k : keys) pairs += pairs_of(causal, q, k);
+    return counted_pairs_ = pairs;
+  }
+  return counted_pairs_ = remembered_document_pairs(causal, queries, keys, document_ends);
 }
 
 int64_t AttentionMask::longest_document_keys() const {

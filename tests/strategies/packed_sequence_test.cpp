@@ -124,6 +124,21 @@ TEST_CASE("packed masks: computed pairs and the longest document's keys, against
   }
 }
 
+TEST_CASE("attention pairs: a mask of the same ranges over other documents, or unmasked, is counted anew",
+          "[strategies]") {
+  // Counts are remembered per thread, so these follow one another on purpose.
+  const Positions ranges = {{0, 6}, {10, 6}};
+  for (const DocumentEnds& ends : {DocumentEnds{8, 16}, DocumentEnds{4, 16}, DocumentEnds{2, 4, 12, 16}})
+    for (const bool causal : {true, false}) {
+      INFO("ends " << ends.front() << ", causal " << causal);
+      const AttentionMask mask{causal, ranges, ranges, std::make_shared<const DocumentEnds>(ends)};
+      CHECK(mask.computed_pairs() == brute_force_pairs(mask, ends));
+      // The same documents in another object, the same count.
+      const AttentionMask again{causal, ranges, ranges, std::make_shared<const DocumentEnds>(ends)};
+      CHECK(again.computed_pairs() == mask.computed_pairs());
+    }
+}
+
 // Forward attention FLOPs of one traced layer, summed over the ranks: the flash kernel's, or the unfused
 // score GEMMs' (QKᵀ and P·V).
 double attention_flops(const Strategy& strategy, const ModelSpec& model, int p,
