@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hw_models/cluster.hpp"
+#include "sim/simulator.hpp"
 #include "strategies/model.hpp"
 
 namespace paradyse::evaluation {
@@ -28,7 +29,7 @@ struct GroupBenchOptions {
   // The first large batch's grouped step simulated on this many GPUs (0: not simulated), its
   // collectives needing more flows than this timed analytically (sim::SimulationOptions).
   int simulate_job = 64;
-  int max_flows_per_collective = 4096;
+  int max_flows_per_collective = sim::SimulationOptions{}.max_flows_per_collective;
 };
 
 struct GroupBenchResult {

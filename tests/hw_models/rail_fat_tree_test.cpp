@@ -41,6 +41,20 @@ void check_same_routes(const hw::Topology& a, const hw::Topology& b) {
     }
 }
 
+// The built-in tree of `built_in`'s first `nodes` nodes, checked against `graph` (the same tree written
+// as a network file): the same GPUs, links and routes.
+hw::RailFatTree checked_against_graph(const hw::ClusterSpec& built_in, int nodes,
+                                      const json_input::Json& graph) {
+  testing::TempDir dir;
+  const hw::ClusterSpec from_file =
+      hw::load_cluster(dir.write("tree.json", testing::a100_with_network(graph)));
+  hw::RailFatTree tree(built_in, nodes);
+  REQUIRE(tree.num_gpus() == from_file.network->num_gpus());
+  REQUIRE(tree.links().size() == from_file.network->links().size());
+  check_same_routes(tree, *from_file.network);
+  return tree;
+}
+
 }  // namespace
 
 TEST_CASE("rail fat tree: the built-in network routes as the same tree written as a graph", "[hw_models]") {
@@ -49,13 +63,7 @@ TEST_CASE("rail fat tree: the built-in network routes as the same tree written a
   CAPTURE(oversubscription, nodes);
   hw::ClusterSpec built_in = hw::load_cluster("dgx-a100", nodes);
   built_in.spine_oversubscription = oversubscription;
-  testing::TempDir dir;
-  const hw::ClusterSpec from_file = hw::load_cluster(dir.write(
-      "tree.json", testing::a100_with_network(testing::rail_fat_tree(built_in, nodes, oversubscription))));
-  const hw::RailFatTree tree(built_in, nodes);
-  REQUIRE(tree.num_gpus() == from_file.network->num_gpus());
-  REQUIRE(tree.links().size() == from_file.network->links().size());
-  check_same_routes(tree, *from_file.network);
+  checked_against_graph(built_in, nodes, testing::rail_fat_tree(built_in, nodes, oversubscription));
 }
 
 TEST_CASE("rail fat tree: in pods, the built-in network routes as the three-level tree written as a graph",
@@ -67,13 +75,8 @@ TEST_CASE("rail fat tree: in pods, the built-in network routes as the three-leve
   hw::ClusterSpec built_in = hw::load_cluster("dgx-a100", 8);
   built_in.pod_nodes = 2;
   built_in.spine_oversubscription = oversubscription;
-  testing::TempDir dir;
-  const hw::ClusterSpec from_file = hw::load_cluster(dir.write(
-      "tree.json", testing::a100_with_network(testing::pod_fat_tree(built_in, nodes, oversubscription))));
-  const hw::RailFatTree tree(built_in, nodes);
-  REQUIRE(tree.num_gpus() == from_file.network->num_gpus());
-  REQUIRE(tree.links().size() == from_file.network->links().size());
-  check_same_routes(tree, *from_file.network);
+  const hw::RailFatTree tree =
+      checked_against_graph(built_in, nodes, testing::pod_fat_tree(built_in, nodes, oversubscription));
   // Rail 0 of node 0 to rail 0 of node 1: one leaf; to rail 1 of node 1: the pod's spine; to node 2,
   // another pod: up to the core and down, six links.
   CHECK(tree.route(0, 8).size() == 2);
