@@ -57,10 +57,21 @@ std::optional<RoutedCollectiveTimer::Load> RoutedCollectiveTimer::load(const Op&
     if (const auto found = loads_.find(key); found != loads_.end()) return found->second;
   }
   const std::vector<int> firsts = sibling_firsts(group, degree);
-  if (firsts.size() * flow_count(op, group.size, cluster_) > max_flows) {
+  // Siblings that partition the job load the links together, so each of them has the load of all: kept
+  // under the first sibling's key too, it is routed once for all of them (a job of thousands of nodes
+  // has as many node groups).
+  const auto first_key = std::make_tuple(op.kind, firsts.front(), group.size, group.stride, root, degree);
+  if (firsts.front() != group.first) {
     const std::lock_guard lock(mutex_);
-    return loads_.emplace(key, std::nullopt).first->second;
+    if (const auto found = loads_.find(first_key); found != loads_.end())
+      return loads_.emplace(key, found->second).first->second;
   }
+  const auto keep = [&](const std::optional<Load>& load) {
+    const std::lock_guard lock(mutex_);
+    loads_.emplace(first_key, load);
+    return loads_.emplace(key, load).first->second;
+  };
+  if (firsts.size() * flow_count(op, group.size, cluster_) > max_flows) return keep(std::nullopt);
   // Every member's op, of one byte of flow basis: the loads scale with the bytes.
   std::vector<Op> members(static_cast<std::size_t>(group.size), op);
   for (int i = 0; i < group.size; ++i) {
@@ -84,23 +95,30 @@ std::optional<RoutedCollectiveTimer::Load> RoutedCollectiveTimer::load(const Op&
     topology = topology_;
   }
   const std::vector<hw::NetworkLink>& links = topology->links();
-  std::vector<double> bytes(2 * links.size(), 0);  // per link and direction
+  // Bytes per link and direction. A group's flows touch few of a large fabric's links: the array is
+  // kept, and only the entries the last call touched are zeroed.
+  thread_local std::vector<double> bytes;
+  thread_local std::vector<std::size_t> touched;
+  for (const std::size_t e : touched) bytes[e] = 0;
+  touched.clear();
+  if (bytes.size() < 2 * links.size()) bytes.assign(2 * links.size(), 0);
   Load load;
   for (const int first : firsts) {
     const RankSet sibling{first, group.size, group.stride};
     for (const Flow& flow : flows) {
       double latency_s = 0;
       for (const hw::RouteHop& hop : topology->route(sibling.rank(flow.from), sibling.rank(flow.to))) {
-        bytes[2 * static_cast<std::size_t>(hop.link) + (hop.forward ? 0 : 1)] += flow.bytes;
+        const std::size_t e = 2 * static_cast<std::size_t>(hop.link) + (hop.forward ? 0 : 1);
+        if (bytes[e] == 0) touched.push_back(e);
+        bytes[e] += flow.bytes;
         latency_s += links[static_cast<std::size_t>(hop.link)].latency_s;
       }
       load.route_latency_s = std::max(load.route_latency_s, latency_s);
     }
   }
-  for (std::size_t e = 0; e < bytes.size(); ++e)
+  for (const std::size_t e : touched)
     load.seconds_per_byte = std::max(load.seconds_per_byte, bytes[e] / links[e / 2].bytes_per_second);
-  const std::lock_guard lock(mutex_);
-  return loads_.emplace(key, load).first->second;
+  return keep(load);
 }
 
 }  // namespace paradyse::costmodel

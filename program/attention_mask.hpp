@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace paradyse {
@@ -30,19 +31,24 @@ struct AttentionMask {
   // inside (and again in backward, from the same seed), so only its time depends on it; the real
   // backend's reference kernels compute without it, as strategies are checked against each other.
   double dropout = 0;
-  // Number of (query, key) pairs that are computed, per batch element and head. Counted once and kept:
-  // a ring step asks whether its block is empty and then the backend asks for the count, and with
-  // thousands of packed documents the count is the dearest part of tracing a step. A mask's fields are
-  // not changed once it is used.
-  double computed_pairs() const;
+  // Number of (query, key) pairs that are computed, per batch element and head. Counted once and kept
+  // with longest_document_keys: a ring step asks whether its block is empty and then the backend asks for
+  // the count, and with thousands of packed documents counting is the dearest part of tracing a step. A
+  // mask's fields are not changed once it is used.
+  double computed_pairs() const { return counts().pairs; }
   int64_t query_count() const;
   int64_t key_count() const;
   // The most keys of one document: what a variable-length kernel's longest tile row spans.
-  int64_t longest_document_keys() const;
+  int64_t longest_document_keys() const { return counts().longest_document_keys; }
   // True when no pair is computed (a ring step that the causal mask or the documents skip entirely).
   bool empty() const { return computed_pairs() == 0; }
 
-  mutable double counted_pairs_ = -1;  // computed_pairs() once counted; < 0: not yet. Never set otherwise.
+  struct Counts {
+    double pairs = 0;
+    int64_t longest_document_keys = 0;
+  };
+  const Counts& counts() const;
+  mutable std::optional<Counts> counted_ = std::nullopt;  // counts() once counted. Never set otherwise.
 };
 
 }  // namespace paradyse

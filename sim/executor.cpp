@@ -8,6 +8,8 @@
 #include <queue>
 #include <unordered_map>
 
+#include <boost/container/small_vector.hpp>
+
 #include "common/errors.hpp"
 #include "costmodel/collective_flows.hpp"
 #include "costmodel/op_time.hpp"
@@ -60,7 +62,8 @@ struct RankState {
   // By op: the compute op after it may start the moment it ends, without an event of its own
   // (chains_into_next).
   std::vector<uint8_t> chains_on;
-  std::unordered_map<int64_t, std::size_t> collectives_reached;  // by group (group_key)
+  // Collectives reached, by group (group_key): a rank is in a handful of groups.
+  boost::container::small_vector<std::pair<int64_t, std::size_t>, 8> collectives_reached;
   std::vector<std::pair<double, double>> compute_spans, communication_spans;
   // The compute stream is free from compute_free_s on; host_waits: the spans in which it could have
   // run its next op but for the host's issue of it.
@@ -440,7 +443,11 @@ class Run {
     RankState& rank = ranks_[static_cast<std::size_t>(r)];
     const Op& o = op(r, id);
     const int64_t key = group_key(o);
-    const std::size_t k = rank.collectives_reached[key]++;
+    auto reached = std::find_if(rank.collectives_reached.begin(), rank.collectives_reached.end(),
+                                [key](const auto& group) { return group.first == key; });
+    if (reached == rank.collectives_reached.end())
+      reached = rank.collectives_reached.insert(rank.collectives_reached.end(), {key, 0});
+    const std::size_t k = reached->second++;
     std::vector<std::size_t>& of_group = group_collectives_[key];
     if (k == of_group.size()) {
       const RankSet ranks = o.ranks();

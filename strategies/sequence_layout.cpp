@@ -67,15 +67,16 @@ SequenceLayout SequenceLayout::merged(int ranks_per_member) const {
 
 Positions SequenceLayout::local(int member) const {
   Positions ranges;
-  for (int i = 0; i < ranks_per_member_; ++i) {
-    const Positions own = rank_tokens(member * ranks_per_member_ + i);
-    ranges.insert(ranges.end(), own.begin(), own.end());
-  }
+  ranges.reserve(static_cast<std::size_t>(ranks_per_member_) * ranges_per_rank());
+  for (int i = 0; i < ranks_per_member_; ++i) append_rank_tokens(member * ranks_per_member_ + i, ranges);
   return ranges;
 }
 
-Positions SequenceLayout::rank_tokens(int rank) const {
-  Positions ranges;
+std::size_t SequenceLayout::ranges_per_rank() const {
+  return document_tokens_.size() * (zigzag_ ? 2 : 1);
+}
+
+void SequenceLayout::append_rank_tokens(int rank, Positions& ranges) const {
   int64_t begin = 0;
   for (const int64_t length : document_tokens_) {
     if (zigzag_) {
@@ -87,13 +88,12 @@ Positions SequenceLayout::rank_tokens(int rank) const {
     }
     begin += length;
   }
-  return ranges;
 }
 
 Positions SequenceLayout::gathered() const {
   Positions all;
-  for (int rank = 0; rank < degree_; ++rank)
-    for (const TokenRange& range : rank_tokens(rank)) all.push_back(range);
+  all.reserve(static_cast<std::size_t>(degree_) * ranges_per_rank());
+  for (int rank = 0; rank < degree_; ++rank) append_rank_tokens(rank, all);
   return all;
 }
 

@@ -60,7 +60,8 @@ class SequenceLayout {
   Positions gathered() const;       // all tokens, as an all-gather in rank order lays them out
 
  private:
-  Positions rank_tokens(int rank) const;  // one rank's
+  std::size_t ranges_per_rank() const;
+  void append_rank_tokens(int rank, Positions& ranges) const;  // one rank's, appended
 
   int64_t tokens_ = 0;
   int degree_;  // ranks the sequence is split over

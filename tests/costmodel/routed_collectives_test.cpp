@@ -73,6 +73,11 @@ TEST_CASE("routed collectives: sibling groups share the links their flows cross"
       cluster.inter_node.bytes_per_second * costmodel::flow_efficiency(shift, 2, cluster.inter_node, cluster);
   CHECK(alone_s == Approx(64 * kMiB / rate).epsilon(1e-9));
   CHECK(*timer.seconds(shift, 2, 16) - latency_s == Approx(2 * alone_s).epsilon(1e-9));
+  // Another of the eight, routed after the first or before any: the same time.
+  const Op fourth = collective(OpKind::send_recv, 3, 2, 8, 64 * kMiB);
+  const costmodel::RoutedCollectiveTimer fresh(cluster);
+  CHECK(*fresh.seconds(fourth, 2, 16) - latency_s == Approx(2 * alone_s).epsilon(1e-9));
+  CHECK(*timer.seconds(fourth, 2, 16) == *fresh.seconds(fourth, 2, 16));
   // Consecutive groups of eight stay inside their nodes: their siblings load other links.
   const Op inside = collective(OpKind::all_gather, 8, 8, 1, 64 * kMiB);
   CHECK(*timer.seconds(inside, 8, 16) == Approx(*timer.seconds(inside, 8, 8)).epsilon(1e-12));

@@ -3,6 +3,7 @@
 // kernel's pairs, Σ over documents, not the packed sequence's S².
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
 
 #include "common/errors.hpp"
@@ -121,6 +122,37 @@ TEST_CASE("packed masks: computed pairs and the longest document's keys, against
     std::vector<int64_t> padded = SequenceLayout::padded_lengths(lengths, p, causal);
     CHECK(whole.computed_pairs() == document_pairs(causal, padded));
     CHECK(whole.longest_document_keys() == *std::max_element(padded.begin(), padded.end()));
+  }
+}
+
+TEST_CASE("packed masks: ranges in any order, empty or continuing one another, counted as by position",
+          "[strategies]") {
+  const DocumentEnds ends{5, 8, 20, 21, 32};
+  const auto document_keys = [&](const Positions& keys) {
+    std::vector<int64_t> per_document(ends.size(), 0);
+    for (const TokenRange& range : keys)
+      for (int64_t k = range.begin; k < range.begin + range.length; ++k)
+        ++per_document[static_cast<std::size_t>(std::upper_bound(ends.begin(), ends.end(), k) -
+                                                ends.begin())];
+    return *std::max_element(per_document.begin(), per_document.end());
+  };
+  std::mt19937 random(5);
+  for (int trial = 0; trial < 60; ++trial) {
+    // The 32 positions cut into ranges at random points (some empty), some dropped, then shuffled.
+    Positions queries, keys;
+    for (Positions* ranges : {&queries, &keys}) {
+      for (int64_t begin = 0; begin < 32;) {
+        const int64_t length = std::min<int64_t>(32 - begin, static_cast<int64_t>(random() % 7));
+        if (random() % 4 != 0) ranges->push_back({begin, length});
+        begin += std::max<int64_t>(length, 1);
+      }
+      std::shuffle(ranges->begin(), ranges->end(), random);
+    }
+    const bool causal = trial % 2 == 0;
+    INFO("trial " << trial);
+    const AttentionMask mask{causal, queries, keys, std::make_shared<const DocumentEnds>(ends)};
+    CHECK(mask.computed_pairs() == brute_force_pairs(mask, ends));
+    CHECK(mask.longest_document_keys() == document_keys(keys));
   }
 }
 
