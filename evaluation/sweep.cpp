@@ -24,19 +24,19 @@ namespace paradyse::evaluation {
 namespace {
 
 namespace fs = std::filesystem;
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 bool under_mpirun() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
 }
 
-Json run_point(const SweepSpec& spec, const SweepPoint& point) {
+OrderedJson run_point(const SweepSpec& spec, const SweepPoint& point) {
   const CompareJobResult run = run_compare_job(spec.job(point));
-  Json row;
+  OrderedJson row;
   row["point"] = point.index;
   row["id"] = point.id;
   for (const auto& [axis, value] : point.values.items()) row[axis] = value;
-  row["policies"] = Json::object();
+  row["policies"] = OrderedJson::object();
   for (const PolicyResult& p : run.result.policies)
     row["policies"][p.policy] = {{"total_time_s", p.total_s},
                                  {"tokens_per_s", p.tokens_per_second},
@@ -61,7 +61,7 @@ Json run_point(const SweepSpec& spec, const SweepPoint& point) {
   return row;
 }
 
-void append_row(const fs::path& file, const Json& row) {
+void append_row(const fs::path& file, const OrderedJson& row) {
   const std::string line = row.dump() + "\n";
   const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
   if (fd < 0 || ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
@@ -81,12 +81,12 @@ void drop_torn_last_line(const fs::path& file) {
 }
 
 // Finished rows by point; a line cut short by a kill is ignored (its point runs again).
-std::map<int, Json> read_rows(const fs::path& file) {
-  std::map<int, Json> rows;
+std::map<int, OrderedJson> read_rows(const fs::path& file) {
+  std::map<int, OrderedJson> rows;
   std::ifstream in(file);
   std::string line;
   while (std::getline(in, line)) {
-    const Json row = Json::parse(line, nullptr, false);
+    const OrderedJson row = OrderedJson::parse(line, nullptr, false);
     if (row.is_discarded() || !row.contains("point")) continue;
     rows.emplace(row.at("point").get<int>(), row);
   }
@@ -121,14 +121,14 @@ void run_in_processes(const SweepSpec& spec, const std::vector<const SweepPoint*
 
 // Rank k runs points k, k + size, ... (each in its own process, as without MPI); rank 0 gathers
 // every rank's rows.
-std::vector<Json> run_under_mpi(const SweepSpec& spec, const std::vector<const SweepPoint*>& missing,
-                                const fs::path& rows_file, int rank, int size) {
+std::vector<OrderedJson> run_under_mpi(const SweepSpec& spec, const std::vector<const SweepPoint*>& missing,
+                                       const fs::path& rows_file, int rank, int size) {
   std::vector<const SweepPoint*> share;
   for (std::size_t i = static_cast<std::size_t>(rank); i < missing.size();
        i += static_cast<std::size_t>(size))
     share.push_back(missing[i]);
   run_in_processes(spec, share, rows_file, 1);
-  const std::map<int, Json> rows = read_rows(rows_file);
+  const std::map<int, OrderedJson> rows = read_rows(rows_file);
   std::string mine;
   for (const SweepPoint* point : share) mine += rows.at(point->index).dump() + "\n";
   const int length = static_cast<int>(mine.size());
@@ -142,16 +142,16 @@ std::vector<Json> run_under_mpi(const SweepSpec& spec, const std::vector<const S
   std::string all(static_cast<std::size_t>(rank == 0 ? total : 0), '\0');
   MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0,
               MPI_COMM_WORLD);
-  std::vector<Json> gathered;
+  std::vector<OrderedJson> gathered;
   std::istringstream in(all);
   std::string line;
   while (std::getline(in, line))
-    if (!line.empty()) gathered.push_back(Json::parse(line));
+    if (!line.empty()) gathered.push_back(OrderedJson::parse(line));
   return gathered;
 }
 
 // A JSON value as a CSV field: a string as its text, a number as JSON writes it, null as empty.
-std::string csv_cell(const Json& value) {
+std::string csv_cell(const OrderedJson& value) {
   if (value.is_null()) return "";
   if (value.is_string()) return value.get<std::string>();
   return value.dump();
@@ -159,21 +159,22 @@ std::string csv_cell(const Json& value) {
 
 // Bars per point: the speedups, and the longest sequence each policy trained before its first out of
 // memory. The points are named on the x axis by their ids.
-void plot(const std::vector<Json>& rows, const std::vector<std::string>& policies, const fs::path& dir) {
+void plot(const std::vector<OrderedJson>& rows, const std::vector<std::string>& policies,
+          const fs::path& dir) {
   std::string tics = "set xtics rotate by -20 (";
   std::string paradyse, optimal, groups;
   std::vector<std::string> longest(policies.size());
   bool any_trained = false;
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    const Json& row = rows[i];
+    const OrderedJson& row = rows[i];
     tics += fmt::format("{}{} {}", i == 0 ? "" : ", ", gnuplot::quoted(row.at("id").get<std::string>()), i);
     paradyse += fmt::format("{}\n", row.value("speedup_paradyse", 0.0));
     optimal += fmt::format("{}\n", row.value("speedup_optimal", 0.0));
     groups += fmt::format("{}\n", row.value("speedup_groups", 0.0));
     for (std::size_t p = 0; p < policies.size(); ++p) {
-      const Json& cell = row.at("policies").contains(policies[p])
-                             ? row.at("policies").at(policies[p]).at("max_len_before_oom")
-                             : Json(0);
+      const OrderedJson& cell = row.at("policies").contains(policies[p])
+                                    ? row.at("policies").at(policies[p]).at("max_len_before_oom")
+                                    : OrderedJson(0);
       longest[p] += fmt::format("{}\n", cell.get<int64_t>());
       any_trained = any_trained || cell.get<int64_t>() > 0;
     }
@@ -190,7 +191,8 @@ void plot(const std::vector<Json>& rows, const std::vector<std::string>& policie
                    "set title 'speedup over the static strategy that trains the most sequences'",
                    "set ylabel 'speedup (x)'"},
       .series = {{paradyse, "1", "lw 2", "paradyse"}, {optimal, "1", "lw 2", "optimal"}}};
-  if (std::any_of(rows.begin(), rows.end(), [](const Json& row) { return row.contains("speedup_groups"); }))
+  if (std::any_of(rows.begin(), rows.end(),
+                  [](const OrderedJson& row) { return row.contains("speedup_groups"); }))
     speedup.series.push_back({groups, "1", "lw 2", "best group policy"});
   gnuplot::Plot longest_plot{
       .png = dir / "longest.png",
@@ -205,9 +207,9 @@ void plot(const std::vector<Json>& rows, const std::vector<std::string>& policie
   gnuplot::draw({speedup, longest_plot}, dir / "plot-data");
 }
 
-void write_outputs(const SweepSpec& spec, const std::vector<Json>& rows, const fs::path& dir) {
+void write_outputs(const SweepSpec& spec, const std::vector<OrderedJson>& rows, const fs::path& dir) {
   std::vector<std::string> policies;
-  for (const Json& row : rows)
+  for (const OrderedJson& row : rows)
     for (const auto& [policy, values] : row.at("policies").items())
       if (std::find(policies.begin(), policies.end(), policy) == policies.end()) policies.push_back(policy);
   const std::vector<std::string> fields = {"total_time_s", "tokens_per_s", "mfu", "oom_count",
@@ -219,12 +221,12 @@ void write_outputs(const SweepSpec& spec, const std::vector<Json>& rows, const f
   for (const std::string& p : policies)
     for (const std::string& f : fields) header.push_back(p + "." + f);
   std::string csv = csv::row(header);
-  for (const Json& row : rows) {
+  for (const OrderedJson& row : rows) {
     std::vector<std::string> cells = {csv_cell(row.at("point")), csv_cell(row.at("id"))};
     for (const std::string& axis : spec.axes) cells.push_back(csv_cell(row.at(axis)));
     for (const char* key :
          {"best_static", "speedup_paradyse", "speedup_optimal", "best_group", "speedup_groups"})
-      cells.push_back(csv_cell(row.value(key, Json())));
+      cells.push_back(csv_cell(row.value(key, OrderedJson())));
     for (const std::string& p : policies)
       for (const std::string& f : fields)
         cells.push_back(row.at("policies").contains(p) ? csv_cell(row.at("policies").at(p).at(f)) : "");
@@ -234,7 +236,7 @@ void write_outputs(const SweepSpec& spec, const std::vector<Json>& rows, const f
   plot(rows, policies, dir);
   write_file_atomically((dir / "sweep.csv").string(), [&](std::ostream& out) { out << csv; });
   write_file_atomically((dir / "sweep.json").string(), [&](std::ostream& out) {
-    out << Json{{"spec", spec.path}, {"axes", spec.axes}, {"rows", rows}}.dump(2) << "\n";
+    out << OrderedJson{{"spec", spec.path}, {"axes", spec.axes}, {"rows", rows}}.dump(2) << "\n";
   });
 }
 
@@ -266,7 +268,7 @@ SweepRun run_sweep(const SweepSpec& spec, const std::string& out, int jobs) {
     }
   }
   if (mpi) MPI_Barrier(MPI_COMM_WORLD);
-  const std::map<int, Json> done = read_rows(rows_file);
+  const std::map<int, OrderedJson> done = read_rows(rows_file);
   std::vector<const SweepPoint*> missing;
   for (const SweepPoint& point : spec.points)
     if (!done.contains(point.index)) missing.push_back(&point);
@@ -274,7 +276,7 @@ SweepRun run_sweep(const SweepSpec& spec, const std::string& out, int jobs) {
   SweepRun run;
   run.run_now = static_cast<int>(missing.size());
   run.mpi_ranks = mpi ? size : 0;
-  std::vector<Json> gathered;
+  std::vector<OrderedJson> gathered;
   if (mpi)
     gathered = run_under_mpi(spec, missing, rows_file, rank, size);
   else
@@ -282,8 +284,8 @@ SweepRun run_sweep(const SweepSpec& spec, const std::string& out, int jobs) {
   if (mpi) MPI_Finalize();
   if (rank != 0) return run;
 
-  std::map<int, Json> rows = read_rows(rows_file);
-  for (const Json& row : gathered)
+  std::map<int, OrderedJson> rows = read_rows(rows_file);
+  for (const OrderedJson& row : gathered)
     if (rows.emplace(row.at("point").get<int>(), row).second) append_row(rows_file, row);
   for (const SweepPoint& point : spec.points) {
     const auto found = rows.find(point.index);

@@ -20,7 +20,7 @@ namespace paradyse::evaluation {
 
 namespace {
 
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 const std::vector<std::string> kAxes = {"cluster",
                                         "framework",
@@ -74,7 +74,7 @@ Kind kind_of(const std::string& key) {
   return Kind::text;
 }
 
-void check_value(const std::string& path, const std::string& field, const Json& value, Kind kind) {
+void check_value(const std::string& path, const std::string& field, const OrderedJson& value, Kind kind) {
   const auto fail = [&](const std::string& expected) {
     throw InputError(path, 0, field, "expected " + expected + ", got " + value.dump());
   };
@@ -102,14 +102,14 @@ void check_value(const std::string& path, const std::string& field, const Json& 
   }
 }
 
-Json from_toml(const toml::node& node) {
+OrderedJson from_toml(const toml::node& node) {
   if (const auto* table = node.as_table()) {
-    Json out = Json::object();
+    OrderedJson out = OrderedJson::object();
     for (const auto& [key, value] : *table) out[std::string(key.str())] = from_toml(value);
     return out;
   }
   if (const auto* array = node.as_array()) {
-    Json out = Json::array();
+    OrderedJson out = OrderedJson::array();
     for (const auto& value : *array) out.push_back(from_toml(value));
     return out;
   }
@@ -120,7 +120,7 @@ Json from_toml(const toml::node& node) {
   return nullptr;  // dates and times: no key takes them, so validation names the field
 }
 
-Json read_spec(const std::string& path) {
+OrderedJson read_spec(const std::string& path) {
   if (path.ends_with(".toml")) {
     try {
       return from_toml(toml::parse(
@@ -132,12 +132,12 @@ Json read_spec(const std::string& path) {
   return json_input::load_file(path);
 }
 
-std::string id_value(const Json& value) {
+std::string id_value(const OrderedJson& value) {
   return value.is_string() ? value.get<std::string>() : value.dump();
 }
 
 // `cluster` as the settings' cluster keys change it.
-hw::ClusterSpec varied_cluster(const Json& settings, hw::ClusterSpec cluster) {
+hw::ClusterSpec varied_cluster(const OrderedJson& settings, hw::ClusterSpec cluster) {
   const auto scale = [](hw::FabricSpec& fabric, double factor) {
     fabric.bytes_per_second *= factor;
     for (hw::Curve* curve :
@@ -173,7 +173,7 @@ hw::ClusterSpec varied_cluster(const Json& settings, hw::ClusterSpec cluster) {
 }  // namespace
 
 SweepSpec load_sweep_spec(const std::string& path, bool plan_only) {
-  const Json json = read_spec(path);
+  const OrderedJson json = read_spec(path);
   SweepSpec spec;
   spec.path = path;
   if (!json.is_object()) throw InputError(path, 0, "", "expected an object with 'base' and 'axes'");
@@ -182,9 +182,9 @@ SweepSpec load_sweep_spec(const std::string& path, bool plan_only) {
       throw InputError(path, 0, key, "unknown key; expected 'base' and 'axes'");
   if (!json.contains("axes") || !json.at("axes").is_object() || json.at("axes").empty())
     throw InputError(path, 0, "axes", "expected an object with at least one axis");
-  spec.base = json.value("base", Json::object());
+  spec.base = json.value("base", OrderedJson::object());
   if (!spec.base.is_object()) throw InputError(path, 0, "base", "expected an object");
-  const Json base_as_written = spec.base;  // the loop below rewrites a list of policies in spec.base
+  const OrderedJson base_as_written = spec.base;  // the loop below rewrites a list of policies in spec.base
   for (const auto& [key, value] : base_as_written.items()) {
     if (std::find(kBaseKeys.begin(), kBaseKeys.end(), key) == kBaseKeys.end())
       throw InputError(path, 0, "base." + key,
@@ -223,7 +223,7 @@ SweepSpec load_sweep_spec(const std::string& path, bool plan_only) {
   if (mode != "compare" && mode != "plan")
     throw InputError(path, 0, "base.mode", "expected compare or plan, got '" + mode + "'");
 
-  const Json& axes = json.at("axes");
+  const OrderedJson& axes = json.at("axes");
   for (const auto& [key, values] : axes.items()) {
     if (std::find(kAxes.begin(), kAxes.end(), key) == kAxes.end())
       throw InputError(path, 0, "axes." + key,
@@ -248,7 +248,7 @@ SweepSpec load_sweep_spec(const std::string& path, bool plan_only) {
     SweepPoint& point = spec.points.emplace_back();
     point.index = index;
     for (std::size_t a = 0; a < spec.axes.size(); ++a) {
-      const Json& value = axes.at(spec.axes[a])[at[a]];
+      const OrderedJson& value = axes.at(spec.axes[a])[at[a]];
       point.values[spec.axes[a]] = value;
       point.id += (a == 0 ? "" : " ") + spec.axes[a] + "=" + id_value(value);
     }
@@ -256,7 +256,7 @@ SweepSpec load_sweep_spec(const std::string& path, bool plan_only) {
     while (a > 0 && ++at[a - 1] == axes.at(spec.axes[a - 1]).size()) at[--a] = 0;
     if (a == 0) break;
   }
-  spec.text = Json{{"base", spec.base}, {"axes", axes}}.dump();
+  spec.text = OrderedJson{{"base", spec.base}, {"axes", axes}}.dump();
   // Every point is checked as its compare would check it, so that a bad preset, degree, file or
   // setting fails before any point runs and leaves nothing behind.
   for (const SweepPoint& point : spec.points) {
@@ -270,7 +270,7 @@ SweepSpec load_sweep_spec(const std::string& path, bool plan_only) {
 }
 
 CompareJob SweepSpec::job(const SweepPoint& point) const {
-  Json settings = base;
+  OrderedJson settings = base;
   for (const auto& [key, value] : point.values.items()) settings[key] = value;
   CompareJob job;
   job.machine.model = settings.value("model", job.machine.model);
@@ -289,7 +289,7 @@ CompareJob SweepSpec::job(const SweepPoint& point) const {
   job.global_batch = settings.value("global_batch", job.global_batch);
   const auto length_text = [&](const char* key, const std::string& fallback) {
     if (!settings.contains(key)) return fallback;
-    const Json& value = settings.at(key);
+    const OrderedJson& value = settings.at(key);
     return value.is_string() ? value.get<std::string>() : std::to_string(value.get<int64_t>());
   };
   job.max_len = length_text("max_len", job.max_len);

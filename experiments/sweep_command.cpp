@@ -14,7 +14,7 @@
 namespace paradyse::cli {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 struct SweepOptions {
   std::string spec;
@@ -31,21 +31,21 @@ void run(const SweepOptions& options) {
   const evaluation::SweepRun run = evaluation::run_sweep(spec, options.out, options.jobs);
   if (run.rows.empty()) return;  // an MPI rank other than 0
   if (options.json) {
-    std::cout << Json{{"rows", run.rows}}.dump(2) << "\n";
+    std::cout << OrderedJson{{"rows", run.rows}}.dump(2) << "\n";
     return;
   }
   fmt::print("{} points ({} run now, {} from an earlier run){}\n", spec.points.size(), run.run_now,
              spec.points.size() - static_cast<std::size_t>(run.run_now),
              run.mpi_ranks > 0 ? fmt::format(", over {} MPI ranks", run.mpi_ranks) : "");
   // Speedups over the best static on the sequences both train; "-" where the run has no such policy.
-  const auto speedup = [](const Json& row, const char* key) {
+  const auto speedup = [](const OrderedJson& row, const char* key) {
     return row.contains(key) ? fmt::format("{:.2f}x", row.at(key).get<double>()) : std::string("-");
   };
   const bool groups = std::any_of(run.rows.begin(), run.rows.end(),
-                                  [](const Json& row) { return row.contains("best_group"); });
+                                  [](const OrderedJson& row) { return row.contains("best_group"); });
   fmt::print("{:<44} {:>18} {:>18} {:>17}{}\n", "point", "best static", "paradyse speedup", "optimal speedup",
              groups ? fmt::format(" {:>24}", "best group policy speedup") : "");
-  for (const Json& row : run.rows) {
+  for (const OrderedJson& row : run.rows) {
     const std::string best = row.at("best_static").get<std::string>();
     fmt::print(
         "{:<44} {:>18} {:>18} {:>17}{}\n", row.at("id").get<std::string>(),

@@ -29,7 +29,7 @@
 namespace paradyse::real {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 using Points = MeasuredCurve;  // a curve's [x, y], x increasing
 
 // GEMM points grow until the next one would take longer than this for a single run (GEMM time grows
@@ -421,8 +421,8 @@ double fraction(double value) {
 
 // [[x, y], ...] with x strictly increasing (a point that is not is dropped) and y = f(y).
 template <class F>
-Json curve(const Points& points, F&& f) {
-  Json json = Json::array();
+OrderedJson curve(const Points& points, F&& f) {
+  OrderedJson json = OrderedJson::array();
   double last_x = 0;
   for (const auto& [x, y] : points) {
     if (x <= last_x) continue;
@@ -675,7 +675,7 @@ std::string calibrate_local(Communicator& communicator, const ModelSpec& model,
       std::to_string(shape.heads) + ", " + std::to_string(shape.head_dim) + "], " +
       std::to_string(shape.kv_heads) + " kv heads, FLOPs 3.5 x 4 heads d pairs, divided by the GEMM peak";
 
-  Json gpu;
+  OrderedJson gpu;
   const std::string device_model = device_name(device);
   gpu["name"] = on_gpu ? device_model : device_model + " (" + std::to_string(ranks) + " ranks sharing it)";
   gpu["bf16_flops_per_second"] = rounded(gemm_peak);
@@ -687,11 +687,11 @@ std::string calibrate_local(Communicator& communicator, const ModelSpec& model,
   gpu["kernel_launch_seconds"] = rounded(m.launch_s);
   gpu["reserved_bytes"] = 0;
   gpu["allocator_fragmentation"] = 0;
-  Json& measured_kernels = gpu["kernels"] = Json::object();
+  OrderedJson& measured_kernels = gpu["kernels"] = OrderedJson::object();
   for (const KernelPoints& kernel : m.kernels) {
     const std::string key = kernel.by_flops ? "flops_per_second_by_flops" : "bytes_per_second_by_bytes";
     const std::string name(to_string(kernel.kernel));
-    Json& entry = measured_kernels[name];
+    OrderedJson& entry = measured_kernels[name];
     entry[key] = curve(kernel.rate_by_size, rounded);
     entry["source"] = {
         {key, measured("TorchBackend::" + name + " on inputs shaped as a step of " + model.name + " on " +
@@ -720,7 +720,7 @@ std::string calibrate_local(Communicator& communicator, const ModelSpec& model,
        "none: validate compares the bytes the backend's tensors hold, not what the process's allocator "
        "keeps"}};
 
-  Json intra;
+  OrderedJson intra;
   intra["bytes_per_second"] = rounded(peak(m.fabric.bus_bandwidth));
   intra["bus_bandwidth_by_bytes"] = curve(m.fabric.bus_bandwidth, rounded);
   intra["all_to_all_efficiency"] =
@@ -782,10 +782,10 @@ std::string calibrate_local(Communicator& communicator, const ModelSpec& model,
                  " KiB a rank (all-gather, reduce-scatter, all-reduce, " +
                  "all-to-all and send_recv in turn), no barrier between: the chain's time less its GEMMs', " +
                  "a collective, less a collective's back to back, the mean over the lengths")}};
-  Json inter = intra;
-  for (Json& text : inter["source"]) text = "single machine: the intra-node figures";
+  OrderedJson inter = intra;
+  for (OrderedJson& text : inter["source"]) text = "single machine: the intra-node figures";
 
-  Json cluster;
+  OrderedJson cluster;
   cluster["name"] = on_gpu ? "local-cuda" : "local-cpu";
   cluster["description"] = !options.description.empty()
                                ? options.description
@@ -802,7 +802,7 @@ std::string calibrate_local(Communicator& communicator, const ModelSpec& model,
   const std::string dispatch_what =
       "at::add of two 1-element tensors, the mean of 100 back to back" +
       std::string(on_gpu ? ", until the calls return (the kernels run later)" : "");
-  Json issue_s = Json::object();
+  OrderedJson issue_s = OrderedJson::object();
   for (const auto& [kind, seconds] : m.issue_s) issue_s[kind] = rounded(seconds);
   cluster["host"] = {
       {"kernel_dispatch_seconds", rounded(m.dispatch_s)},

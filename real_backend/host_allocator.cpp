@@ -12,13 +12,13 @@
 namespace paradyse::real {
 namespace {
 
-std::atomic<int64_t> in_use{0};
-std::atomic<int64_t> peak{0};
+std::atomic<int64_t> bytes_in_use{0};
+std::atomic<int64_t> peak_bytes_in_use{0};
 
 void count(int64_t bytes) {
-  const int64_t now = in_use.fetch_add(bytes) + bytes;
-  int64_t seen = peak.load();
-  while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+  const int64_t now = bytes_in_use.fetch_add(bytes) + bytes;
+  int64_t seen = peak_bytes_in_use.load();
+  while (now > seen && !peak_bytes_in_use.compare_exchange_weak(seen, now)) {
   }
 }
 
@@ -106,13 +106,13 @@ std::size_t HostAllocator::block_bytes(std::size_t bytes) {
 }
 
 int64_t HostAllocator::in_use_bytes() {
-  return in_use.load();
+  return bytes_in_use.load();
 }
 int64_t HostAllocator::peak_bytes() {
-  return peak.load();
+  return peak_bytes_in_use.load();
 }
 void HostAllocator::reset_peak() {
-  peak.store(in_use.load());
+  peak_bytes_in_use.store(bytes_in_use.load());
 }
 int64_t HostAllocator::cached_bytes() {
   return cached.load();

@@ -10,9 +10,9 @@ namespace {
 
 constexpr double kMicroseconds = 1e6;
 
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
-void write_event(std::ostream& out, const Json& event, bool& first) {
+void write_event(std::ostream& out, const OrderedJson& event, bool& first) {
   out << (first ? "\n" : ",\n") << event.dump();
   first = false;
 }
@@ -23,7 +23,7 @@ void write_timeline(const SimulationResult& result, std::ostream& out) {
   PARADYSE_CHECK(result.timeline.size() == result.programs.size() && !result.programs.empty(),
                  "write_timeline needs a simulation run with record_timeline");
   out << "{\"displayTimeUnit\": \"ms\", \"otherData\": "
-      << Json{{"plan", result.plan}, {"seq", result.tokens}, {"degree", result.degree}}.dump()
+      << OrderedJson{{"plan", result.plan}, {"seq", result.tokens}, {"degree", result.degree}}.dump()
       << ", \"traceEvents\": [";
   bool first = true;
   for (std::size_t r = 0; r < result.programs.size(); ++r) {
@@ -50,7 +50,7 @@ void write_timeline(const SimulationResult& result, std::ostream& out) {
     for (OpId id = 0; id < program.ops.size(); ++id) {
       const Op& op = program.ops[id];
       const std::string_view label = program.label(op);
-      Json args = {
+      OrderedJson args = {
           {"op", id}, {"kind", to_string(op.kind)}, {"phase", to_string(op.phase)}, {"layer", op.layer}};
       if (is_communication(op.kind))
         args["bytes"] = op.size_bytes;

@@ -31,7 +31,7 @@
 namespace paradyse {
 namespace {
 
-struct AttentionSaved final : SavedActivations {
+struct ColossalZAttentionSaved final : SavedActivations {
   Tensor x;     // [b, s/p, h] normalised input, for the W_qkv gradient
   Tensor q;     // [b, s/p, a, d]
   Tensor k, v;  // [b, s/p, a_kv, d]: this rank's blocks, circulated again in backward
@@ -81,7 +81,7 @@ class ColossalZ final : public zero3::Zero3MlpStrategy {
   SublayerOutput attention_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                                    const Tensor& x) const override {
     const ModelSpec& model = ctx.model;
-    auto saved = std::make_unique<AttentionSaved>();
+    auto saved = std::make_unique<ColossalZAttentionSaved>();
     saved->x = x;
     zero3::Projected qkv = zero3::project_qkv(be, model, w, x);  // q [b, s/p, a, d], k, v [b, s/p, a_kv, d]
     be.label("attention");
@@ -122,7 +122,7 @@ class ColossalZ final : public zero3::Zero3MlpStrategy {
                             SavedActivations& saved_base, const Tensor& d_y,
                             LayerWeights& grads) const override {
     const ModelSpec& model = ctx.model;
-    auto& saved = saved_as<AttentionSaved>(saved_base);
+    auto& saved = saved_as<ColossalZAttentionSaved>(saved_base);
     const int p = be.degree(), r = be.rank();
     const int64_t block = saved.q.size(1);                                          // s/p
     Tensor d_o = zero3::project_out_backward(be, model, w, saved.out, d_y, grads);  // [b, s/p, a, d]

@@ -30,7 +30,7 @@
 namespace paradyse {
 namespace {
 
-struct AttentionSaved final : SavedActivations {
+struct MegatronCzAttentionSaved final : SavedActivations {
   Tensor x;          // [b, s/p, h] normalised input: the W_qkv gradient needs it
   ring::Saved ring;  // q and K, V apart: views of one [b, s/p, h + 2h_kv] projection; out; lse
 };
@@ -44,7 +44,7 @@ class MegatronCZ final : public zero3::Zero3MlpStrategy {
 
   SublayerOutput attention_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                                    const Tensor& x) const override {
-    auto saved = std::make_unique<AttentionSaved>();
+    auto saved = std::make_unique<MegatronCzAttentionSaved>();
     saved->x = x;
     zero3::Projected projected = zero3::project_qkv(be, ctx.model, w, x);  // [b, s/p, h] → q, k, v
     saved->ring.q = std::move(projected.q);                                // [b, s/p, a, d]
@@ -68,7 +68,7 @@ class MegatronCZ final : public zero3::Zero3MlpStrategy {
   Tensor attention_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                             SavedActivations& saved_base, const Tensor& d_y,
                             LayerWeights& grads) const override {
-    auto& saved = saved_as<AttentionSaved>(saved_base);
+    auto& saved = saved_as<MegatronCzAttentionSaved>(saved_base);
     Tensor d_o = zero3::project_out_backward(be, ctx.model, w, saved.ring.out, d_y, grads);  // [b, s/p, a, d]
 
     be.label("attention");

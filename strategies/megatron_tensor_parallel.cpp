@@ -20,7 +20,7 @@ namespace {
 
 using tensor_parallel::HeadViews;
 
-struct AttentionSaved final : SavedActivations {
+struct TensorParallelAttentionSaved final : SavedActivations {
   Tensor x;                    // the sublayer input: this rank's [b, s/p, h] with SP, else [b, s, h]
   Tensor qkv;                  // [b, s, (h + 2h_kv)/p]: q, k, v of this rank's heads
   Tensor out;                  // [b, s, a/p, d]: the attention core's output, W_proj's input
@@ -41,7 +41,7 @@ class MegatronTensorParallel final : public Strategy {
 
   SublayerOutput attention_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                                    const Tensor& x) const override {
-    auto saved = std::make_unique<AttentionSaved>();
+    auto saved = std::make_unique<TensorParallelAttentionSaved>();
     saved->x = x;
     be.label("qkv");
     saved->qkv = be.linear(ends_.whole_sequence(be, x), w.qkv);  // [b, s, h] → [b, s, (h+2h_kv)/p]
@@ -60,7 +60,7 @@ class MegatronTensorParallel final : public Strategy {
   Tensor attention_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                             SavedActivations& saved_base, const Tensor& d_y,
                             LayerWeights& grads) const override {
-    auto& saved = saved_as<AttentionSaved>(saved_base);
+    auto& saved = saved_as<TensorParallelAttentionSaved>(saved_base);
     const Tensor& out = saved.out;
     const int64_t b = out.size(0), s = out.size(1);
     be.label("proj");

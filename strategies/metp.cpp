@@ -47,7 +47,7 @@
 namespace paradyse {
 namespace {
 
-struct AttentionSaved final : SavedActivations {
+struct MetpAttentionSaved final : SavedActivations {
   Tensor x;  // [b, s/p, h] normalised input: every group's W_qkv gradient needs it
   // Per head group (= owner rank), what its backward needs: q [b, s/p, a/p, d], K|V packed
   // [b, s/p, 2a_kv/p, d], out, lse. They live only while their layer is recomputed.
@@ -170,7 +170,7 @@ class Metp final : public Strategy {
     const int p = be.degree();
     const GroupDims dims = group_dims(ctx.model, p);
     const int64_t b = x.size(0), n = x.size(1), d = ctx.model.head_dim();
-    auto saved = std::make_unique<AttentionSaved>();
+    auto saved = std::make_unique<MetpAttentionSaved>();
     saved->x = x;
     saved->groups.resize(static_cast<std::size_t>(p));
 
@@ -204,7 +204,7 @@ class Metp final : public Strategy {
   Tensor attention_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                             SavedActivations& saved_base, const Tensor& d_y,
                             LayerWeights& grads) const override {
-    auto& saved = saved_as<AttentionSaved>(saved_base);
+    auto& saved = saved_as<MetpAttentionSaved>(saved_base);
     const int p = be.degree();
     const GroupDims dims = group_dims(ctx.model, p);
     const int64_t b = d_y.size(0), n = d_y.size(1);

@@ -29,7 +29,7 @@
 namespace paradyse {
 namespace {
 
-struct AttentionSaved final : SavedActivations {
+struct TpCpAttentionSaved final : SavedActivations {
   Tensor x;          // [b, s/p, h] normalised input
   Tensor qkv;        // [b, t·s/p, (h + 2h_kv)/t]: the TP rank's q, k, v of its group's tokens
   ring::Saved ring;  // q and K, V apart as views of qkv; out [b, t·s/p, a/t, d]; lse
@@ -72,7 +72,7 @@ class TensorContextParallel final : public Strategy {
 
   SublayerOutput attention_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                                    const Tensor& x) const override {
-    auto saved = std::make_unique<AttentionSaved>();
+    auto saved = std::make_unique<TpCpAttentionSaved>();
     saved->x = x;
     const GroupSplit groups = split_group(be, tensor_degree_);
     be.label("qkv");
@@ -100,7 +100,7 @@ class TensorContextParallel final : public Strategy {
   Tensor attention_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                             SavedActivations& saved_base, const Tensor& d_y,
                             LayerWeights& grads) const override {
-    auto& saved = saved_as<AttentionSaved>(saved_base);
+    auto& saved = saved_as<TpCpAttentionSaved>(saved_base);
     const GroupSplit groups = split_group(be, tensor_degree_);
     const Shape out_shape = saved.ring.out.shape();  // [b, t·s/p, a/t, d]
     be.label("proj");
@@ -177,7 +177,7 @@ class TensorContextParallel final : public Strategy {
   static std::vector<int64_t> all_rows(const LayerWeights& w, zero3::Matrix m) { return {(w.*m).size(0)}; }
 
   AttentionOutput ring_forward(Backend& be, const LayerContext& ctx, const GroupSplit& groups,
-                               const AttentionSaved& saved) const {
+                               const TpCpAttentionSaved& saved) const {
     const GroupScope ring_scope(be, groups.outer);
     const SequenceLayout members = ctx.layout.merged(tensor_degree_);
     return ring::attention_forward(be, ring_context(ctx, members), saved.ring.q, saved.ring.kv);

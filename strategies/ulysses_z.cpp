@@ -21,7 +21,7 @@
 namespace paradyse {
 namespace {
 
-struct AttentionSaved final : SavedActivations {
+struct UlyssesZAttentionSaved final : SavedActivations {
   Tensor x;                    // [b, s/p, h] normalised input: the W_qkv gradient's left operand
   Tensor q, k, v;              // [b, s, a/p, d], [b, s, a_kv/p, d] ×2: this rank's heads, whole sequence
   Tensor out;                  // [b, s, a/p, d]: the attention core's output, for its flash backward
@@ -56,7 +56,7 @@ class UlyssesZ final : public zero3::Zero3MlpStrategy {
 
   SublayerOutput attention_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                                    const Tensor& x) const override {
-    auto saved = std::make_unique<AttentionSaved>();
+    auto saved = std::make_unique<UlyssesZAttentionSaved>();
     saved->x = x;
     zero3::Projected local = zero3::project_qkv(be, ctx.model, w, x);  // [b, s/p, a | a_kv, d]
     be.label("attention");
@@ -88,7 +88,7 @@ class UlyssesZ final : public zero3::Zero3MlpStrategy {
   Tensor attention_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                             SavedActivations& saved_base, const Tensor& d_y,
                             LayerWeights& grads) const override {
-    auto& saved = saved_as<AttentionSaved>(saved_base);
+    auto& saved = saved_as<UlyssesZAttentionSaved>(saved_base);
     Tensor d_o = zero3::project_out_backward(be, ctx.model, w, saved.o, d_y, grads);  // [b, s/p, a, d]
     saved.o = Tensor();
     be.label("attention");

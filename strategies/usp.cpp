@@ -37,7 +37,7 @@
 namespace paradyse {
 namespace {
 
-struct AttentionSaved final : SavedActivations {
+struct UspAttentionSaved final : SavedActivations {
   Tensor x;          // [b, s/p, h] normalised input: the W_qkv gradient's left operand
   ring::Saved ring;  // q [b, u·s/p, a/u, d], K and V apart, out, lse: this rank's heads of its group's tokens
   Tensor o;          // [b, s/p, a, d]: out back on this rank's tokens, the W_proj gradient's left operand
@@ -81,7 +81,7 @@ class UlyssesRing final : public zero3::Zero3MlpStrategy {
 
   SublayerOutput attention_forward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                                    const Tensor& x) const override {
-    auto saved = std::make_unique<AttentionSaved>();
+    auto saved = std::make_unique<UspAttentionSaved>();
     saved->x = x;
     const GroupSplit groups = split_group(be, ulysses_degree_);
     zero3::Projected local = zero3::project_qkv(be, ctx.model, w, x);  // [b, s/p, a | a_kv, d]
@@ -111,7 +111,7 @@ class UlyssesRing final : public zero3::Zero3MlpStrategy {
   Tensor attention_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w,
                             SavedActivations& saved_base, const Tensor& d_y,
                             LayerWeights& grads) const override {
-    auto& saved = saved_as<AttentionSaved>(saved_base);
+    auto& saved = saved_as<UspAttentionSaved>(saved_base);
     const GroupSplit groups = split_group(be, ulysses_degree_);
     Tensor d_o = zero3::project_out_backward(be, ctx.model, w, saved.o, d_y, grads);  // [b, s/p, a, d]
     saved.o = Tensor();
