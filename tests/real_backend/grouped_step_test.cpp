@@ -179,7 +179,9 @@ TEST_CASE("groups training different micro-batches with different plans compute 
           "[real][numerics]") {
   const bool gqa = GENERATE(false, true);
   const bool causal = GENERATE(true, false);
-  const int shard = GENERATE(kJob, 2);  // fully sharded, or two shard groups of 2 (hybrid)
+  // Fully sharded, or two shard groups of 2 (hybrid). values(): GENERATE(kJob, 2) would keep a reference to
+  // the 2, a temporary gone before it is read.
+  const int shard = GENERATE(values({kJob, 2}));
   const ModelSpec model = tiny_model(gqa, causal, kLayers);
   at::manual_seed(static_cast<uint64_t>(gqa * 2 + causal));
   INFO((gqa ? "GQA" : "MHA") << (causal ? ", causal" : ", bidirectional") << ", weights sharded over "
