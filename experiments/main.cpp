@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
+#include "common/heap.hpp"
 #include "common/printable_text.hpp"
 #include "experiments/bench_command.hpp"
 #include "experiments/command_line.hpp"
@@ -14,6 +15,7 @@
 #include "experiments/trace_command.hpp"
 
 int main(int argc, char** argv) {
+  paradyse::keep_freed_heap();
   try {
     paradyse::cli::hand_over(argc, argv);
   } catch (const std::exception& e) {

@@ -2,6 +2,7 @@
 // which starts this executable (command_table.hpp).
 #include <CLI/CLI.hpp>
 
+#include "common/heap.hpp"
 #include "experiments/ablation_command.hpp"
 #include "experiments/bench_compare_command.hpp"
 #include "experiments/bench_groups_command.hpp"
@@ -13,6 +14,7 @@
 #include "experiments/sweep_command.hpp"
 
 int main(int argc, char** argv) {
+  paradyse::keep_freed_heap();
   CLI::App app{"paradyse (simulator): policies over traces, sweeps, simulation, the learned cost model."};
   app.name("paradyse");  // usage lines read as the command users typed
   app.require_subcommand(1);
