@@ -125,6 +125,14 @@ std::optional<std::string> none_can_run(const ModelSpec& model, int degree,
   return text;
 }
 
+std::strong_ordering operator<=>(const LayerChoice& a, const LayerChoice& b) {
+  const std::string_view a_name = a.strategy != nullptr ? a.strategy->name() : std::string_view{},
+                         b_name = b.strategy != nullptr ? b.strategy->name() : std::string_view{};
+  if (const auto by_name = a_name <=> b_name; by_name != 0) return by_name;
+  if (a.strategy != b.strategy) return std::compare_three_way{}(a.strategy, b.strategy);  // same name: rare
+  return a.recompute <=> b.recompute;
+}
+
 Plan uniform_plan(const Strategy& strategy, int64_t num_layers, Recompute recompute) {
   return Plan(static_cast<std::size_t>(num_layers), LayerChoice{&strategy, recompute});
 }

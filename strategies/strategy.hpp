@@ -4,6 +4,7 @@
 // LayerWeights, so plans may switch strategy at any layer boundary with no data movement.
 #pragma once
 
+#include <compare>
 #include <memory>
 #include <optional>
 #include <string>
@@ -114,7 +115,9 @@ class Strategy {
 struct LayerChoice {
   const Strategy* strategy = nullptr;
   Recompute recompute = Recompute::none;
-  friend auto operator<=>(const LayerChoice&, const LayerChoice&) = default;
+  friend bool operator==(const LayerChoice&, const LayerChoice&) = default;
+  // By the strategy's name, not its address: maps of plans iterate in the same order in every build.
+  friend std::strong_ordering operator<=>(const LayerChoice& a, const LayerChoice& b);
 };
 using Plan = std::vector<LayerChoice>;  // one entry per layer
 // Every layer the same: the paper's static plans.
