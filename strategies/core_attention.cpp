@@ -60,7 +60,9 @@ AttentionMask mask(const LayerContext& ctx, Positions queries, Positions keys) {
 }
 
 AttentionMask full_sequence_mask(const LayerContext& ctx) {
-  return mask(ctx, ctx.layout.gathered(), ctx.layout.gathered());
+  Positions keys = ctx.layout.gathered();  // two ranges per document and rank: built once, copied
+  Positions queries = keys;
+  return mask(ctx, std::move(queries), std::move(keys));
 }
 
 Forward forward(Compute& be, const LayerContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
