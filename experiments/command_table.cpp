@@ -41,10 +41,13 @@ void hand_over(int argc, char** argv) {
   std::vector<char*> args(argv, argv + argc);
   args[0] = const_cast<char*>(executable.c_str());
   args.push_back(nullptr);
-  // The simulator's executable loads OpenBLAS (CBC's LAPACK) but multiplies no matrix worth sharing,
-  // and OpenBLAS's threaded build starts a thread per core as it loads, which spins in sched_yield for
-  // about 0.1 s of CPU: a core's worth of a short command. One thread, unless the user sets another.
-  if (command->executable == "paradyse-sim") setenv("OPENBLAS_NUM_THREADS", "1", 0);
+  // OpenBLAS's threaded build starts a thread per core as it loads, which spins in sched_yield for
+  // about 0.1 s of CPU: a core's worth of a short command, and a fifth of a LibTorch process's start.
+  // The simulator's executable loads it (CBC's LAPACK) but multiplies no matrix worth sharing; a real
+  // rank sizes OpenBLAS's pool to its share of the cores once it knows how many ranks share them
+  // (real_backend/compute_threads.hpp), which grows the pool. One thread at load, unless the user
+  // sets another.
+  setenv("OPENBLAS_NUM_THREADS", "1", 0);
   execv(executable.c_str(), args.data());
   throw InputError(executable, 0, "",
                    "`paradyse " + std::string(command->name) + "` runs in " +
