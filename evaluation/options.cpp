@@ -1,10 +1,12 @@
 #include "evaluation/options.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <set>
 
 #include "common/errors.hpp"
+#include "common/input_file.hpp"
 #include "common/limits.hpp"
 #include "selector/learned_cost_source.hpp"
 
@@ -55,6 +57,28 @@ int64_t parse_length(const std::string& text, const std::string& flag) {
         "expected a positive token count (e.g. 4096, 16K, 1M; comma-separated for several), got '" + text +
             "'");
   return value * scale;
+}
+
+int64_t parse_bytes(const std::string& text, const std::string& flag, int64_t minimum) {
+  constexpr int64_t kMaxBytes = int64_t{1} << 40;
+  const auto refuse = [&] {
+    return InputError(flag, 0, "",
+                      "expected a size in bytes from " + bytes_text(minimum) +
+                          " to 1 TiB (e.g. 65536, 64K, 64M, 1G: multiples of 1024), got '" + text + "'");
+  };
+  int64_t value = 0;
+  const char* last = text.data() + text.size();
+  const auto [rest, error] = std::from_chars(text.data(), last, value);
+  if (error != std::errc() || text.front() == '-') throw refuse();
+  int shift = 0;
+  if (rest != last) {  // one unit letter: K, M or G
+    const std::size_t unit =
+        std::string_view("KMG").find(static_cast<char>(std::toupper(static_cast<unsigned char>(*rest))));
+    if (rest + 1 != last || unit == std::string_view::npos) throw refuse();
+    shift = 10 * static_cast<int>(unit + 1);
+  }
+  if (value > (kMaxBytes >> shift) || (value << shift) < minimum) throw refuse();
+  return value << shift;
 }
 
 std::vector<int64_t> parse_lengths(const std::string& text, const std::string& flag) {

@@ -67,6 +67,9 @@ struct PolicyOptions {
 // One length: "4096", "16K" (×1024), "1M" (×1024²), positive and at most kMaxSequenceTokens. `flag`
 // ("--seq") names the option in errors.
 int64_t parse_length(const std::string& text, const std::string& flag);
+// A size in bytes: "65536", "64K", "64M", "1G" (binary multiples: ×1024, ×1024², ×1024³), at least
+// `minimum` and at most 1 TiB. `flag` names the option in errors.
+int64_t parse_bytes(const std::string& text, const std::string& flag, int64_t minimum = 1);
 // Comma-separated lengths, each as parse_length reads it.
 std::vector<int64_t> parse_lengths(const std::string& text, const std::string& flag);
 // "all", or comma-separated strategy names; a name given twice is refused unless a list may repeat

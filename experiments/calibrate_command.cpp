@@ -22,6 +22,7 @@ struct CalibrateOptions {
   std::string device = "cpu";
   std::string out;  // default: local-cpu.json or local-cuda.json
   std::string max_seq = "2048";
+  std::string max_bytes = "64M";
   int passes = 3;
   bool any_speed = false;
   int timeout_s = 120;
@@ -35,12 +36,16 @@ void calibrate(CalibrateOptions options) {
   if (auto reason = real::device_unavailable(cuda, local_ranks, /*gloo_on_device=*/false))
     throw InputError("--device", 0, "", *reason);
   const ModelSpec model = load_model(options.model);
-  const int64_t max_seq = evaluation::parse_length(options.max_seq, "--max-seq");
+  real::CalibrationOptions calibration;
+  calibration.precision = options.dtype == "bf16" ? real::Precision::mixed : real::Precision::fp32;
+  calibration.max_attention_tokens = evaluation::parse_length(options.max_seq, "--max-seq");
+  calibration.max_collective_bytes = evaluation::parse_bytes(options.max_bytes, "--max-bytes", 1024);
+  calibration.passes = options.passes;
+  calibration.any_speed = options.any_speed;
+  calibration.note = [](const std::string& note) { fmt::print(stderr, "calibrate: {}\n", note); };
   on_every_rank(options.ranks, options.timeout_s, [&](const real::RankEnvironment& env) {
     const auto json =
-        real::calibrate_on_rank(env, model, cuda, options.dtype == "bf16", max_seq, options.passes,
-                                options.any_speed, std::chrono::seconds(options.timeout_s),
-                                [](const std::string& note) { fmt::print(stderr, "calibrate: {}\n", note); });
+        real::calibrate_on_rank(env, model, cuda, calibration, std::chrono::seconds(options.timeout_s));
     if (!json) return;
     write_file_atomically(options.out, [&](std::ostream& out) { out << *json << "\n"; });
     const hw::ClusterSpec cluster = hw::load_cluster(options.out);  // what validate will read
@@ -75,6 +80,12 @@ void add_calibrate_command(CLI::App& app) {
       ->add_option("--max-seq", options->max_seq,
                    "longest sequence attention is timed at (128, 256, ... up to it): the longest "
                    "you will validate, since longer ones are priced at its rate")
+      ->capture_default_str();
+  command
+      ->add_option("--max-bytes", options->max_bytes,
+                   "largest collective timed (1K, 4K, 16K, ... up to it; 64K, 64M, 1G: multiples of "
+                   "1024): the largest a step you will validate issues, since larger ones are priced at "
+                   "its bandwidth")
       ->capture_default_str();
   command
       ->add_option("--passes", options->passes,

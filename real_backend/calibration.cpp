@@ -1,6 +1,7 @@
 #include "real_backend/calibration.hpp"
 
 #include "common/errors.hpp"
+#include "common/input_file.hpp"
 #include "common/statistics.hpp"
 #include "common/units.hpp"
 #include "real_backend/device.hpp"
@@ -165,12 +166,21 @@ struct Fabric {
   double all_to_all_bus_bandwidth = 0;  // at the largest size
 };
 
+// The sizes collectives are timed at: 1 KiB, 4 KiB, ... up to `largest_bytes`.
+std::vector<int64_t> collective_sizes(int64_t largest_bytes) {
+  std::vector<int64_t> sizes;
+  for (int64_t bytes = 1024; bytes <= largest_bytes; bytes *= 4) sizes.push_back(bytes);
+  PARADYSE_CHECK(!sizes.empty(), "collectives timed up to at least 1 KiB");
+  return sizes;
+}
+
 // The collectives between the ranks, in nccl-tests' bus bandwidth: 2(p−1)/p·size/time for the
 // all-reduce, (p−1)/p·size/time for the all-gather, reduce-scatter and all-to-all. With one rank
 // nothing moves; size/time then stands in so that the figures stay positive. The all-gather and
 // reduce-scatter run as a step runs them, in its element type (`dtype`) through the communicator's
 // own implementation (on Gloo the reduce-scatter is an all-to-all and a sum in float32).
-Fabric measure_fabric(Communicator& communicator, const RankTimer& timer, at::ScalarType dtype) {
+Fabric measure_fabric(Communicator& communicator, const RankTimer& timer, at::ScalarType dtype,
+                      int64_t largest_bytes) {
   const at::TensorOptions of_step = on(timer, dtype);
   const double p = communicator.size();
   const double all_reduce_share = p > 1 ? 2 * (p - 1) / p : 1;
@@ -204,8 +214,9 @@ Fabric measure_fabric(Communicator& communicator, const RankTimer& timer, at::Sc
   };
   Fabric fabric;
   fabric.latency_s = all_reduce_s(4);
-  const int64_t largest = 64 * kMiBytes;
-  for (int64_t bytes = 1024; bytes <= largest; bytes *= 4) {
+  const std::vector<int64_t> sizes = collective_sizes(largest_bytes);
+  const int64_t largest = sizes.back();
+  for (const int64_t bytes : sizes) {
     const double size = static_cast<double>(bytes);
     fabric.bus_bandwidth.emplace_back(size, all_reduce_share * size / all_reduce_s(bytes));
     fabric.all_gather_bus_bandwidth.emplace_back(size, all_to_all_share * size / all_gather_s(bytes));
@@ -554,7 +565,7 @@ Measurements measure_once(Communicator& communicator, const RankTimer& timer, To
   m.copy = copy_bytes_per_second(timer);
   reference();
   const at::ScalarType step_type = options.precision == Precision::mixed ? at::kBFloat16 : at::kFloat;
-  m.fabric = measure_fabric(communicator, timer, step_type);
+  m.fabric = measure_fabric(communicator, timer, step_type, options.max_collective_bytes);
   m.contention = measured_compute_contention(communicator, timer, step_type);
   m.issue_s = communication_issue_s(communicator, timer, step_type);
   m.synchronization_s = measured_synchronization_s(communicator, timer, step_type);
@@ -742,28 +753,28 @@ std::string calibrate_local(Communicator& communicator, const ModelSpec& model,
                         : i + 1 == kComputeBetweenSeconds.size() ? " and "
                                                                  : ", ") +
                        std::to_string(std::lround(1e3 * kComputeBetweenSeconds[i]));
+  const std::string largest = bytes_text(collective_sizes(options.max_collective_bytes).back());
+  const std::string sizes = ", 1 KiB to " + largest + " by 4x";
   const std::string gloo =
       communicator.name() + " all-reduce of float32 over the " + std::to_string(ranks) +
       " ranks, a barrier before each repetition, below 4 MiB the mean of 10 back to back";
   intra["source"] = {
       {"bytes_per_second", measured("the highest all-reduce bus bandwidth below")},
-      {"bus_bandwidth_by_bytes", measured(gloo + ", 1 KiB to 64 MiB, bus bandwidth 2(p-1)/p size / time")},
+      {"bus_bandwidth_by_bytes", measured(gloo + sizes + ", bus bandwidth 2(p-1)/p size / time")},
       {"all_to_all_efficiency",
-       measured(communicator.name() + " all-to-all of 64 MiB, bus bandwidth (p-1)/p size / time, over "
-                                      "the all-reduce's at 64 MiB")},
+       measured(communicator.name() + " all-to-all of " + largest +
+                ", bus bandwidth (p-1)/p size / time, over the all-reduce's at " + largest)},
       {"latency_seconds", measured(gloo + ", 1 element")},
-      {"all_gather_bus_bandwidth_by_bytes",
-       measured(communicator.name() + " all-gather of " + type +
-                ", 1 KiB to 64 MiB gathered, bus bandwidth (p-1)/p size / time")},
+      {"all_gather_bus_bandwidth_by_bytes", measured(communicator.name() + " all-gather of " + type + sizes +
+                                                     " gathered, bus bandwidth (p-1)/p size / time")},
       {"reduce_scatter_bus_bandwidth_by_bytes",
-       measured(
-           "the backend's reduce-scatter of " + type + " (" + communicator.name() +
-           ": an all-to-all, then the float32 sum of the chunks), 1 KiB to 64 MiB reduced, bus bandwidth "
-           "(p-1)/p size / time")},
+       measured("the backend's reduce-scatter of " + type + " (" + communicator.name() +
+                ": an all-to-all, then the float32 sum of the chunks)" + sizes +
+                " reduced, bus bandwidth (p-1)/p size / time")},
       {"send_recv_bandwidth_by_bytes",
        measured(communicator.name() + " send_recv of " + type +
-                ", every rank sending to the next and receiving from the one before, 1 KiB to 64 MiB "
-                "sent, size / time")},
+                ", every rank sending to the next and receiving from the one before" + sizes +
+                " sent, size / time")},
       {"compute_contention",
        measured("at::mm of " + busy_gemms(m.contention) + " matrices (the largest up to " +
                 std::to_string(kBusyGemmSize) +

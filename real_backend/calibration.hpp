@@ -11,27 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "real_backend/calibration_options.hpp"
 #include "real_backend/communicator.hpp"
 #include "real_backend/torch_backend.hpp"
 #include "strategies/model.hpp"
 
 namespace paradyse::real {
-
-struct CalibrationOptions {
-  Precision precision = Precision::mixed;  // the element type GEMMs and attention are timed in
-  int repeats = 5;                         // timed repetitions per point; the median is kept
-  int64_t max_attention_tokens = 2048;     // attention is timed at 128, 256, ... up to this length
-  std::string description;                 // the JSON's "description"; empty: one naming the host
-  // Each figure is the median of `passes` samples taken at the machine's own speed. The speed
-  // reference (machine_speed.hpp) is timed before, between and after the groups of figures of each
-  // pass; a group's sample is at speed when the references around it are within steady_spread of the
-  // machine's own speed (passes_at_speed). Passes go on, up to 3 × passes, until
-  // every group has `passes` samples at speed; `note` says when the speed moved.
-  int passes = 3;
-  double steady_spread = 0.10;
-  bool any_speed = false;  // every pass counts, whatever its speed: exactly `passes` passes
-  std::function<void(const std::string&)> note;  // rank 0: how much the machine's speed moved
-};
 
 // Every rank of the group calls it; all ranks measure at the same time, as they will run, and each
 // figure is the slowest rank's (rank_timer.hpp). Rank 0 returns the cluster JSON text (indent 2), the other

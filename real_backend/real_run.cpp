@@ -264,17 +264,10 @@ RunReport merge_rounds(const std::vector<RunReport>& rounds, const SpeedMatch& m
 }
 
 std::optional<std::string> calibrate_on_rank(const RankEnvironment& env, const ModelSpec& model, bool cuda,
-                                             bool mixed_precision, int64_t max_attention_tokens, int passes,
-                                             bool any_speed, std::chrono::seconds timeout,
-                                             const std::function<void(const std::string&)>& note) {
+                                             const CalibrationOptions& options,
+                                             std::chrono::seconds timeout) {
   prepare_process(env);
   auto communicator = connect(env, rank_device(env, cuda, false), /*gloo_on_device=*/false, timeout);
-  CalibrationOptions options;
-  options.note = note;
-  options.precision = mixed_precision ? Precision::mixed : Precision::fp32;
-  options.max_attention_tokens = max_attention_tokens;
-  options.passes = passes;
-  options.any_speed = any_speed;
   std::string json = calibrate_local(*communicator, model, options);
   communicator->barrier();
   if (env.rank != 0) return std::nullopt;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "program/backend.hpp"
+#include "real_backend/calibration_options.hpp"
 #include "real_backend/launcher.hpp"
 #include "strategies/strategy.hpp"
 
@@ -118,14 +119,10 @@ std::vector<RunReport> run_training_in_rounds(const RankEnvironment& env,
 RunReport merge_rounds(const std::vector<RunReport>& rounds, const SpeedMatch& match = {},
                        std::optional<std::size_t> base = std::nullopt);
 
-// `paradyse calibrate` on this rank: measures this machine (calibration.hpp), on its GPUs with `cuda`
-// (one rank each, NCCL), with every rank in
-// `passes` passes at its own speed (`any_speed`: exactly `passes`, whatever their speed), attention up
-// to `max_attention_tokens`; rank 0 gets the cluster JSON text, the others nullopt. `note` (rank 0)
-// hears how much the machine's speed moved.
+// `paradyse calibrate` on this rank: measures this machine as `options` say (calibration.hpp), on its
+// GPUs with `cuda` (one rank each, NCCL), every rank at once; rank 0 gets the cluster JSON text, the
+// others nullopt.
 std::optional<std::string> calibrate_on_rank(const RankEnvironment& env, const ModelSpec& model, bool cuda,
-                                             bool mixed_precision, int64_t max_attention_tokens, int passes,
-                                             bool any_speed, std::chrono::seconds timeout,
-                                             const std::function<void(const std::string&)>& note = {});
+                                             const CalibrationOptions& options, std::chrono::seconds timeout);
 
 }  // namespace paradyse::real

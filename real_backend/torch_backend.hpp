@@ -27,11 +27,10 @@
 #include "real_backend/device.hpp"
 #include "real_backend/held_bytes.hpp"
 #include "real_backend/model_weights.hpp"
+#include "real_backend/precision.hpp"
 #include "real_backend/varlen_attention.hpp"
 
 namespace paradyse::real {
-
-enum class Precision { fp32, mixed };
 
 struct TorchBackendOptions {
   at::Device device = at::kCPU;

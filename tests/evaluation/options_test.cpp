@@ -24,6 +24,21 @@ TEST_CASE("parse_length: K and M suffixes, and the 2^30-token limit", "[evaluati
     CHECK_THROWS_WITH(parse_length(bad, "--seq"), Catch::Contains("expected a positive token count"));
 }
 
+TEST_CASE("parse_bytes: K, M and G as multiples of 1024, between the minimum and 1 TiB", "[evaluation]") {
+  CHECK(parse_bytes("65536", "--max-bytes") == 65536);
+  CHECK(parse_bytes("64K", "--max-bytes") == 65536);
+  CHECK(parse_bytes("64m", "--max-bytes") == int64_t{64} << 20);
+  CHECK(parse_bytes("1G", "--max-bytes", 1024) == int64_t{1} << 30);
+  CHECK(parse_bytes("1024G", "--max-bytes") == int64_t{1} << 40);
+  CHECK_THROWS_WITH(parse_bytes("1025G", "--max-bytes"), Catch::Contains("--max-bytes") &&
+                                                             Catch::Contains("to 1 TiB") &&
+                                                             Catch::Contains("'1025G'"));
+  CHECK_THROWS_WITH(parse_bytes("512", "--max-bytes", 1024), Catch::Contains("from 1 KiB to 1 TiB"));
+  CHECK_THROWS_WITH(parse_bytes("99999999999999999999", "--max-bytes"), Catch::Contains("to 1 TiB"));
+  for (const char* bad : {"", "0", "-4K", "1.5M", "M", "16 M", "4T", "4MB"})
+    CHECK_THROWS_WITH(parse_bytes(bad, "--max-bytes"), Catch::Contains("expected a size in bytes"));
+}
+
 TEST_CASE("PolicyOptions: a policy given twice and an --exclude of every strategy are refused",
           "[evaluation]") {
   MachineOptions machine;

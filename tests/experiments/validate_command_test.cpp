@@ -22,7 +22,9 @@ namespace paradyse::testing {
 TEST_CASE("validate: each row is what simulate and run give for its configuration", "[real][cli]") {
   TempDir dir;
   const std::string cluster = dir.file("local-cpu.json");
-  const RunResult calibrated = run_paradyse("calibrate --ranks 2 --max-seq 256 --passes 1 --out " + cluster);
+  // Collectives up to 1 MiB: tiny-llama's largest at 64 tokens is a few KiB.
+  const RunResult calibrated =
+      run_paradyse("calibrate --ranks 2 --max-seq 256 --max-bytes 1M --passes 1 --out " + cluster);
   INFO(calibrated.err);
   REQUIRE(calibrated.exit_code == 0);
   const hw::ClusterSpec spec = hw::load_cluster(cluster);
@@ -37,8 +39,11 @@ TEST_CASE("validate: each row is what simulate and run give for its configuratio
   CHECK(spec.gpu.kernel_rates.at("softmax").rate.points().size() == 3);
   CHECK(spec.gpu.kernel_rates.at("scores").by_flops);
   CHECK_FALSE(spec.gpu.kernel_rates.at("norm_backward").by_flops);
-  // A ring's step on its own curve, 1 KiB to 64 MiB by 4x; what issuing each kind costs the rank.
-  CHECK(spec.intra_node.send_recv_bandwidth_by_bytes.points().size() == 9);
+  // A ring's step on its own curve, 1 KiB to 1 MiB by 4x; what issuing each kind costs the rank.
+  CHECK(spec.intra_node.send_recv_bandwidth_by_bytes.points().size() == 6);
+  CHECK(spec.intra_node.send_recv_bandwidth_by_bytes.points().back().first == 1 << 20);
+  CHECK_THAT(written["intra_node"]["source"]["bus_bandwidth_by_bytes"].get<std::string>(),
+             Catch::Contains("1 KiB to 1 MiB by 4x"));
   REQUIRE(spec.host.communication_dispatch_s_by_kind.size() == 5);
   for (const auto& [kind, seconds] : spec.host.communication_dispatch_s_by_kind) {
     INFO(kind);
@@ -129,8 +134,8 @@ TEST_CASE("validate --docs and --ops: a packed micro-batch under every strategy,
   TempDir dir;
   const std::string cluster = dir.file("local-cpu.json");
   // Exactly one pass, whatever the machine's speed.
-  const RunResult calibrated =
-      run_paradyse("calibrate --ranks 2 --max-seq 128 --passes 1 --any-speed --out " + cluster);
+  const RunResult calibrated = run_paradyse(
+      "calibrate --ranks 2 --max-seq 128 --max-bytes 1M --passes 1 --any-speed --out " + cluster);
   INFO(calibrated.err);
   REQUIRE(calibrated.exit_code == 0);
   std::ifstream file(cluster);
@@ -199,6 +204,16 @@ TEST_CASE("validate: asks for a calibration when the cluster file is missing", "
   CHECK(r.exit_code == 2);
   CHECK(r.out.empty());
   CHECK_THAT(r.err, Catch::Contains("paradyse calibrate --ranks 2 --device cpu"));
+}
+
+TEST_CASE("calibrate: a collective size below 1 KiB is refused before any rank starts", "[real][cli]") {
+  TempDir dir;
+  const std::string out = dir.file("local-cpu.json");
+  const RunResult r = run_paradyse("calibrate --ranks 2 --max-bytes 512 --out " + out);
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK_THAT(r.err, Catch::Contains("--max-bytes") && Catch::Contains("from 1 KiB"));
+  CHECK_FALSE(std::filesystem::exists(out));
 }
 
 TEST_CASE("calibrate: a device this build cannot run on is refused before any rank starts", "[real][cli]") {
