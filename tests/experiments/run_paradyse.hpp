@@ -7,6 +7,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include <sys/wait.h>
@@ -45,10 +46,15 @@ inline RunResult run_program(const std::string& binary, const std::string& argum
   return result;
 }
 
-// The paradyse executable the tests run (PARADYSE_BIN, set by ctest).
+// The paradyse executable the tests run (PARADYSE_BIN, set by ctest). The test executables do not
+// wait for it to build (a whole build builds it), so a partial build is told what to build.
 inline std::string paradyse_path() {
   const char* bin = std::getenv("PARADYSE_BIN");
-  return bin != nullptr ? bin : "build/experiments/paradyse";
+  const std::string path = bin != nullptr ? bin : "build/experiments/paradyse";
+  if (!std::filesystem::exists(path))
+    throw std::runtime_error(path + " does not exist: these tests run paradyse, paradyse-sim and paradyse-real "
+                                    "(cmake --build build, or --target paradyse paradyse-real)");
+  return path;
 }
 
 inline RunResult run_paradyse(const std::string& arguments) {
