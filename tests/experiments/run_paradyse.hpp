@@ -52,8 +52,9 @@ inline std::string paradyse_path() {
   const char* bin = std::getenv("PARADYSE_BIN");
   const std::string path = bin != nullptr ? bin : "build/experiments/paradyse";
   if (!std::filesystem::exists(path))
-    throw std::runtime_error(path + " does not exist: these tests run paradyse, paradyse-sim and paradyse-real "
-                                    "(cmake --build build, or --target paradyse paradyse-real)");
+    throw std::runtime_error(path +
+                             " does not exist: these tests run paradyse, paradyse-sim and paradyse-real "
+                             "(cmake --build build, or --target paradyse paradyse-real)");
   return path;
 }
 
