@@ -7,7 +7,6 @@
 // FLOPs, copy bandwidth for memory-bound ops, the fixed cost of one op, and all-reduce bus bandwidth by size.
 #pragma once
 
-#include <functional>
 #include <string>
 #include <vector>
 

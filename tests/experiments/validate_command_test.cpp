@@ -206,25 +206,26 @@ TEST_CASE("validate: asks for a calibration when the cluster file is missing", "
   CHECK_THAT(r.err, Catch::Contains("paradyse calibrate --ranks 2 --device cpu"));
 }
 
-TEST_CASE("calibrate: a collective size below 1 KiB is refused before any rank starts", "[real][cli]") {
+// `calibrate ARGUMENTS --out FILE` refused as bad input: exit 2, nothing on stdout, no file; its stderr.
+std::string calibrate_refusal(const std::string& arguments) {
   TempDir dir;
-  const std::string out = dir.file("local-cpu.json");
-  const RunResult r = run_paradyse("calibrate --ranks 2 --max-bytes 512 --out " + out);
+  const std::string out = dir.file("local.json");
+  const RunResult r = run_paradyse("calibrate " + arguments + " --out " + out);
   CHECK(r.exit_code == 2);
   CHECK(r.out.empty());
-  CHECK_THAT(r.err, Catch::Contains("--max-bytes") && Catch::Contains("from 1 KiB"));
   CHECK_FALSE(std::filesystem::exists(out));
+  return r.err;
+}
+
+TEST_CASE("calibrate: a collective size below 1 KiB is refused before any rank starts", "[real][cli]") {
+  CHECK_THAT(calibrate_refusal("--ranks 2 --max-bytes 512"),
+             Catch::Contains("--max-bytes") && Catch::Contains("from 1 KiB"));
 }
 
 TEST_CASE("calibrate: a device this build cannot run on is refused before any rank starts", "[real][cli]") {
-  TempDir dir;
-  const std::string out = dir.file("local-cuda.json");
-  const RunResult r = run_paradyse("calibrate --ranks 1 --device cuda --out " + out);
-  CHECK(r.exit_code == 2);
-  CHECK(r.out.empty());
-  CHECK_THAT(r.err, Catch::Contains("--device") &&
-                        (Catch::Contains("CPU-only LibTorch") || Catch::Contains("cannot use it here")));
-  CHECK_FALSE(std::filesystem::exists(out));
+  CHECK_THAT(calibrate_refusal("--ranks 1 --device cuda"),
+             Catch::Contains("--device") &&
+                 (Catch::Contains("CPU-only LibTorch") || Catch::Contains("cannot use it here")));
 }
 
 }  // namespace paradyse::testing
