@@ -133,7 +133,10 @@ void check_forest_structure(const nlohmann::json& model, const Fail& fail) {
   const nlohmann::json& trees = gbtree.at("trees");
   if (!trees.is_array() || trees.empty()) fail("expected an array of trees");
   const auto num_trees = static_cast<int64_t>(trees.size());
-  expect_count(gbtree.at("gbtree_model_param"), "num_trees", num_trees);
+  const nlohmann::json& gbtree_param = gbtree.at("gbtree_model_param");
+  expect_count(gbtree_param, "num_trees", num_trees);
+  // A leaf holds one value: XGBoost's CPU predictor stops the process on leaf vectors.
+  if (gbtree_param.contains("size_leaf_vector")) expect_count(gbtree_param, "size_leaf_vector", 0);
   const nlohmann::json& tree_info = gbtree.at("tree_info");
   if (!tree_info.is_array() || static_cast<int64_t>(tree_info.size()) != num_trees ||
       std::any_of(tree_info.begin(), tree_info.end(), [](const nlohmann::json& group) { return group != 0; }))
@@ -149,6 +152,7 @@ void check_forest_structure(const nlohmann::json& model, const Fail& fail) {
 
     const nlohmann::json& tree_param = tree.at("tree_param");
     expect_count(tree_param, "num_feature", 1);
+    if (tree_param.contains("size_leaf_vector")) expect_count(tree_param, "size_leaf_vector", 0);
     const int64_t size = count(tree_param, "num_nodes");
     if (size < 1) fail("a tree has no nodes");
     for (const char* key :

@@ -351,6 +351,13 @@ TEST_CASE("learned: bad model files are InputErrors naming the file", "[costmode
     write(edited_tree([](nlohmann::json& model) { model["trees"].erase(0); }));
     CHECK_THAT(std::string(load_error(path).what()), Catch::Contains("num_trees is"));
   }
+  SECTION("leaf vectors") {
+    write(edited_tree([](nlohmann::json& model) { model["gbtree_model_param"]["size_leaf_vector"] = "4"; }));
+    CHECK_THAT(std::string(load_error(path).what()), Catch::Contains("size_leaf_vector is 4: expected 0"));
+    write(edited_tree(
+        [](nlohmann::json& model) { model["trees"][1]["tree_param"]["size_leaf_vector"] = "2"; }));
+    CHECK_THAT(std::string(load_error(path).what()), Catch::Contains("size_leaf_vector is 2: expected 0"));
+  }
   SECTION("unknown key") {
     write(edited([](nlohmann::json& j) { j["comment"] = "hand-edited"; }));
     CHECK(load_error(path).field() == "comment");
