@@ -1,6 +1,6 @@
 #include "tests/real_backend/reference_model.hpp"
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include <cmath>
 
@@ -15,50 +15,47 @@ std::string layer_name(int layer, const std::string& name) {
   return "layers." + std::to_string(layer) + "." + name;
 }
 
-torch::Tensor norm(const ModelSpec& model, const torch::Tensor& x, const torch::Tensor& gamma,
-                   const torch::Tensor& beta) {
-  if (model.norm == NormKind::layer_norm) return torch::layer_norm(x, {model.hidden}, gamma, beta, kEpsilon);
-  return x * torch::rsqrt(x.pow(2).mean(-1, true) + kEpsilon) * gamma;
+at::Tensor norm(const ModelSpec& model, const at::Tensor& x, const at::Tensor& gamma,
+                const at::Tensor& beta) {
+  if (model.norm == NormKind::layer_norm) return at::layer_norm(x, {model.hidden}, gamma, beta, kEpsilon);
+  return x * at::rsqrt(x.pow(2).mean(-1, true) + kEpsilon) * gamma;
 }
 
-torch::Tensor attention(const ModelSpec& model, const torch::Tensor& q, const torch::Tensor& k,
-                        const torch::Tensor& v) {
+at::Tensor attention(const ModelSpec& model, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   const int64_t group = model.heads / model.kv_heads, s = q.size(1);
-  const torch::Tensor qh = q.permute({0, 2, 1, 3});
-  const torch::Tensor kh = k.permute({0, 2, 1, 3}).repeat_interleave(group, 1);
-  const torch::Tensor vh = v.permute({0, 2, 1, 3}).repeat_interleave(group, 1);
-  torch::Tensor scores =
-      torch::matmul(qh, kh.transpose(-1, -2)) / std::sqrt(static_cast<double>(model.head_dim()));
+  const at::Tensor qh = q.permute({0, 2, 1, 3});
+  const at::Tensor kh = k.permute({0, 2, 1, 3}).repeat_interleave(group, 1);
+  const at::Tensor vh = v.permute({0, 2, 1, 3}).repeat_interleave(group, 1);
+  at::Tensor scores = at::matmul(qh, kh.transpose(-1, -2)) / std::sqrt(static_cast<double>(model.head_dim()));
   if (model.causal)
-    scores = scores.masked_fill(torch::ones({s, s}, torch::kBool).triu(1),
-                                -std::numeric_limits<float>::infinity());
-  return torch::matmul(torch::softmax(scores, -1), vh).permute({0, 2, 1, 3});  // [b, s, a, d]
+    scores = scores.masked_fill(at::ones({s, s}, at::kBool).triu(1), -std::numeric_limits<float>::infinity());
+  return at::matmul(at::softmax(scores, -1), vh).permute({0, 2, 1, 3});  // [b, s, a, d]
 }
 
-torch::Tensor layer(const ModelSpec& model, const NamedTensors& w, int index, const torch::Tensor& x) {
+at::Tensor layer(const ModelSpec& model, const NamedTensors& w, int index, const at::Tensor& x) {
   auto get = [&](const std::string& name) { return w.at(layer_name(index, name)); };
   auto optional = [&](const std::string& name) {
     auto it = w.find(layer_name(index, name));
-    return it == w.end() ? torch::Tensor() : it->second;
+    return it == w.end() ? at::Tensor() : it->second;
   };
   const int64_t b = x.size(0), s = x.size(1), h = model.hidden, h_kv = model.kv_hidden(),
                 d = model.head_dim();
-  const torch::Tensor qkv =
-      torch::matmul(norm(model, x, get("norm1.gamma"), optional("norm1.beta")), get("qkv").t());
-  const torch::Tensor q = qkv.narrow(2, 0, h).reshape({b, s, model.heads, d});
-  const torch::Tensor k = qkv.narrow(2, h, h_kv).reshape({b, s, model.kv_heads, d});
-  const torch::Tensor v = qkv.narrow(2, h + h_kv, h_kv).reshape({b, s, model.kv_heads, d});
-  const torch::Tensor h1 = x + torch::matmul(attention(model, q, k, v).reshape({b, s, h}), get("proj"));
-  const torch::Tensor pre =
-      torch::matmul(norm(model, h1, get("norm2.gamma"), optional("norm2.beta")), get("mlp_in").t());
-  torch::Tensor act;
+  const at::Tensor qkv =
+      at::matmul(norm(model, x, get("norm1.gamma"), optional("norm1.beta")), get("qkv").t());
+  const at::Tensor q = qkv.narrow(2, 0, h).reshape({b, s, model.heads, d});
+  const at::Tensor k = qkv.narrow(2, h, h_kv).reshape({b, s, model.kv_heads, d});
+  const at::Tensor v = qkv.narrow(2, h + h_kv, h_kv).reshape({b, s, model.kv_heads, d});
+  const at::Tensor h1 = x + at::matmul(attention(model, q, k, v).reshape({b, s, h}), get("proj"));
+  const at::Tensor pre =
+      at::matmul(norm(model, h1, get("norm2.gamma"), optional("norm2.beta")), get("mlp_in").t());
+  at::Tensor act;
   if (model.mlp == MlpKind::gelu) {
-    act = torch::gelu(pre, "tanh");
+    act = at::gelu(pre, "tanh");
   } else {
     const int64_t f = model.ffn_hidden;
-    act = torch::silu(pre.narrow(2, 0, f)) * pre.narrow(2, f, f);
+    act = at::silu(pre.narrow(2, 0, f)) * pre.narrow(2, f, f);
   }
-  return h1 + torch::matmul(act, get("mlp_out"));
+  return h1 + at::matmul(act, get("mlp_out"));
 }
 
 // Fresh leaves that require gradients, so that every test differentiates its own graph.
@@ -102,8 +99,8 @@ NamedTensors reference_weights(const ModelSpec& model, int num_layers, int degre
 ReferenceLayer reference_layer(const ModelSpec& model, const NamedTensors& weights, int index,
                                const at::Tensor& x, const at::Tensor& d_y) {
   NamedTensors w = leaves(weights);
-  torch::Tensor input = x.detach().clone().requires_grad_(true);
-  torch::Tensor y = layer(model, w, index, input);
+  at::Tensor input = x.detach().clone().requires_grad_(true);
+  at::Tensor y = layer(model, w, index, input);
   y.backward(d_y);
   ReferenceLayer result{y.detach(), input.grad(), {}};
   const std::string prefix = "layers." + std::to_string(index) + ".";
@@ -115,15 +112,14 @@ ReferenceLayer reference_layer(const ModelSpec& model, const NamedTensors& weigh
 ReferenceStep reference_step(const ModelSpec& model, const NamedTensors& weights, int num_layers,
                              const at::Tensor& tokens, const at::Tensor& targets) {
   NamedTensors w = leaves(weights);
-  torch::Tensor x = torch::embedding(w.at("embedding"), tokens);
+  at::Tensor x = at::embedding(w.at("embedding"), tokens);
   for (int l = 0; l < num_layers; ++l) x = layer(model, w, l, x);
   auto beta = w.find("final_norm.beta");
-  x = norm(model, x, w.at("final_norm.gamma"), beta == w.end() ? torch::Tensor() : beta->second);
-  const torch::Tensor& head = model.tied_embeddings ? w.at("embedding") : w.at("head");
-  const torch::Tensor logits = torch::matmul(x, head.t());
-  const torch::Tensor loss = torch::nn::functional::cross_entropy(
-      logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
-      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1).reduction(torch::kSum));
+  x = norm(model, x, w.at("final_norm.gamma"), beta == w.end() ? at::Tensor() : beta->second);
+  const at::Tensor& head = model.tied_embeddings ? w.at("embedding") : w.at("head");
+  const at::Tensor logits = at::matmul(x, head.t());
+  const at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+                                                 /*weight=*/{}, at::Reduction::Sum, /*ignore_index=*/-1);
   loss.backward();
   return {loss.detach().reshape({1}), grads_of(w)};
 }
