@@ -168,7 +168,7 @@ int64_t StepEngine::simulations() const {
   return simulated_ ? simulated_->simulations() : 0;
 }
 
-PolicyRuns::PolicyRuns(const std::vector<selector::Policy*>& policies) {
+PolicyRuns::PolicyRuns(const std::vector<selector::Policy*>& policies, std::size_t first) : first_(first) {
   for (selector::Policy* policy : policies) decisions_.push_back(std::make_unique<PolicyDecisions>(*policy));
 }
 
@@ -192,7 +192,7 @@ void PolicyRuns::run(const traces::TrainingSchedule& chunk, StepEngine& engine, 
   std::vector<SequenceResult> results(count);
   std::vector<double> optimizer_s(count);
   for (std::size_t p = 0; p < policies; ++p) {
-    const std::string& name = recorder.policy(p).policy;
+    const std::string& name = recorder.policy(first_ + p).policy;
     PolicyDecisions& decided = *decisions_[p];
     while (decided.decide_some(kDecisionsAtOnce)) report();
     engine.prefetch(
@@ -234,7 +234,7 @@ void PolicyRuns::run(const traces::TrainingSchedule& chunk, StepEngine& engine, 
       optimizer_s[i] = step.optimizer_s;
     }
     accumulate(results, optimizer_s);
-    for (const SequenceResult& s : results) recorder.add(p, s);
+    for (const SequenceResult& s : results) recorder.add(first_ + p, s);
   }
   for (auto& decisions : decisions_) decisions->end_chunk();
 }

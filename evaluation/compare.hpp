@@ -72,12 +72,12 @@ class StepEngine {
 using Progress = std::function<void(int64_t, int64_t, const std::string&)>;
 
 // Policies over a run's steps, a chunk of whole steps at a time, in order: each micro-batch's result
-// added to a recorder as policy 0, 1, ... (the order of `policies`). A policy that does not remember
-// decides once per documents, across chunks, and each such decision is timed by the engine once.
+// added to a recorder as policy first, first + 1, ... (the order of `policies`). A policy that does not
+// remember decides once per documents, across chunks, and each such decision is timed by the engine once.
 class PolicyDecisions;
 class PolicyRuns {
  public:
-  explicit PolicyRuns(const std::vector<selector::Policy*>& policies);
+  explicit PolicyRuns(const std::vector<selector::Policy*>& policies, std::size_t first = 0);
   ~PolicyRuns();
   // `progress` counts the chunk's decisions and then its micro-batches, for every policy.
   void run(const traces::TrainingSchedule& chunk, StepEngine& engine, CompareRecorder& recorder,
@@ -85,6 +85,7 @@ class PolicyRuns {
 
  private:
   std::vector<std::unique_ptr<PolicyDecisions>> decisions_;
+  std::size_t first_;
 };
 
 // The engine's name, method, interpolation error (sim engine, on `error_samples`) and simulations.

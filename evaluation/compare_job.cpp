@@ -2,11 +2,13 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 
 #include "common/limits.hpp"
 #include "evaluation/group_compare.hpp"
+#include "evaluation/micro_batch_budgets.hpp"
 #include "selector/group_costs.hpp"
 #include "traces/trace.hpp"
 
@@ -14,16 +16,29 @@ namespace paradyse::evaluation {
 
 namespace {
 
-// The job's steps, a run of whole steps at a time.
-void for_each_chunk(const CheckedCompareJob& job,
-                    const std::function<void(const traces::TrainingSchedule&)>& body) {
+// The job's steps, a run of whole steps at a time: its micro-batches, and the same steps packed into
+// micro-batches of each of `budgets` (a step's sequences do not depend on how it is packed, so the
+// schedules close their steps together).
+using ChunkBody =
+    std::function<void(const traces::TrainingSchedule&, const std::vector<traces::TrainingSchedule>&)>;
+void for_each_chunk(const CheckedCompareJob& job, const std::vector<int64_t>& budgets,
+                    const ChunkBody& body) {
   traces::ScheduleBuilder builder = job.schedule_builder();
+  std::vector<traces::ScheduleBuilder> at_budgets;
+  for (const int64_t budget : budgets) at_budgets.push_back(job.schedule_builder(budget));
+  std::vector<traces::TrainingSchedule> taken(budgets.size());
+  const auto take = [&] {
+    for (std::size_t b = 0; b < budgets.size(); ++b) taken[b] = at_budgets[b].take();
+    body(builder.take(), taken);
+  };
   job.trace.prepared->for_each([&](int64_t length) {
     builder.add(length);
-    if (static_cast<int64_t>(builder.ready()) >= job.chunk_micro_batches) body(builder.take());
+    for (traces::ScheduleBuilder& b : at_budgets) b.add(length);
+    if (static_cast<int64_t>(builder.ready()) >= job.chunk_micro_batches) take();
   });
   builder.close();
-  if (builder.ready() > 0) body(builder.take());
+  for (traces::ScheduleBuilder& b : at_budgets) b.close();
+  if (builder.ready() > 0) take();
 }
 
 // A length flag whose "0" means none.
@@ -118,24 +133,36 @@ CheckedCompareJob check_compare_job(const CompareJob& job) {
     throw InputError("--shard-group", 0, "", "a shard group is for --group-policies, and there are none");
   }
   checked.quantum = SequenceLayout::required_multiple(set.degree, set.model.causal);
+  if (!job.tune_budgets.empty()) {
+    if (global_batch_tokens == 0)
+      throw InputError("--tune-statics", 0, "",
+                       "a static's micro-batch budget is tuned in packed training (--global-batch-tokens and "
+                       "--micro-batch-tokens)");
+    if (std::none_of(set.policies.begin(), set.policies.end(),
+                     [](const auto& policy) { return policy->name().starts_with("static:"); }))
+      throw InputError("--tune-statics", 0, "", "the run has no static policy to tune (--policy)");
+    checked.tune_budgets = parse_budgets(job.tune_budgets, "--tune-statics", checked.micro_batch_tokens,
+                                         global_batch_tokens, checked.quantum);
+  }
   // Unpacked, a micro-batch is a sequence and nothing can fail. Packed, every step is laid out once,
   // for its errors (a sequence longer than a global batch) and its sizes.
   if (checked.global_batch_tokens == 0) {
     checked.micro_batches = checked.trace.prepared->sequences();
     return checked;
   }
-  for_each_chunk(checked, [&](const traces::TrainingSchedule& steps) {
+  for_each_chunk(checked, {}, [&](const traces::TrainingSchedule& steps, const auto&) {
     checked.micro_batches += static_cast<int64_t>(steps.micro_batches.size());
     checked.largest_step_tokens = std::max(checked.largest_step_tokens, largest_step_tokens(steps));
   });
   return checked;
 }
 
-traces::ScheduleBuilder CheckedCompareJob::schedule_builder() const {
+traces::ScheduleBuilder CheckedCompareJob::schedule_builder(int64_t micro_batch_budget) const {
   if (global_batch_tokens == 0) return traces::ScheduleBuilder::unpacked(global_batch);
-  return traces::ScheduleBuilder::packed({.global_batch_tokens = global_batch_tokens,
-                                          .micro_batch_tokens = micro_batch_tokens,
-                                          .quantum = quantum});
+  return traces::ScheduleBuilder::packed(
+      {.global_batch_tokens = global_batch_tokens,
+       .micro_batch_tokens = micro_batch_budget > 0 ? micro_batch_budget : micro_batch_tokens,
+       .quantum = quantum});
 }
 
 CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress, SequenceSink* sink) {
@@ -161,15 +188,28 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
     names.push_back(policy->name());
   }
   for (const GroupPolicy& group_policy : group_policies) names.push_back(group_policy.name);
+  // The statics again at each budget to tune, after every other policy.
+  std::vector<selector::Policy*> statics;
+  for (selector::Policy* policy : policies)
+    if (policy->name().starts_with("static:")) statics.push_back(policy);
+  const std::size_t first_tuned = names.size();
+  for (const int64_t budget : checked.tune_budgets)
+    for (const selector::Policy* policy : statics)
+      names.push_back(budget_variant_name(policy->name(), budget));
   CompareRecorder recorder(names, sink);
   PolicyRuns policy_runs(policies);
   std::vector<GroupPolicyRun> group_runs;
   for (std::size_t i = 0; i < group_policies.size(); ++i)
     group_runs.emplace_back(group_policies[i], engine, *costs[i], recorder, policies.size() + i);
+  std::vector<std::unique_ptr<PolicyRuns>> tuned_runs;
+  for (std::size_t b = 0; b < checked.tune_budgets.size(); ++b)
+    tuned_runs.push_back(std::make_unique<PolicyRuns>(statics, first_tuned + b * statics.size()));
 
-  // Progress over every policy's micro-batches (a group policy's counted by steps, scaled).
+  // Progress over every policy's micro-batches (a group policy's counted by steps, and a tuned
+  // static's by its own micro-batches, scaled).
   const int64_t total = checked.micro_batches * static_cast<int64_t>(names.size());
-  const auto run_chunk = [&](const traces::TrainingSchedule& chunk) {
+  const auto run_chunk = [&](const traces::TrainingSchedule& chunk,
+                             const std::vector<traces::TrainingSchedule>& at_budgets) {
     const int64_t before = chunk.first_micro_batch * static_cast<int64_t>(names.size());
     const int64_t size = static_cast<int64_t>(chunk.micro_batches.size());
     policy_runs.run(chunk, engine, recorder, [&](int64_t done, int64_t, const std::string& what) {
@@ -182,9 +222,18 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
                        size * done / std::max<int64_t>(steps, 1),
                    total, what);
       });
+    const auto statics_count = static_cast<int64_t>(statics.size());
+    for (std::size_t b = 0; b < tuned_runs.size(); ++b)
+      tuned_runs[b]->run(at_budgets[b], engine, recorder,
+                         [&](int64_t done, int64_t all, const std::string& what) {
+                           if (progress)
+                             progress(before + size * static_cast<int64_t>(first_tuned + b * statics.size()) +
+                                          size * statics_count * done / std::max<int64_t>(all, 1),
+                                      total, what);
+                         });
     recorder.end_chunk();
   };
-  for_each_chunk(checked, run_chunk);
+  for_each_chunk(checked, checked.tune_budgets, run_chunk);
   for (GroupPolicyRun& run : group_runs) run.finish();
 
   CompareJobResult out{recorder.finish(set.cluster, set.degree), {}};

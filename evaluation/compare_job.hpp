@@ -39,7 +39,10 @@ struct CompareJob {
   std::string group_policies;
   std::vector<int> group_sizes;     // the degrees their groups may have; empty: every power of two
   std::string shard_group = "job";  // what their weights are sharded over (parse_shard_group)
-  int jobs = 1;                     // simulations run at once, each in its own process (SimulatedTimes)
+  // Packed training: micro-batch budgets, comma-separated, at which every static policy runs again
+  // (tuned_statics.hpp); "": none.
+  std::string tune_budgets;
+  int jobs = 1;  // simulations run at once, each in its own process (SimulatedTimes)
   // The run is timed a run of whole steps at a time, about this many micro-batches each: every
   // policy's decisions and results for them are held at once (a few hundred bytes each), and the
   // simulations they need run together. The bundled traces fit in one.
@@ -72,14 +75,16 @@ struct CheckedCompareJob {
   int64_t global_batch = 1;         // sequences a step, when not packed
   int64_t global_batch_tokens = 0;  // 0: not packed
   int64_t micro_batch_tokens = 0;
-  int64_t quantum = 1;  // a document is padded to a multiple of it
+  std::vector<int64_t> tune_budgets;  // ascending, without micro_batch_tokens
+  int64_t quantum = 1;                // a document is padded to a multiple of it
   // What the run's schedule holds: its micro-batches, and, packed, the tokens of its largest step (from
   // a pass over the steps that kept none of them; 0 unpacked, where group policies cannot run).
   int64_t micro_batches = 0;
   int64_t largest_step_tokens = 0;
   int64_t chunk_micro_batches = 0;
-  // A builder of the job's steps (packed or not), empty.
-  traces::ScheduleBuilder schedule_builder() const;
+  // A builder of the job's steps (packed or not), empty; packed into micro-batches of
+  // `micro_batch_budget` tokens when given.
+  traces::ScheduleBuilder schedule_builder(int64_t micro_batch_budget = 0) const;
 };
 // Checks every input, computing nothing that takes time: InputError naming the flag or file. A
 // sweep checks all its points with it before it runs one.

@@ -10,6 +10,7 @@
 
 #include "common/errors.hpp"
 #include "evaluation/gnuplot.hpp"
+#include "evaluation/tuned_statics.hpp"
 
 namespace paradyse::evaluation {
 
@@ -68,6 +69,7 @@ void plot(const CompareResult& result, const RunDescription& run, const fs::path
                                        "set ylabel 'time of one training step (s)'"}};
   std::vector<gnuplot::Series> static_curves, static_times;
   for (const PolicyResult& p : result.policies) {
+    if (is_budget_variant(p)) continue;  // the plots are the run's budget's
     std::vector<std::pair<double, double>> curve, times;
     for (const PolicyCurves::Point& point : p.curves.cumulative)
       curve.emplace_back(static_cast<double>(run.sorted ? point.tokens : point.position),
@@ -75,30 +77,34 @@ void plot(const CompareResult& result, const RunDescription& run, const fs::path
     for (const auto& [tokens, seconds] : p.curves.step_by_length)
       times.emplace_back(static_cast<double>(tokens), seconds);
     // Static policies dashed and drawn last, so that one that coincides with paradyse stays visible.
-    const bool is_static = p.policy.starts_with("static:");
-    const std::string style = is_static ? "with lines dt 2 lw 2" : "with lines dt 1 lw 3";
-    (is_static ? static_curves : cumulative.series).push_back({data_rows(curve), "1:2", style, p.policy});
-    (is_static ? static_times : by_length.series).push_back({data_rows(times), "1:2", style, p.policy});
+    const bool dashed = is_static(p);
+    const std::string style = dashed ? "with lines dt 2 lw 2" : "with lines dt 1 lw 3";
+    (dashed ? static_curves : cumulative.series).push_back({data_rows(curve), "1:2", style, p.policy});
+    (dashed ? static_times : by_length.series).push_back({data_rows(times), "1:2", style, p.policy});
   }
   cumulative.series.insert(cumulative.series.end(), static_curves.begin(), static_curves.end());
   by_length.series.insert(by_length.series.end(), static_times.begin(), static_times.end());
   gnuplot::draw({cumulative, by_length}, dir / "plot-data");
 }
 
+// The run's own policies (not those run again at other budgets), each against each other.
 std::string comparisons(const CompareResult& result) {
+  std::vector<const PolicyResult*> policies;
+  for (const PolicyResult& p : result.policies)
+    if (!is_budget_variant(p)) policies.push_back(&p);
   std::string text = "| policy | ";
-  for (const PolicyResult& p : result.policies) text += "vs " + p.policy + " | ";
+  for (const PolicyResult* p : policies) text += "vs " + p->policy + " | ";
   text += "\n|---|";
-  for (std::size_t i = 0; i < result.policies.size(); ++i) text += "---|";
+  for (std::size_t i = 0; i < policies.size(); ++i) text += "---|";
   text += "\n";
-  for (const PolicyResult& a : result.policies) {
-    text += "| " + a.policy + " | ";
-    for (const PolicyResult& b : result.policies) {
-      if (&a == &b) {
+  for (const PolicyResult* a : policies) {
+    text += "| " + a->policy + " | ";
+    for (const PolicyResult* b : policies) {
+      if (a == b) {
         text += "— | ";
         continue;
       }
-      const auto [ta, tb] = common_time_s(result, a, b);
+      const auto [ta, tb] = common_time_s(result, *a, *b);
       text += tb > 0 ? fmt::format("{:+.1f} % | ", 100 * (ta / tb - 1)) : "n/a | ";
     }
     text += "\n";
@@ -126,7 +132,7 @@ const PolicyResult* best_static(const CompareResult& result) {
   const PolicyResult* best = nullptr;
   for (const PolicyResult& p : result.policies) {
     // A static that trains nothing is no baseline: a speedup over it would read 0.00x.
-    if (!p.policy.starts_with("static:") || p.trained == 0) continue;
+    if (!is_static(p) || p.trained == 0) continue;
     if (best == nullptr || p.trained > best->trained ||
         (p.trained == best->trained && p.total_s < best->total_s))
       best = &p;
@@ -134,7 +140,26 @@ const PolicyResult* best_static(const CompareResult& result) {
   return best;
 }
 
-std::vector<GroupSpeedup> group_speedups(const CompareResult& result) {
+const PolicyResult* fastest_static(const CompareResult& result) {
+  const PolicyResult* fastest = nullptr;
+  for (const PolicyResult& p : result.policies)
+    if (is_static(p) && (fastest == nullptr || p.tokens_per_second > fastest->tokens_per_second))
+      fastest = &p;
+  return fastest;
+}
+
+Speedup speedup(const CompareResult& result, const PolicyResult& policy, const PolicyResult& baseline,
+                std::string role) {
+  const CommonSteps common = result.common_steps(baseline, policy);
+  return {policy.policy,
+          baseline.policy,
+          std::move(role),
+          baseline.tokens_per_second > 0 ? policy.tokens_per_second / baseline.tokens_per_second : 0,
+          common.b_s > 0 ? common.a_s / common.b_s : 0,
+          common.steps};
+}
+
+std::vector<Speedup> group_speedups(const CompareResult& result) {
   const PolicyResult *best = nullptr, *flexsp = nullptr;
   for (const PolicyResult& p : result.policies) {
     if (!is_group_policy(p)) continue;
@@ -143,37 +168,31 @@ std::vector<GroupSpeedup> group_speedups(const CompareResult& result) {
                         (p.trained_tokens == best->trained_tokens && p.total_s < best->total_s);
     if (better && (p.policy != "flexsp" || best == nullptr)) best = &p;
   }
-  std::vector<GroupSpeedup> out;
+  std::vector<Speedup> out;
   if (best == nullptr) return out;
-  const PolicyResult* fastest = nullptr;
-  for (const PolicyResult& p : result.policies)
-    if (p.policy.starts_with("static:") &&
-        (fastest == nullptr || p.tokens_per_second > fastest->tokens_per_second))
-      fastest = &p;
+  const PolicyResult* fastest = fastest_static(result);
   const PolicyResult* most = best_static(result);
   const std::pair<const PolicyResult*, std::string> baselines[] = {
       {fastest,
        most == fastest ? "the fastest static, and the one that trains the most" : "the fastest static"},
       {most == fastest ? nullptr : most, "the static that trains the most"},
       {flexsp, ""}};
-  for (const auto& [baseline, role] : baselines) {
-    if (baseline == nullptr || baseline == best) continue;
-    const CommonSteps common = result.common_steps(*baseline, *best);
-    out.push_back(
-        {best->policy, baseline->policy, role,
-         baseline->tokens_per_second > 0 ? best->tokens_per_second / baseline->tokens_per_second : 0,
-         common.b_s > 0 ? common.a_s / common.b_s : 0, common.steps});
-  }
+  for (const auto& [baseline, role] : baselines)
+    if (baseline != nullptr && baseline != best) out.push_back(speedup(result, *best, *baseline, role));
   return out;
 }
 
-std::string group_speedups_text(const CompareResult& result) {
+std::string speedups_text(const std::vector<Speedup>& speedups) {
   std::string text;
-  for (const GroupSpeedup& s : group_speedups(result))
+  for (const Speedup& s : speedups)
     text += fmt::format("{} over {}{}: {:.2f}x tokens/s, {:.2f}x on the {} steps both train whole\n",
                         s.policy, s.baseline, s.role.empty() ? "" : " (" + s.role + ")", s.tokens_per_s_ratio,
                         s.common_speedup, s.common_steps);
   return text;
+}
+
+std::string group_speedups_text(const CompareResult& result) {
+  return speedups_text(group_speedups(result));
 }
 
 std::string steps_text(const RunDescription& run) {
@@ -218,6 +237,15 @@ void to_json(nlohmann::json& j, const PolicyResult& policy) {
   }
 }
 
+void to_json(nlohmann::json& j, const Speedup& s) {
+  j = {{"policy", s.policy},
+       {"baseline", s.baseline},
+       {"baseline_role", s.role},
+       {"tokens_per_s_ratio", s.tokens_per_s_ratio},
+       {"speedup_on_common_steps", s.common_speedup},
+       {"common_steps", s.common_steps}};
+}
+
 void to_json(nlohmann::json& j, const CompareResult& result) {
   j = {{"engine", result.engine}, {"method", result.method}, {"policies", nlohmann::json::object()}};
   if (result.interpolation) {
@@ -227,13 +255,7 @@ void to_json(nlohmann::json& j, const CompareResult& result) {
                                 {"max_pct", result.interpolation->max_pct()}};
   }
   for (const PolicyResult& p : result.policies) j["policies"][p.policy] = p;
-  for (const GroupSpeedup& s : group_speedups(result))
-    j["group_speedups"].push_back({{"policy", s.policy},
-                                   {"baseline", s.baseline},
-                                   {"baseline_role", s.role},
-                                   {"tokens_per_s_ratio", s.tokens_per_s_ratio},
-                                   {"speedup_on_common_steps", s.common_speedup},
-                                   {"common_steps", s.common_steps}});
+  for (const Speedup& s : group_speedups(result)) j["group_speedups"].push_back(s);
 }
 
 // "usp_u8 71%, megatron_ts 29%": the strategies by their share of the trained time, largest first,
@@ -252,18 +274,22 @@ std::string strategy_shares_text(const std::map<std::string, double>& shares) {
 nlohmann::json summary_json(const CompareResult& result, const RunDescription& run) {
   nlohmann::json j = run;
   j.update(nlohmann::json(result));
+  if (nlohmann::json tuned = tuned_statics_json(result, run.micro_batch_tokens); !tuned.is_null())
+    j["tuned_statics"] = std::move(tuned);
   return j;
 }
 
 std::string summary_table(const CompareResult& result) {
+  std::size_t width = 20;
+  for (const PolicyResult& p : result.policies) width = std::max(width, p.policy.size());
   std::string text =
-      fmt::format("{:<20} {:>12} {:>12} {:>7} {:>7} {:>7} {:>9} {:>9} {:>10} {:>11} {:>16} {:>9}  {}\n",
-                  "policy", "total_time", "tokens_per_s", "MFU_%", "host_%", "steps", "micro_bs", "trained",
-                  "oom_count", "oom_tokens", "max_len_before_oom", "switches", "strategies");
+      fmt::format("{:<{}} {:>12} {:>12} {:>7} {:>7} {:>7} {:>9} {:>9} {:>10} {:>11} {:>16} {:>9}  {}\n",
+                  "policy", width, "total_time", "tokens_per_s", "MFU_%", "host_%", "steps", "micro_bs",
+                  "trained", "oom_count", "oom_tokens", "max_len_before_oom", "switches", "strategies");
   for (const PolicyResult& p : result.policies)
     text += fmt::format(
-        "{:<20} {:>12} {:>12.0f} {:>7.1f} {:>7.1f} {:>7} {:>9} {:>9} {:>10} {:>11.0f} {:>16} {:>9}  {}\n",
-        p.policy, hours(p.total_s), p.tokens_per_second, 100 * p.mfu,
+        "{:<{}} {:>12} {:>12.0f} {:>7.1f} {:>7.1f} {:>7} {:>9} {:>9} {:>10} {:>11.0f} {:>16} {:>9}  {}\n",
+        p.policy, width, hours(p.total_s), p.tokens_per_second, 100 * p.mfu,
         p.total_s > 0 ? 100 * p.host_bound_s / p.total_s : 0.0, p.steps, p.micro_batches(), p.trained,
         p.oom_count, p.oom_tokens, p.max_len_before_oom, p.plan_switches,
         strategy_shares_text(p.strategy_time_shares));
@@ -327,6 +353,8 @@ void CompareOutputs::finish(const CompareResult& result, const RunDescription& r
   report += "## Per policy\n\n```\n" + summary_table(result) + "```\n\n";
   if (const std::string speedups = group_speedups_text(result); !speedups.empty())
     report += "Groups:\n\n```\n" + speedups + "```\n\n";
+  if (const std::string tuned = tuned_statics_text(result, run.micro_batch_tokens); !tuned.empty())
+    report += "Tuned statics:\n\n```\n" + tuned + "```\n\n";
   report +=
       "`steps`: optimizer steps; `micro_bs`: micro-batches (one sequence each unless packed); `trained`: "
       "micro-batches whose plan fit in memory; `oom_count`: those that did not (not trained), and "

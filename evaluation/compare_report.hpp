@@ -51,6 +51,9 @@ void to_json(nlohmann::json& j, const PolicyResult& policy);
 // The engine and how times were obtained, the interpolation error when there is one, and every
 // policy's totals under "policies", by policy name.
 void to_json(nlohmann::json& j, const CompareResult& result);
+struct Speedup;
+// "policy", "baseline", "baseline_role", "tokens_per_s_ratio", "speedup_on_common_steps", "common_steps".
+void to_json(nlohmann::json& j, const Speedup& speedup);
 
 // summary.json: the run and the result.
 nlohmann::json summary_json(const CompareResult& result, const RunDescription& run);
@@ -85,23 +88,29 @@ std::pair<double, double> common_time_s(const CompareResult& result, const Polic
 // any.
 const PolicyResult* best_static(const CompareResult& result);
 
-// A group policy against a baseline: tokens/s over the baseline's, and the baseline's time over its
-// own on the steps both trained whole (policies that leave different sequences out of memory compare
-// fairly there).
-struct GroupSpeedup {
+// A policy against a baseline: tokens/s over the baseline's, and the baseline's time over its own on
+// the steps both trained whole (policies that leave different sequences out of memory compare fairly
+// there).
+struct Speedup {
   std::string policy, baseline;
   std::string role;  // the baseline's: "the fastest static", "the static that trains the most", or none
   double tokens_per_s_ratio = 0;
   double common_speedup = 0;
   int64_t common_steps = 0;
 };
+Speedup speedup(const CompareResult& result, const PolicyResult& policy, const PolicyResult& baseline,
+                std::string role);
+// "groups over static:ulysses_z (the fastest static): 1.20x tokens/s, 1.31x on the 340 steps both
+// train whole", a line each.
+std::string speedups_text(const std::vector<Speedup>& speedups);
+// The static policy (at the run's budget) with the most tokens/s; null when there is none.
+const PolicyResult* fastest_static(const CompareResult& result);
+
 // The best group policy (the most tokens trained, then the least time; flexsp only when it is the one
 // group policy) against the fastest static policy (the most tokens/s), the static policy that trains
 // the most (best_static), and flexsp, where the run has them: statics that leave long sequences out
 // of memory have the most tokens/s, so each comparison says something the others do not.
-std::vector<GroupSpeedup> group_speedups(const CompareResult& result);
-// "groups over static:ulysses_z (the fastest static): 1.20x tokens/s, 1.31x on the 340 steps both
-// train whole", a line each.
+std::vector<Speedup> group_speedups(const CompareResult& result);
 std::string group_speedups_text(const CompareResult& result);
 
 }  // namespace paradyse::evaluation

@@ -57,6 +57,14 @@ void add_length(PolicyCurves& curves, int64_t padded_tokens, double seconds) {
 
 }  // namespace
 
+bool is_budget_variant(const PolicyResult& p) {
+  return p.policy.find('@') != std::string::npos;
+}
+
+bool is_static(const PolicyResult& p) {
+  return p.policy.starts_with("static:") && !is_budget_variant(p);
+}
+
 CommonSteps CompareResult::common_steps(const PolicyResult& a, const PolicyResult& b) const {
   const auto index = [&](const PolicyResult& p) {
     const std::size_t i = static_cast<std::size_t>(&p - policies.data());

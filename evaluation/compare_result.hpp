@@ -94,6 +94,11 @@ struct PolicyResult {
   int64_t micro_batches() const { return group_micro_batches > 0 ? group_micro_batches : results; }
 };
 
+// A static policy at the run's own micro-batch budget ("static:NAME"), and one run again at another
+// budget ("static:NAME@128K", tuned_statics.hpp), which the report's other comparisons leave out.
+bool is_static(const PolicyResult& p);
+bool is_budget_variant(const PolicyResult& p);
+
 // Two policies over the steps both trained whole (every micro-batch in memory): the first's seconds,
 // the second's, and how many steps.
 struct CommonSteps {

@@ -53,7 +53,7 @@ OrderedJson run_point(const SweepSpec& spec, const SweepPoint& point) {
     if (seconds > 0) row["speedup_" + p.policy] = static_s / seconds;
   }
   // The best group policy over the same static, on the steps both train whole.
-  for (const GroupSpeedup& speedup : group_speedups(run.result))
+  for (const Speedup& speedup : group_speedups(run.result))
     if (best != nullptr && speedup.baseline == best->policy) {
       row["best_group"] = speedup.policy;
       row["speedup_groups"] = speedup.common_speedup;

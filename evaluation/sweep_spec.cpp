@@ -57,6 +57,7 @@ const std::vector<std::string> kBaseKeys = {"model",
                                             "micro_batch_tokens",
                                             "group_policies",
                                             "shard_group",
+                                            "tune_statics",
                                             "mode",
                                             "plan_lengths"};
 
@@ -298,6 +299,7 @@ CompareJob SweepSpec::job(const SweepPoint& point) const {
   job.micro_batch_tokens = length_text("micro_batch_tokens", job.micro_batch_tokens);
   job.group_policies = settings.value("group_policies", job.group_policies);
   job.shard_group = settings.value("shard_group", job.shard_group);
+  job.tune_budgets = settings.value("tune_statics", job.tune_budgets);
   if (settings.value("mode", "compare") == "plan") {
     job.engine = "analytic";
     job.lengths = settings.value("plan_lengths", std::vector<int64_t>{});

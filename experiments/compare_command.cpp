@@ -10,6 +10,7 @@
 
 #include "common/output_lock.hpp"
 #include "evaluation/compare_job.hpp"
+#include "evaluation/tuned_statics.hpp"
 #include "experiments/command_table.hpp"
 #include "experiments/inputs.hpp"
 #include "experiments/progress_bar.hpp"
@@ -58,6 +59,7 @@ void run(const CompareCommandOptions& options) {
                result.interpolation->max_pct());
   fmt::print("{}", evaluation::summary_table(result));
   fmt::print("{}", evaluation::group_speedups_text(result));
+  fmt::print("{}", evaluation::tuned_statics_text(result, description.micro_batch_tokens));
   const std::string per_sequence_file = evaluation::per_sequence_file_name(per_sequence);
   fmt::print("wrote {}/{{summary.json, {}report.md, cumulative_time.png, time_by_length.png}} in {:.1f} s\n",
              options.out, per_sequence_file.empty() ? "" : per_sequence_file + ", ", description.wall_s);
@@ -114,6 +116,13 @@ void add_compare_command(CLI::App& app) {
                    "packed training: padded tokens per micro-batch (32K, 128K); a longer sequence is a "
                    "micro-batch of its own")
       ->capture_default_str();
+  command->add_option(
+      "--tune-statics", options->job.tune_budgets,
+      "packed training: also run every static policy at these micro-batch budgets (comma-separated, "
+      "e.g. 32K,128K,512K; named static:NAME@BUDGET) and take each at its best one, the budget at which "
+      "it trains the most tokens and, of those, the fastest; every other policy's gain is then given "
+      "against the fastest static at --micro-batch-tokens, the fastest tuned static and the tuned "
+      "static that trains the most");
   command
       ->add_option(
           "--group-policies", options->job.group_policies,

@@ -174,7 +174,7 @@ TEST_CASE("group speedups: the best group policy against the best static and fle
   recorder.policy(2).rounds = 2;
   recorder.policy(3).rounds = 3;
   const evaluation::CompareResult result = recorder.finish(hw::load_cluster("dgx-a100"), 8);
-  const std::vector<evaluation::GroupSpeedup> speedups = evaluation::group_speedups(result);
+  const std::vector<evaluation::Speedup> speedups = evaluation::group_speedups(result);
   REQUIRE(speedups.size() == 3);
   CHECK(speedups[0].policy == "groups");
   CHECK(speedups[0].baseline == "static:b");

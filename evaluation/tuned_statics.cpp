@@ -1,0 +1,113 @@
+#include "evaluation/tuned_statics.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "evaluation/options.hpp"
+
+namespace paradyse::evaluation {
+
+std::vector<TunedStatic> tuned_statics(const CompareResult& result, int64_t run_budget) {
+  std::map<std::string, TunedStatic> by_policy;
+  for (const PolicyResult& p : result.policies) {
+    if (!p.policy.starts_with("static:")) continue;
+    const std::size_t mark = p.policy.find('@');
+    const std::string policy = p.policy.substr(0, mark);
+    const int64_t budget =
+        mark == std::string::npos ? run_budget : parse_length(p.policy.substr(mark + 1), "a policy's budget");
+    TunedStatic& tuned = by_policy[policy];
+    tuned.policy = policy;
+    tuned.budgets.emplace_back(budget, &p);
+  }
+  std::vector<TunedStatic> out;
+  for (auto& [policy, tuned] : by_policy) {
+    if (tuned.budgets.size() < 2) continue;  // run at the run's budget only
+    std::sort(tuned.budgets.begin(), tuned.budgets.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (std::size_t i = 1; i < tuned.budgets.size(); ++i) {
+      const PolicyResult &candidate = *tuned.budgets[i].second, &best = tuned.result();
+      if (candidate.trained_tokens > best.trained_tokens ||
+          (candidate.trained_tokens == best.trained_tokens &&
+           candidate.tokens_per_second > best.tokens_per_second))
+        tuned.chosen = i;
+    }
+    out.push_back(std::move(tuned));
+  }
+  return out;
+}
+
+std::vector<Speedup> tuned_speedups(const CompareResult& result, int64_t run_budget) {
+  const std::vector<TunedStatic> tuned = tuned_statics(result, run_budget);
+  if (tuned.empty()) return {};
+  const PolicyResult *fastest_tuned = nullptr, *most_tuned = nullptr;
+  for (const TunedStatic& t : tuned) {
+    const PolicyResult& p = t.result();
+    if (fastest_tuned == nullptr || p.tokens_per_second > fastest_tuned->tokens_per_second)
+      fastest_tuned = &p;
+    if (most_tuned == nullptr || p.trained_tokens > most_tuned->trained_tokens ||
+        (p.trained_tokens == most_tuned->trained_tokens &&
+         p.tokens_per_second > most_tuned->tokens_per_second))
+      most_tuned = &p;
+  }
+  // Each baseline once, with every role it plays.
+  std::vector<std::pair<const PolicyResult*, std::string>> baselines;
+  const auto add = [&](const PolicyResult* baseline, const std::string& role) {
+    if (baseline == nullptr) return;
+    for (auto& [known, roles] : baselines)
+      if (known == baseline) {
+        roles += "; " + role;
+        return;
+      }
+    baselines.emplace_back(baseline, role);
+  };
+  add(fastest_static(result), "the fastest static at the run's budget");
+  add(fastest_tuned, "the fastest tuned static");
+  add(most_tuned, "the tuned static that trains the most");
+  std::vector<Speedup> out;
+  for (const PolicyResult& p : result.policies) {
+    if (p.policy.starts_with("static:") || p.trained == 0) continue;
+    for (const auto& [baseline, role] : baselines) out.push_back(speedup(result, p, *baseline, role));
+  }
+  return out;
+}
+
+std::string tuned_statics_text(const CompareResult& result, int64_t run_budget) {
+  const std::vector<TunedStatic> tuned = tuned_statics(result, run_budget);
+  if (tuned.empty()) return "";
+  std::string text =
+      "Statics at each micro-batch budget: tokens/s (tokens left out of memory); * the tuned one\n";
+  for (const TunedStatic& t : tuned) {
+    text += fmt::format("  {:<22}", t.policy);
+    for (std::size_t i = 0; i < t.budgets.size(); ++i) {
+      const auto& [budget, p] = t.budgets[i];
+      text += fmt::format(" {:>5}{} {:.0f} ({:.0f})", budget_text(budget), i == t.chosen ? "*" : ":",
+                          p->tokens_per_second, p->oom_tokens);
+    }
+    text += "\n";
+  }
+  return text + speedups_text(tuned_speedups(result, run_budget));
+}
+
+nlohmann::json tuned_statics_json(const CompareResult& result, int64_t run_budget) {
+  const std::vector<TunedStatic> tuned = tuned_statics(result, run_budget);
+  if (tuned.empty()) return nullptr;
+  nlohmann::json j = {{"statics", nlohmann::json::array()}, {"speedups", tuned_speedups(result, run_budget)}};
+  for (const TunedStatic& t : tuned) {
+    nlohmann::json budgets = nlohmann::json::array();
+    for (const auto& [budget, p] : t.budgets)
+      budgets.push_back({{"budget_tokens", budget},
+                         {"policy", p->policy},
+                         {"tokens_per_s", p->tokens_per_second},
+                         {"oom_tokens", p->oom_tokens}});
+    j["statics"].push_back({{"policy", t.policy},
+                            {"budget_tokens", t.budget_tokens()},
+                            {"tokens_per_s", t.result().tokens_per_second},
+                            {"oom_tokens", t.result().oom_tokens},
+                            {"budgets", budgets}});
+  }
+  return j;
+}
+
+}  // namespace paradyse::evaluation
