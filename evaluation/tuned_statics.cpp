@@ -9,6 +9,16 @@
 
 namespace paradyse::evaluation {
 
+namespace {
+
+// A team tuning a static keeps the tokens first: more trained tokens, then more tokens/s.
+bool trains_more_then_faster(const PolicyResult& a, const PolicyResult& b) {
+  return a.trained_tokens > b.trained_tokens ||
+         (a.trained_tokens == b.trained_tokens && a.tokens_per_second > b.tokens_per_second);
+}
+
+}  // namespace
+
 std::vector<TunedStatic> tuned_statics(const CompareResult& result, int64_t run_budget) {
   std::map<std::string, TunedStatic> by_policy;
   for (const PolicyResult& p : result.policies) {
@@ -26,13 +36,8 @@ std::vector<TunedStatic> tuned_statics(const CompareResult& result, int64_t run_
     if (tuned.budgets.size() < 2) continue;  // run at the run's budget only
     std::sort(tuned.budgets.begin(), tuned.budgets.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (std::size_t i = 1; i < tuned.budgets.size(); ++i) {
-      const PolicyResult &candidate = *tuned.budgets[i].second, &best = tuned.result();
-      if (candidate.trained_tokens > best.trained_tokens ||
-          (candidate.trained_tokens == best.trained_tokens &&
-           candidate.tokens_per_second > best.tokens_per_second))
-        tuned.chosen = i;
-    }
+    for (std::size_t i = 1; i < tuned.budgets.size(); ++i)
+      if (trains_more_then_faster(*tuned.budgets[i].second, tuned.result())) tuned.chosen = i;
     out.push_back(std::move(tuned));
   }
   return out;
@@ -46,10 +51,7 @@ std::vector<Speedup> tuned_speedups(const CompareResult& result, int64_t run_bud
     const PolicyResult& p = t.result();
     if (fastest_tuned == nullptr || p.tokens_per_second > fastest_tuned->tokens_per_second)
       fastest_tuned = &p;
-    if (most_tuned == nullptr || p.trained_tokens > most_tuned->trained_tokens ||
-        (p.trained_tokens == most_tuned->trained_tokens &&
-         p.tokens_per_second > most_tuned->tokens_per_second))
-      most_tuned = &p;
+    if (most_tuned == nullptr || trains_more_then_faster(p, *most_tuned)) most_tuned = &p;
   }
   // Each baseline once, with every role it plays.
   std::vector<std::pair<const PolicyResult*, std::string>> baselines;
