@@ -30,6 +30,9 @@ struct TunedStatic {
 // run's own micro-batch budget.
 std::vector<TunedStatic> tuned_statics(const CompareResult& result, int64_t run_budget);
 
+// The tuned static with the most tokens/s; null without tuned statics.
+const PolicyResult* fastest_tuned_static(const CompareResult& result, int64_t run_budget);
+
 // Every policy that is not static against the fastest static at the run's budget, the fastest tuned
 // static and the tuned static that trains the most (a baseline once when these coincide, its roles
 // joined). Empty without tuned statics.

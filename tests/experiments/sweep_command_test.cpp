@@ -184,3 +184,37 @@ TEST_CASE("sweep --plan-only plans on a length grid instead of running the trace
   CHECK(rows[0].at("policies").at("static:metp").at("max_len_before_oom") == 524288);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("sweep with tune_statics: the speedups over the fastest tuned static that compare gives",
+          "[experiments]") {
+  const auto dir = temp_dir();
+  const std::string spec = write_spec(dir, "spec.json", R"({"base": {
+      "trace": "github-code-like", "limit": 300, "max_len": "16K", "order": "dataset", "engine": "analytic",
+      "policies": "static:megatron_ts,static:ulysses_z,paradyse", "global_batch_tokens": "64K",
+      "micro_batch_tokens": "16K", "tune_statics": "8K,32K"}, "axes": {"nodes": [1]}})");
+  const RunResult r = run_paradyse("sweep --spec " + spec + " --json --out " + (dir / "out").string());
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto row = nlohmann::json::parse(r.out).at("rows").at(0);
+  CHECK(row.at("policies").contains("static:ulysses_z@32K"));
+  const RunResult alone = run_paradyse(
+      "compare --trace github-code-like --limit 300 --max-len 16K --engine analytic --policy "
+      "static:megatron_ts,static:ulysses_z,paradyse --global-batch-tokens 64K --micro-batch-tokens 16K "
+      "--tune-statics 8K,32K --json --out " +
+      (dir / "alone").string());
+  INFO(alone.err);
+  REQUIRE(alone.exit_code == 0);
+  const auto summary = nlohmann::json::parse(alone.out);
+  bool found = false;
+  for (const auto& speedup : summary.at("tuned_statics").at("speedups")) {
+    if (speedup.at("baseline_role").get<std::string>().find("the fastest tuned static") == std::string::npos)
+      continue;
+    found = true;
+    CHECK(row.at("fastest_tuned_static") == speedup.at("baseline"));
+    CHECK(row.at("speedup_tuned_paradyse").get<double>() ==
+          speedup.at("speedup_on_common_steps").get<double>());
+  }
+  CHECK(found);
+  CHECK_THAT(read_text(dir / "out" / "sweep.csv"), Catch::Contains("speedup_tuned_paradyse"));
+  std::filesystem::remove_all(dir);
+}
