@@ -23,7 +23,7 @@ std::string budget_variant_name(const std::string& policy, int64_t budget_tokens
 std::vector<int64_t> parse_budgets(const std::string& text, const std::string& flag, int64_t run_budget,
                                    int64_t global_batch_tokens, int64_t quantum) {
   if (text.empty()) return {};
-  std::vector<int64_t> out;
+  std::vector<int64_t> out, seen;
   for (const int64_t budget : parse_lengths(text, flag)) {
     if (budget < quantum || budget > global_batch_tokens)
       throw InputError(
@@ -31,8 +31,9 @@ std::vector<int64_t> parse_budgets(const std::string& text, const std::string& f
           fmt::format("expected micro-batch budgets between {} tokens (a document's padding) and "
                       "the global batch's {}, got {}",
                       quantum, global_batch_tokens, budget));
-    if (std::find(out.begin(), out.end(), budget) != out.end())
+    if (std::find(seen.begin(), seen.end(), budget) != seen.end())
       throw InputError(flag, 0, "", fmt::format("the budget {} is given twice", budget_text(budget)));
+    seen.push_back(budget);
     if (budget != run_budget) out.push_back(budget);
   }
   std::sort(out.begin(), out.end());

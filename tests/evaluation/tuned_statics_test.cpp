@@ -120,6 +120,8 @@ TEST_CASE("tuned statics: budgets that cannot be searched are refused naming --t
   evaluation::CompareJob job = packed_job();
   job.tune_budgets = "8K,8K";
   CHECK_THAT(refusal(job), Catch::Contains("the budget 8K is given twice"));
+  job.tune_budgets = "32K,8K,32K";  // the run's own
+  CHECK_THAT(refusal(job), Catch::Contains("the budget 32K is given twice"));
   job.tune_budgets = "1";
   CHECK_THAT(refusal(job), Catch::Contains("between 16 tokens (a document's padding)"));
   job.tune_budgets = "1M";
