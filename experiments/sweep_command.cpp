@@ -41,20 +41,33 @@ void run(const SweepOptions& options) {
   const auto speedup = [](const OrderedJson& row, const char* key) {
     return row.contains(key) ? fmt::format("{:.2f}x", row.at(key).get<double>()) : std::string("-");
   };
-  const bool groups = std::any_of(run.rows.begin(), run.rows.end(),
-                                  [](const OrderedJson& row) { return row.contains("best_group"); });
-  fmt::print("{:<44} {:>18} {:>18} {:>17}{}\n", "point", "best static", "paradyse speedup", "optimal speedup",
-             groups ? fmt::format(" {:>24}", "best group policy speedup") : "");
+  const auto any_row_has = [&](const char* key) {
+    return std::any_of(run.rows.begin(), run.rows.end(),
+                       [&](const OrderedJson& row) { return row.contains(key); });
+  };
+  const bool groups = any_row_has("best_group"), tuned = any_row_has("fastest_tuned_static");
+  // With tuned statics: the fastest tuned static, and paradyse's and the best group policy's speedups
+  // over it on the steps both train whole.
+  const auto tuned_cells = [&](const OrderedJson& row) {
+    if (!row.contains("fastest_tuned_static")) return fmt::format(" {:>24} {:>9} {:>9}", "-", "-", "-");
+    const std::string name = row.at("fastest_tuned_static").get<std::string>();
+    return fmt::format(" {:>24} {:>9} {:>9}", name.substr(name.find(':') + 1),
+                       speedup(row, "speedup_tuned_paradyse"), speedup(row, "speedup_tuned_groups"));
+  };
+  fmt::print("{:<44} {:>18} {:>18} {:>17}{}{}\n", "point", "best static", "paradyse speedup",
+             "optimal speedup", groups ? fmt::format(" {:>24}", "best group policy speedup") : "",
+             tuned ? fmt::format(" {:>24} {:>9} {:>9}", "fastest tuned static", "paradyse", "groups") : "");
   for (const OrderedJson& row : run.rows) {
     const std::string best = row.at("best_static").get<std::string>();
     fmt::print(
-        "{:<44} {:>18} {:>18} {:>17}{}\n", row.at("id").get<std::string>(),
+        "{:<44} {:>18} {:>18} {:>17}{}{}\n", row.at("id").get<std::string>(),
         best.empty() ? "-" : best.substr(best.find(':') + 1), speedup(row, "speedup_paradyse"),
         speedup(row, "speedup_optimal"),
         groups ? fmt::format(" {:>24}", row.contains("best_group") ? row.at("best_group").get<std::string>() +
                                                                          " " + speedup(row, "speedup_groups")
                                                                    : "-")
-               : "");
+               : "",
+        tuned ? tuned_cells(row) : "");
   }
   fmt::print("wrote {0}/sweep.csv, {0}/sweep.json, {0}/speedup.png, {0}/longest.png\n", options.out);
 }
