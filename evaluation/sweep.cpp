@@ -292,6 +292,9 @@ SweepRun run_sweep(const SweepSpec& spec, const std::string& out, int jobs) {
   std::vector<const SweepPoint*> missing;
   for (const SweepPoint& point : spec.points)
     if (!done.contains(point.index)) missing.push_back(&point);
+  // Every rank shares out the same missing points: none appends a row before all have read them (a
+  // rank that read after another's first row would skip that point in its count and run another's).
+  if (mpi) MPI_Barrier(MPI_COMM_WORLD);
 
   SweepRun run;
   run.run_now = static_cast<int>(missing.size());
