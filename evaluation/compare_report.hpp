@@ -93,7 +93,7 @@ const PolicyResult* best_static(const CompareResult& result);
 // there).
 struct Speedup {
   std::string policy, baseline;
-  std::string role;  // the baseline's: "the fastest static", "the static that trains the most", or none
+  std::string role;  // what the baseline is ("the fastest static", ...), or none
   double tokens_per_s_ratio = 0;
   double common_speedup = 0;
   int64_t common_steps = 0;

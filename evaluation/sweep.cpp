@@ -1,7 +1,5 @@
 #include "evaluation/sweep.hpp"
 
-#include "evaluation/tuned_statics.hpp"
-
 #include <fcntl.h>
 #include <fmt/core.h>
 #include <mpi.h>
@@ -69,11 +67,10 @@ OrderedJson run_point(const SweepSpec& spec, const SweepPoint& point) {
         {"optimal", "speedup_tuned_optimal"},
         {row.value("best_group", ""), "speedup_tuned_groups"}};
     for (const auto& [policy, key] : reported)
-      for (const PolicyResult& p : run.result.policies) {
-        if (p.policy != policy) continue;
-        const auto [static_s, seconds] = common_time_s(run.result, *tuned, p);
-        if (seconds > 0) row[key] = static_s / seconds;
-      }
+      for (const PolicyResult& p : run.result.policies)
+        if (p.policy == policy)
+          if (const Speedup over = speedup(run.result, p, *tuned, ""); over.common_steps > 0)
+            row[key] = over.common_speedup;
   }
   return row;
 }

@@ -43,16 +43,17 @@ std::vector<TunedStatic> tuned_statics(const CompareResult& result, int64_t run_
   return out;
 }
 
-const PolicyResult* fastest_tuned_static(const CompareResult& result, int64_t run_budget) {
+namespace {
+
+const PolicyResult* fastest_of(const std::vector<TunedStatic>& tuned) {
   const PolicyResult* fastest = nullptr;
-  for (const TunedStatic& t : tuned_statics(result, run_budget))
+  for (const TunedStatic& t : tuned)
     if (fastest == nullptr || t.result().tokens_per_second > fastest->tokens_per_second)
       fastest = &t.result();
   return fastest;
 }
 
-std::vector<Speedup> tuned_speedups(const CompareResult& result, int64_t run_budget) {
-  const std::vector<TunedStatic> tuned = tuned_statics(result, run_budget);
+std::vector<Speedup> speedups_over(const CompareResult& result, const std::vector<TunedStatic>& tuned) {
   if (tuned.empty()) return {};
   const PolicyResult* most_tuned = nullptr;
   for (const TunedStatic& t : tuned)
@@ -69,7 +70,7 @@ std::vector<Speedup> tuned_speedups(const CompareResult& result, int64_t run_bud
     baselines.emplace_back(baseline, role);
   };
   add(fastest_static(result), "the fastest static at the run's budget");
-  add(fastest_tuned_static(result, run_budget), "the fastest tuned static");
+  add(fastest_of(tuned), "the fastest tuned static");
   add(most_tuned, "the tuned static that trains the most");
   std::vector<Speedup> out;
   for (const PolicyResult& p : result.policies) {
@@ -77,6 +78,16 @@ std::vector<Speedup> tuned_speedups(const CompareResult& result, int64_t run_bud
     for (const auto& [baseline, role] : baselines) out.push_back(speedup(result, p, *baseline, role));
   }
   return out;
+}
+
+}  // namespace
+
+const PolicyResult* fastest_tuned_static(const CompareResult& result, int64_t run_budget) {
+  return fastest_of(tuned_statics(result, run_budget));
+}
+
+std::vector<Speedup> tuned_speedups(const CompareResult& result, int64_t run_budget) {
+  return speedups_over(result, tuned_statics(result, run_budget));
 }
 
 std::string tuned_statics_text(const CompareResult& result, int64_t run_budget) {
@@ -93,13 +104,13 @@ std::string tuned_statics_text(const CompareResult& result, int64_t run_budget) 
     }
     text += "\n";
   }
-  return text + speedups_text(tuned_speedups(result, run_budget));
+  return text + speedups_text(speedups_over(result, tuned));
 }
 
 nlohmann::json tuned_statics_json(const CompareResult& result, int64_t run_budget) {
   const std::vector<TunedStatic> tuned = tuned_statics(result, run_budget);
   if (tuned.empty()) return nullptr;
-  nlohmann::json j = {{"statics", nlohmann::json::array()}, {"speedups", tuned_speedups(result, run_budget)}};
+  nlohmann::json j = {{"statics", nlohmann::json::array()}, {"speedups", speedups_over(result, tuned)}};
   for (const TunedStatic& t : tuned) {
     nlohmann::json budgets = nlohmann::json::array();
     for (const auto& [budget, p] : t.budgets)
