@@ -17,6 +17,12 @@
 namespace paradyse::real {
 namespace {
 
+// One line to stderr in one write: the ranks write theirs to the same stream at the same moments, and
+// a line written piece by piece is cut by theirs.
+void say(const std::string& line) {
+  std::cerr << line << std::flush;
+}
+
 std::optional<std::string> env(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return std::nullopt;
@@ -59,7 +65,7 @@ int exec_rank(const std::vector<std::string>& args, int rank, int ranks, const s
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   execv("/proc/self/exe", argv.data());
-  std::cerr << "paradyse: rank " << rank << ": exec failed: " << std::strerror(errno) << "\n";
+  say("paradyse: rank " + std::to_string(rank) + ": exec failed: " + std::strerror(errno) + "\n");
   return 127;
 }
 
@@ -112,14 +118,14 @@ int launch_local_ranks(int ranks, std::chrono::seconds grace) {
     const auto ended = children.wait_next(deadline);
     if (!ended) {  // others still running `grace` after a failure
       for (int rank : children.kill_all())
-        std::cerr << "paradyse: rank " << rank << " was still running " << grace.count()
-                  << " s after another rank failed: killed\n";
+        say("paradyse: rank " + std::to_string(rank) + " was still running " + std::to_string(grace.count()) +
+            " s after another rank failed: killed\n");
       deadline.reset();  // only reaping is left
       continue;
     }
     if (ended->status != 0 && result == 0) {
-      std::cerr << "paradyse: rank " << ended->id << " of " << ranks << " " << describe_exit(ended->status)
-                << (children.running() > 0 ? "; stopping the other ranks" : "") << "\n";
+      say("paradyse: rank " + std::to_string(ended->id) + " of " + std::to_string(ranks) + " " +
+          describe_exit(ended->status) + (children.running() > 0 ? "; stopping the other ranks" : "") + "\n");
       // A rank killed by a signal lost the run its peers: the status of a run whose ranks lost each
       // other (4). A rank that exited on its own says why with its status (2: input, 3: internal).
       result = WIFSIGNALED(ended->status) ? kLostRankStatus : exit_code(ended->status);

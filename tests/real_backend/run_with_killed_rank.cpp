@@ -44,11 +44,12 @@ int main(int argc, char** argv) {
         });
     if (!reports.empty()) std::cout << "loss per token " << reports[0].lengths[0].loss_per_token << "\n";
   } catch (const real::CommunicationError& e) {
-    std::cerr << "run_with_killed_rank: error: " << e.what() << "\n";
+    std::cerr << std::string("run_with_killed_rank: error: ") + e.what() +
+                     "\n";  // one write: the launcher writes too
     return 4;
   } catch (const std::exception& e) {
     const std::string what = e.what();
-    std::cerr << "run_with_killed_rank: internal error: " << what.substr(0, what.find('\n')) << "\n";
+    std::cerr << "run_with_killed_rank: internal error: " + what.substr(0, what.find('\n')) + "\n";
     return 3;
   }
   return 0;
