@@ -1,5 +1,7 @@
 #include "strategies/grouped_step.hpp"
 
+#include <optional>
+
 #include "common/errors.hpp"
 #include "program/tracing_backend.hpp"
 #include "strategies/micro_batch_pass.hpp"
@@ -42,7 +44,8 @@ Tensor summed_shard(Backend& be, const Tensor& gradient) {
 // The job's shards, gathered layer by layer (grouped_step.hpp).
 class JobShards final : public WeightSource {
  public:
-  JobShards(ModelShards& shards, const ModelSpec& model) : shards_(shards), model_(model) {}
+  JobShards(ModelShards& shards, const ModelSpec& model, int num_layers, bool prefetch)
+      : shards_(shards), model_(model), num_layers_(num_layers), prefetch_(prefetch) {}
 
   Tensor table(Backend& be, bool head) override {
     return be.shard_all_gather(head ? shards_.head : shards_.embedding, 0);
@@ -52,9 +55,8 @@ class JobShards final : public WeightSource {
   }
   bool tables_sharded_over_group() const override { return false; }  // over the shard group
 
-  const LayerWeights& layer(Backend& be, int layer, const Strategy& strategy) override {
-    be.label("gather layer");
-    flat_ = be.shard_all_gather(shards_.flat_layers[static_cast<std::size_t>(layer)], 0);
+  const LayerWeights& layer(Backend& be, int layer, const Strategy& strategy, bool backward) override {
+    flat_ = gathered(be, {layer, backward});
     whole_ = whole_views(be, layout_, flat_);
     if (takes_whole(be, strategy)) return whole_;
     // This rank's shard of the unified layout at the group's degree.
@@ -88,14 +90,16 @@ class JobShards final : public WeightSource {
   // A round in which this rank trains nothing: it still takes part in every job collective, in
   // forward_backward's order (the embedding table; each layer's weights; the head, and its gradient;
   // each layer's weights and gradient, backward; the embedding's gradient), adding zero gradients.
-  void idle_round(Backend& be, int num_layers) {
+  void idle_round(Backend& be) {
+    const int num_layers = num_layers_;
     const Shape table_shape{padded_vocab(model_, be.shard_degree()), model_.hidden};
     be.begin_phase(Phase::embedding_forward, -1);
     be.label("idle");
     table(be, false);
     for (int layer = 0; layer < num_layers; ++layer) {
       be.begin_phase(Phase::layer_forward, layer);
-      be.shard_all_gather(shards_.flat_layers[static_cast<std::size_t>(layer)], 0);
+      gathered(be, {layer, false});
+      be.label("idle");
     }
     be.begin_phase(Phase::head, -1);
     const bool head = !model_.tied_embeddings;
@@ -104,7 +108,8 @@ class JobShards final : public WeightSource {
     for (int layer = num_layers - 1; layer >= 0; --layer) {
       be.begin_phase(Phase::layer_backward, layer);
       const auto l = static_cast<std::size_t>(layer);
-      be.shard_all_gather(shards_.flat_layers[l], 0);
+      gathered(be, {layer, true});
+      be.label("idle");
       be.add_(shards_.flat_layer_grads[l],
               summed_shard(be, be.zeros({layout_.padded(be.shard_degree())}, DType::bf16)));
     }
@@ -133,6 +138,40 @@ class JobShards final : public WeightSource {
   }
 
  private:
+  // A layer's gather, for its forward or its backward: a micro-batch gathers forward 0 … L−1, then
+  // backward L−1 … 0.
+  struct Use {
+    int layer = 0;
+    bool backward = false;
+    bool operator==(const Use&) const = default;
+  };
+  std::optional<Use> after(const Use& use) const {
+    if (!use.backward) return use.layer + 1 < num_layers_ ? Use{use.layer + 1, false} : Use{use.layer, true};
+    if (use.layer > 0) return Use{use.layer - 1, true};
+    return std::nullopt;
+  }
+
+  // The whole flat weights of `use`'s layer: the gather started while the layer before computed, or
+  // one started now; then, with prefetching, the next use's gather is started, so that it runs on the
+  // communication stream under this layer's compute (FSDP's prefetch: one more layer's whole weights
+  // held at a time).
+  Tensor gathered(Backend& be, const Use& use) {
+    Tensor flat;
+    if (next_.valid() && next_use_ == use) {
+      flat = next_.wait();
+    } else {
+      PARADYSE_CHECK(!next_.valid(), "a prefetched layer gather that was not used");
+      be.label("gather layer");
+      flat = be.shard_all_gather(shards_.flat_layers[static_cast<std::size_t>(use.layer)], 0);
+    }
+    if (const std::optional<Use> next = after(use); prefetch_ && next) {
+      be.label("prefetch layer");
+      next_ = be.shard_all_gather_async(shards_.flat_layers[static_cast<std::size_t>(next->layer)], 0);
+      next_use_ = *next;
+    }
+    return flat;
+  }
+
   // Whole weights serve a strategy that gathers them whole anyway, and any strategy on one rank.
   static bool takes_whole(const Backend& be, const Strategy& strategy) {
     return strategy.uses_whole_weights() || be.degree() == 1;
@@ -140,7 +179,11 @@ class JobShards final : public WeightSource {
 
   ModelShards& shards_;
   const ModelSpec& model_;
+  const int num_layers_;
+  const bool prefetch_;
   const LayerFlatLayout layout_ = layer_flat_layout(model_);
+  Pending next_;  // the prefetched gather of next_use_
+  Use next_use_;
   Tensor flat_, grad_flat_;
   LayerWeights whole_, shard_, whole_grads_, shard_grads_;
 };
@@ -200,12 +243,12 @@ Tensor grouped_training_step(Backend& be, const GroupedStepSpec& spec, ModelShar
                      be.shard_degree() == spec.shard_degree_of(job),
                  "a grouped step runs on shards laid out over its shard group, one per layer");
   StepTotals totals = step_totals(be, spec.clip_grad_norm);
-  JobShards weights(shards, *spec.model);
+  JobShards weights(shards, *spec.model, spec.num_layers, spec.prefetch_gathers);
   for (std::size_t r = 0; r < spec.rounds.size(); ++r) {
     const GroupWork& group = group_of(spec.rounds[r], be.job_rank());
     be.use_group(group.first_rank, group.degree);
     if (group.idle())
-      weights.idle_round(be, spec.num_layers);
+      weights.idle_round(be);
     else
       forward_backward(be, group.micro_batch, shards, weights, tokens[r], targets[r], totals.loss);
   }

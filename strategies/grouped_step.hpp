@@ -24,6 +24,12 @@
 // Norm weights are in the flat tensor too. A strategy that replicates tokens has each norm gradient
 // whole on every rank of its group; the group's first rank alone adds it.
 //
+// Prefetch: as FSDP does, each layer's gather is started while the layer before it computes (in the
+// order a micro-batch uses them: forward 0 … L−1, then backward L−1 … 0), on the one communication
+// stream, so that it runs under that layer's compute; only a micro-batch's first gather is exposed.
+// The cost: a rank holds two layers' whole weights at a time instead of one. A group's own collectives
+// of a layer queue behind the next layer's gather on that stream.
+//
 // A step is rounds. In a round every rank of the job is in one group and each group trains one
 // micro-batch; the groups may differ from round to round (FlexSP plans each). Gradients accumulate
 // over the rounds, and one optimizer step follows the last.
@@ -57,6 +63,8 @@ struct GroupedStepSpec {
   std::vector<Round> rounds;
   double clip_grad_norm = 1.0;  // as StepSpec's
   int shard_degree = 0;         // ranks in a shard group: 0 for the whole job (Groups::use_shard_degree)
+  // Each layer's gather starts while the layer before it computes (grouped_step.hpp's "Prefetch").
+  bool prefetch_gathers = true;
 
   int shard_degree_of(int job_degree) const { return shard_degree == 0 ? job_degree : shard_degree; }
 };

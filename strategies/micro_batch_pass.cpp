@@ -127,7 +127,7 @@ void forward_backward(Backend& be, const StepSpec& micro_batch, ModelShards& sha
     be.begin_phase(Phase::layer_forward, layer, rerun(*choice.strategy, choice.recompute));
     const LayerContext ctx{model, layout, spec.batch, choice.recompute};
     LayerForward out =
-        layer_forward(be, *choice.strategy, ctx, weights.layer(be, layer, *choice.strategy), x);
+        layer_forward(be, *choice.strategy, ctx, weights.layer(be, layer, *choice.strategy, false), x);
     weights.layer_done(be, layer, *choice.strategy, false);
     x = std::move(out.y);
     saved[static_cast<std::size_t>(layer)] = std::move(out.saved);
@@ -155,7 +155,7 @@ void forward_backward(Backend& be, const StepSpec& micro_batch, ModelShards& sha
     const Strategy& strategy = *spec.plan[index].strategy;
     be.begin_phase(Phase::layer_backward, layer, rerun(strategy, spec.plan[index].recompute));
     const LayerContext ctx{model, layout, spec.batch, spec.plan[index].recompute};
-    const LayerWeights& w = weights.layer(be, layer, strategy);
+    const LayerWeights& w = weights.layer(be, layer, strategy, true);
     d_x = layer_backward(be, strategy, ctx, w, std::move(saved[index]), d_x,
                          weights.layer_grads(be, layer, strategy));
     weights.layer_done(be, layer, strategy, true);

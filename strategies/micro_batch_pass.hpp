@@ -23,8 +23,9 @@ class WeightSource {
   // parallel group's vocabulary, rank r's the r-th V/p, so that a vocabulary-parallel embedding or head
   // may compute on them where they are.
   virtual bool tables_sharded_over_group() const = 0;
-  // Layer `layer`'s weights as `strategy` runs them on the parallel group: the group's unified layout.
-  virtual const LayerWeights& layer(Backend& be, int layer, const Strategy& strategy) = 0;
+  // Layer `layer`'s weights as `strategy` runs them on the parallel group: the group's unified layout,
+  // for the layer's forward or (`backward`) its backward.
+  virtual const LayerWeights& layer(Backend& be, int layer, const Strategy& strategy, bool backward) = 0;
   // Where the layer's backward adds its gradients; called after layer(), before the backward.
   virtual LayerWeights& layer_grads(Backend& be, int layer, const Strategy& strategy) = 0;
   // The layer's forward (or, `backward`, its backward) is done: what layer() gathered may go, and the

@@ -45,7 +45,7 @@ class GroupShards final : public WeightSource {
     be.add_(head ? shards_.head_grad : shards_.embedding_grad, be.reduce_scatter(d_table, 0));
   }
   bool tables_sharded_over_group() const override { return true; }
-  const LayerWeights& layer(Backend&, int layer, const Strategy&) override {
+  const LayerWeights& layer(Backend&, int layer, const Strategy&, bool) override {
     return shards_.layers[static_cast<std::size_t>(layer)];
   }
   LayerWeights& layer_grads(Backend&, int layer, const Strategy&) override {
