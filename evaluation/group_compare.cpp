@@ -25,6 +25,7 @@ selector::GroupSchedule solve(const GroupPolicy& policy, const selector::GroupPr
     one.capacity_tokens = {problem.capacity_tokens[i]};
     if (!problem.micro_batch_s.empty()) one.micro_batch_s = {problem.micro_batch_s[i]};
     if (!problem.packing_tokens.empty()) one.packing_tokens = {problem.packing_tokens[i]};
+    if (!problem.hidden_s.empty()) one.hidden_s = {problem.hidden_s[i]};
     for (std::vector<double>& row : one.seconds) row = {row[i]};
     selector::GroupSchedule schedule = selector::solve_groups_greedy(one);
     // Fewest sequences left out first, then the fastest.

@@ -9,6 +9,7 @@
 #include "common/units.hpp"
 #include "costmodel/program_cost.hpp"
 #include "strategies/grouped_step.hpp"
+#include "strategies/layer_flat_layout.hpp"
 
 namespace paradyse::selector {
 
@@ -29,9 +30,10 @@ struct GroupCosts::AtDegree {
   std::unique_ptr<Policy> policy;  // null: kSwitching, priced as the grouped step runs it
   costmodel::OpTimer timer;
   int64_t capacity_tokens = 0;
-  double micro_batch_s = 0;                     // GroupProblem::micro_batch_s
-  int64_t packing_tokens = 0;                   // GroupProblem::packing_tokens
-  std::unordered_map<int64_t, double> seconds;  // by grid length; kNoFit where it does not fit
+  double micro_batch_s = 0;                              // GroupProblem::micro_batch_s
+  int64_t packing_tokens = 0;                            // GroupProblem::packing_tokens
+  double hidden_s = 0;                                   // GroupProblem::hidden_s
+  std::unordered_map<int64_t, SequencePrice> sequences;  // by (grid) length
 };
 
 void check_group_job(const ModelSpec& model, const hw::ClusterSpec& cluster, int job, int shard_degree) {
@@ -87,6 +89,8 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
            std::find(options.degrees.begin(), options.degrees.end(), degree) != options.degrees.end();
   };
   static_bytes_ = steps::static_memory_bytes(model_, shard_degree_, WeightLayout::job);
+  prefetch_bytes_ = static_cast<double>(layer_flat_layout(model_).padded(shard_degree_)) *
+                    dtype_bytes(DType::bf16) * (1 + cluster_.gpu.allocator_fragmentation);
   // What a round costs a rank that trains nothing: the job's collectives alone.
   {
     StepSpec nothing;
@@ -135,6 +139,11 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
           overflows = mid;
       }
       at_degree_.back()->packing_tokens = grid[packs - 1];
+      // What the prefetch hides: its gain on a micro-batch at the packing limit, on that one's plan.
+      const MicroBatch full = MicroBatch::sequence(grid[packs - 1]);
+      const Price off = price(full, degree);
+      const costmodel::ProgramPrice on = price_round(full, degree, off.plan, true);
+      at_degree_.back()->hidden_s = std::max(0.0, off.seconds - (on.seconds - on.optimizer_s));
     }
     if (fit == 0) {  // the policy trains nothing on this many ranks
       degrees_.pop_back();
@@ -153,11 +162,22 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
 
 GroupCosts::~GroupCosts() = default;
 
+namespace {
+// The grid's points are 1.05^k, padded: k of the point at or above `tokens`.
+double grid_exponent(int64_t tokens) {
+  return std::ceil(std::log(static_cast<double>(std::max<int64_t>(tokens, 1))) / std::log(1.05) - 1e-9);
+}
+int64_t grid_power(double exponent) {
+  return static_cast<int64_t>(std::ceil(std::pow(1.05, exponent) - 1e-6));
+}
+}  // namespace
+
 int64_t GroupCosts::grid_tokens(int64_t tokens) const {
-  const double steps =
-      std::ceil(std::log(static_cast<double>(std::max<int64_t>(tokens, 1))) / std::log(1.05) - 1e-9);
-  const auto point = static_cast<int64_t>(std::ceil(std::pow(1.05, steps) - 1e-6));
-  return SequenceLayout::padded_length(std::max(point, tokens), job_, causal_);
+  return SequenceLayout::padded_length(std::max(grid_power(grid_exponent(tokens)), tokens), job_, causal_);
+}
+
+int64_t GroupCosts::grid_below(int64_t tokens) const {
+  return SequenceLayout::padded_length(grid_power(grid_exponent(tokens) - 1), job_, causal_);
 }
 
 GroupCosts::AtDegree& GroupCosts::at(int degree) {
@@ -242,9 +262,17 @@ GroupCosts::Price GroupCosts::price_switching(const MicroBatch& micro_batch, int
 }
 
 GroupCosts::Price GroupCosts::price_plan(const MicroBatch& micro_batch, int degree, const Plan& plan) {
-  AtDegree& priced = at(degree);
+  const costmodel::ProgramPrice price = price_round(micro_batch, degree, plan, false);
   Price result;
   result.plan = plan;
+  result.seconds = price.seconds - price.optimizer_s;
+  result.peak_bytes = price.peak_bytes + prefetch_bytes_;
+  result.fits = result.peak_bytes <= cluster_.tensor_capacity_bytes();
+  return result;
+}
+
+costmodel::ProgramPrice GroupCosts::price_round(const MicroBatch& micro_batch, int degree, const Plan& plan,
+                                                bool prefetch) {
   StepSpec micro;
   micro.model = &model_;
   const std::vector<int64_t> padded = micro_batch.padded_documents(degree, causal_);
@@ -262,12 +290,22 @@ GroupCosts::Price GroupCosts::price_plan(const MicroBatch& micro_batch, int degr
   }
   spec.rounds = {round};
   spec.shard_degree = shard_degree_;
-  const costmodel::ProgramPrice price = costmodel::price_program(
-      trace_grouped_step(spec, 0, job_), priced.timer, static_bytes_, cluster_.gpu.allocator_fragmentation);
-  result.seconds = price.seconds - price.optimizer_s;
-  result.peak_bytes = price.peak_bytes;
-  result.fits = result.peak_bytes <= cluster_.tensor_capacity_bytes();
-  return result;
+  spec.prefetch_gathers = prefetch;
+  return costmodel::price_program(trace_grouped_step(spec, 0, job_), at(degree).timer, static_bytes_,
+                                  cluster_.gpu.allocator_fragmentation);
+}
+
+GroupCosts::SequencePrice GroupCosts::sequence_s(int64_t length, int degree) {
+  const AtDegree& at_degree = at(degree);
+  const double fixed_s = round_s_ + at_degree.micro_batch_s;
+  if (const int64_t copies = at_degree.packing_tokens / length; copies >= 2) {
+    Price packed = price(MicroBatch{std::vector<int64_t>(static_cast<std::size_t>(copies), length)}, degree);
+    if (packed.fits)
+      return {std::max(0.0, packed.seconds - fixed_s) / static_cast<double>(copies), std::move(packed.plan)};
+  }
+  Price alone = price(MicroBatch::sequence(length), degree);
+  if (!alone.fits) return {};
+  return {std::max(0.0, alone.seconds - fixed_s), std::move(alone.plan)};
 }
 
 GroupProblem GroupCosts::problem(const std::vector<int64_t>& tokens) {
@@ -276,21 +314,43 @@ GroupProblem GroupCosts::problem(const std::vector<int64_t>& tokens) {
   problem.degrees = degrees_;
   problem.round_s = round_s_;
   for (const int64_t length : tokens) problem.tokens.push_back(grid_tokens(length));
+  // A (grid) length's seconds, priced once.
+  const auto priced = [&](AtDegree& at_degree, int degree, int64_t length) -> const SequencePrice& {
+    auto [it, added] = at_degree.sequences.try_emplace(length);
+    if (added && length <= at_degree.capacity_tokens) it->second = sequence_s(length, degree);
+    return it->second;
+  };
   for (const auto& at_degree : at_degree_) {
     problem.capacity_tokens.push_back(at_degree->capacity_tokens);
     problem.micro_batch_s.push_back(at_degree->micro_batch_s);
     problem.packing_tokens.push_back(at_degree->packing_tokens);
+    problem.hidden_s.push_back(at_degree->hidden_s);
   }
-  for (const int64_t grid_length : problem.tokens) {
+  for (std::size_t s = 0; s < tokens.size(); ++s) {
+    // Capacity and packing go by the grid length at or above the sequence's (problem.tokens). Its time
+    // goes by its tokens as its group pads them: between the grid lengths around them (a long
+    // sequence's attention grows as its square, so the point above would overprice it by up to
+    // 10 %), or below the grid's first point on a group smaller than the job, in proportion to them.
+    const int64_t above = problem.tokens[s];
     std::vector<double>& row = problem.seconds.emplace_back();
     for (std::size_t i = 0; i < degrees_.size(); ++i) {
       AtDegree& at_degree = *at_degree_[i];
-      auto [it, added] = at_degree.seconds.try_emplace(grid_length, GroupProblem::kNoFit);
-      if (added && grid_length <= at_degree.capacity_tokens) {
-        const Price p = price(MicroBatch::sequence(grid_length), degrees_[i]);
-        if (p.fits) it->second = std::max(0.0, p.seconds - round_s_ - at_degree.micro_batch_s);
+      const int64_t length = std::min(above, SequenceLayout::padded_length(tokens[s], degrees_[i], causal_));
+      const int64_t below = grid_below(length);
+      // Copies: pricing another length may move the map's entries.
+      const SequencePrice at_above = priced(at_degree, degrees_[i], above);
+      if (length == above || !std::isfinite(at_above.seconds)) {
+        row.push_back(at_above.seconds);
+      } else if (below >= length) {
+        row.push_back(at_above.seconds * static_cast<double>(length) / static_cast<double>(above));
+      } else if (const SequencePrice at_below = priced(at_degree, degrees_[i], below);
+                 at_below.plan !=
+                 at_above.plan) {  // a leaner plan takes over between them: the length itself
+        row.push_back(priced(at_degree, degrees_[i], length).seconds);
+      } else {
+        const double share = static_cast<double>(length - below) / static_cast<double>(above - below);
+        row.push_back(at_below.seconds + share * (at_above.seconds - at_below.seconds));
       }
-      row.push_back(it->second);
     }
   }
   return problem;

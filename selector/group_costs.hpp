@@ -2,19 +2,27 @@
 // it (strategies/grouped_step.hpp). A policy chooses each micro-batch's plan on a group of d ranks:
 // one strategy everywhere for `static:ulysses_z` (FlexSP's), the per-layer optimum of the one-group
 // model for `optimal`, or, for kSwitching, the fastest per-layer plan by the grouped step's own
-// programs (below). The micro-batch's time and memory are those of the analytic model on rank 0's traced
+// programs (below). A micro-batch's time and memory are those of the analytic model on rank 0's traced
 // program of a round in which its group trains it and the job's other ranks are idle: the job's per-layer
 // weight gathers and gradient reduce-scatter included, the optimizer step not (one per global batch).
-// A sequence is priced at the next point of a grid of lengths 5 % apart, so that a trace's many
-// lengths cost a few hundred programs per degree; a degree's capacity is the longest grid length
-// whose program fits. The job's collectives are a fixed cost per round (GroupProblem::round_s: what
+// Its time is priced without the gathers' prefetch, so that its work and the round's collectives add
+// up; its memory is that program's peak plus one more layer's gathered weights, what the prefetch
+// holds at most (an upper bound on the prefetching program's peak).
+// Sequences are priced at the points of a grid of lengths 5 % apart, so that a trace's many lengths
+// cost a few hundred programs per degree: a sequence fits where the next point fits, and takes the
+// time between the points around it; a degree's capacity is the longest grid length whose program
+// fits. The job's collectives are a fixed cost per round (GroupProblem::round_s: what
 // they take an idle rank), and the shortest grid length's time beyond them a fixed cost per
 // micro-batch (GroupProblem::micro_batch_s: a packed micro-batch launches its kernels and reads its
-// weights once), both taken off each sequence's time. Sequences pack into one micro-batch up to the
+// weights once), both taken off each sequence's time. A sequence short enough to pack is priced as
+// its share of a micro-batch of like documents up to the packing limit: a packed micro-batch's GEMMs
+// run at the efficiency of its whole tokens, not of one document's. What the prefetch hides of a
+// round's collectives under a group's work is, per degree, the prefetch's gain on a micro-batch at
+// the packing limit (GroupProblem::hidden_s). Sequences pack into one micro-batch up to the
 // longest grid length that the shortest one's plan holds (GroupProblem::packing_tokens), so that
 // what a packed micro-batch runs is what its sequences were priced on; a longer one is trained alone. What
 // the model leaves out: other groups' contention and their waits at the job's collectives (the simulator has
-// both).
+// both), and a layer's compute shorter than its gather (the prefetch then hides less).
 #pragma once
 
 #include <memory>
@@ -22,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "costmodel/program_cost.hpp"
 #include "selector/cost_source.hpp"
 #include "selector/group_solver.hpp"
 #include "selector/policy.hpp"
@@ -83,9 +92,22 @@ class GroupCosts {
   struct AtDegree;
   AtDegree& at(int degree);
   Price price_plan(const MicroBatch& micro_batch, int degree, const Plan& plan);
+  // Rank 0's program of a round in which ranks [0, degree) train `micro_batch` by `plan`, priced.
+  costmodel::ProgramPrice price_round(const MicroBatch& micro_batch, int degree, const Plan& plan,
+                                      bool prefetch);
+  // What a sequence of `length` adds to a micro-batch on a group of `degree` (GroupProblem::seconds), and
+  // the plan of the micro-batch that priced it.
+  struct SequencePrice {
+    double seconds = GroupProblem::kNoFit;  // kNoFit where it does not fit
+    Plan plan;
+  };
+  SequencePrice sequence_s(int64_t length, int degree);
   Price price_switching(const MicroBatch& micro_batch, int degree);
   // The grid point at or above `tokens`, padded as on the whole job.
   int64_t grid_tokens(int64_t tokens) const;
+  // The grid point before grid_tokens(tokens) (the same point, or above `tokens`, where padding
+  // leaves no other).
+  int64_t grid_below(int64_t tokens) const;
   ModelSpec model_;
   hw::ClusterSpec cluster_;
   int job_;
@@ -93,6 +115,7 @@ class GroupCosts {
   bool causal_;
   std::vector<CandidateKey> candidates_;  // kSwitching's
   double static_bytes_ = 0;               // per GPU, the weights sharded over the shard group
+  double prefetch_bytes_ = 0;             // one layer's gathered weights, with the allocator's fragmentation
   double round_s_ = 0;  // a round of an idle rank: the job's collectives (GroupProblem::round_s)
   std::vector<int> degrees_;
   std::vector<std::unique_ptr<AtDegree>> at_degree_;

@@ -98,7 +98,9 @@ MilpSolution solve_groups_milp(const GroupProblem& problem, int max_rounds, doub
       add_row(alone[g * rounds + r], -COIN_DBL_MAX, static_cast<double>(n));
       CoinPackedVector& slower = work[g * rounds + r];
       slower.insert(round_time[r], -1);
-      if (const double fixed_s = problem.micro_batch_fixed_s(slots[g].degree_index); fixed_s > 0)
+      // round_time ≥ the group's work beyond what its degree hides (and ≥ 0, its bound).
+      const std::size_t i = slots[g].degree_index;
+      if (const double fixed_s = problem.micro_batch_fixed_s(i) - problem.hidden_round_s(i); fixed_s != 0)
         slower.insert(slot_used[g][r], kScale * fixed_s);
       add_row(slower, -COIN_DBL_MAX, 0);
     }
@@ -158,7 +160,7 @@ MilpSolution solve_groups_milp(const GroupProblem& problem, int max_rounds, doub
           group.seconds += problem.seconds[p.sequence][slots[g].degree_index];
         }
       if (group.sequences.empty()) continue;
-      round.seconds = std::max(round.seconds, group.seconds);
+      round.seconds = std::max(round.seconds, problem.beyond_round_s(slots[g].degree_index, group.seconds));
       round.groups.push_back(std::move(group));
     }
     if (round.groups.empty()) continue;

@@ -46,10 +46,13 @@ double GroupSchedule::mean_imbalance() const {
   if (rounds.empty()) return 1;
   double sum = 0;
   for (const SolvedRound& round : rounds) {
-    double total = 0;
-    for (const GroupInRound& g : round.groups) total += g.seconds;
+    double total = 0, largest = 0;
+    for (const GroupInRound& g : round.groups) {
+      total += g.seconds;
+      largest = std::max(largest, g.seconds);
+    }
     const double mean = total / static_cast<double>(round.groups.size());
-    sum += mean > 0 ? round.seconds / mean : 1;
+    sum += mean > 0 ? largest / mean : 1;
   }
   return sum / static_cast<double>(rounds.size());
 }
@@ -67,10 +70,11 @@ void check_group_problem(const GroupProblem& problem) {
   if (problem.seconds.size() != problem.tokens.size() ||
       problem.capacity_tokens.size() != problem.degrees.size() ||
       (!problem.micro_batch_s.empty() && problem.micro_batch_s.size() != problem.degrees.size()) ||
-      (!problem.packing_tokens.empty() && problem.packing_tokens.size() != problem.degrees.size()))
+      (!problem.packing_tokens.empty() && problem.packing_tokens.size() != problem.degrees.size()) ||
+      (!problem.hidden_s.empty() && problem.hidden_s.size() != problem.degrees.size()))
     throw InputError("", 0, "seconds",
-                     "expected a time per sequence and degree, and a capacity (and any micro-batch cost) per "
-                     "degree");
+                     "expected a time per sequence and degree, and a capacity (and any micro-batch cost and "
+                     "hidden round time) per degree");
   for (const std::vector<double>& row : problem.seconds)
     if (row.size() != problem.degrees.size())
       throw InputError("", 0, "seconds", "expected a time per sequence and degree");
@@ -139,7 +143,14 @@ GroupSchedule solve_groups_greedy(const GroupProblem& problem) {
     GroupSchedule schedule = place(problem, choices[c]);
     if (schedule.seconds < best.seconds) best = std::move(schedule);
   }
-  best.lower_bound_s = bound + (best.unplaced.size() < n ? problem.round_s : 0);
+  // Each round takes round_s and at least its largest group's work beyond the most any degree hides.
+  if (best.unplaced.size() < n) {
+    double most_hidden = 0;
+    for (std::size_t i = 0; i < degrees; ++i) most_hidden = std::max(most_hidden, problem.hidden_round_s(i));
+    best.lower_bound_s = problem.round_s + std::max(0.0, bound - most_hidden);
+  } else {
+    best.lower_bound_s = bound;
+  }
   return best;
 }
 
@@ -176,7 +187,7 @@ GroupSchedule place(const GroupProblem& problem, const std::vector<std::size_t>&
         if (group.degree != degree || micro_batch_tokens(problem, group) + problem.tokens[s] >
                                           problem.micro_batch_limit(i, group.sequences.size() + 1))
           continue;
-        const double increase = std::max(0.0, group.seconds + t - round.seconds);
+        const double increase = std::max(0.0, problem.beyond_round_s(i, group.seconds + t) - round.seconds);
         if (increase < best_increase) {
           best_increase = increase;
           best_round = r;
@@ -185,7 +196,7 @@ GroupSchedule place(const GroupProblem& problem, const std::vector<std::size_t>&
       }
       const int first = ranks[r].free_block(degree);
       if (first >= 0) {
-        const double increase = std::max(0.0, alone - round.seconds);
+        const double increase = std::max(0.0, problem.beyond_round_s(i, alone) - round.seconds);
         if (increase < best_increase) {
           best_increase = increase;
           best_round = r;
@@ -194,7 +205,7 @@ GroupSchedule place(const GroupProblem& problem, const std::vector<std::size_t>&
         }
       }
     }
-    if (best_increase > problem.round_s + alone) {  // a round of its own adds its fixed cost
+    if (best_increase > problem.round_s + problem.beyond_round_s(i, alone)) {  // a round of its own
       best_round = schedule.rounds.size();
       schedule.rounds.emplace_back();
       ranks.emplace_back(problem.job);
@@ -209,7 +220,7 @@ GroupSchedule place(const GroupProblem& problem, const std::vector<std::size_t>&
     GroupInRound& group = round.groups[best_group];
     group.sequences.push_back(s);
     group.seconds += t;
-    round.seconds = std::max(round.seconds, group.seconds);
+    round.seconds = std::max(round.seconds, problem.beyond_round_s(i, group.seconds));
   }
   for (SolvedRound& round : schedule.rounds) {
     std::sort(round.groups.begin(), round.groups.end(),
@@ -244,7 +255,7 @@ double schedule_seconds(const GroupProblem& problem, const GroupSchedule& schedu
       PARADYSE_CHECK(tokens <= problem.micro_batch_limit(i, g.sequences.size()),
                      "a micro-batch over its degree's capacity or packing limit");
       ranks.take(g.first_rank, g.degree);
-      slowest = std::max(slowest, seconds);
+      slowest = std::max(slowest, problem.beyond_round_s(i, seconds));
     }
     total += problem.round_s + slowest;
   }

@@ -7,10 +7,11 @@
 // degree, so that a group wider than a node fills whole nodes); each group trains one micro-batch,
 // the sequences packed into it, within the degree's packing limit (a longer sequence, up to the
 // degree's capacity, is a micro-batch of its own: one that needs a leaner plan than a sequence alone
-// was priced with); a micro-batch takes a fixed cost
-// of its degree (what a micro-batch costs however few its tokens: its kernels' launches, its weights
-// read) plus the sum of its sequences' times on that degree beyond that cost, and a round the time of
-// its slowest group plus a fixed cost per round; the step is the sum of its rounds.
+// was priced with); a micro-batch takes a fixed cost of its degree (what a micro-batch costs however
+// few its tokens: its kernels' launches, its weights read) plus the sum of its sequences' times on that
+// degree beyond that cost: the group's work; a round takes a fixed cost (the job's weight gathers and
+// gradient sums) plus the work of its slowest group beyond what that group's degree hides of the fixed
+// cost (the gathers prefetched under its layers' compute), if any; the step is the sum of its rounds.
 //
 // The greedy:
 //  1. each sequence takes a degree, chosen several ways, each placed as in 2, the fastest schedule
@@ -24,6 +25,7 @@
 //     group before a new one, which keeps ranks free for what comes later).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -46,6 +48,9 @@ struct GroupProblem {
   // What every round costs besides its groups' work (a grouped step's per-layer weight gathers and
   // gradient reduce-scatters over the job), added once per round.
   double round_s = 0;
+  // Per degree, or empty: none. Of round_s, what a group's work on that degree hides: a round takes
+  // round_s + max(0, its groups' largest work − hidden_s of that group's degree).
+  std::vector<double> hidden_s;
 
   // The most tokens a micro-batch of `sequences` (at least one) may hold on degrees[degree_index].
   int64_t micro_batch_limit(std::size_t degree_index, std::size_t sequences) const {
@@ -55,6 +60,13 @@ struct GroupProblem {
   double micro_batch_fixed_s(std::size_t degree_index) const {
     return micro_batch_s.empty() ? 0 : micro_batch_s[degree_index];
   }
+  double hidden_round_s(std::size_t degree_index) const {
+    return hidden_s.empty() ? 0 : hidden_s[degree_index];
+  }
+  // What a group of degrees[degree_index] doing `work_s` adds to its round beyond round_s.
+  double beyond_round_s(std::size_t degree_index, double work_s) const {
+    return std::max(0.0, work_s - hidden_round_s(degree_index));
+  }
   static constexpr double kNoFit = std::numeric_limits<double>::infinity();
 };
 
@@ -62,18 +74,18 @@ struct GroupInRound {
   int first_rank = 0;
   int degree = 1;
   std::vector<std::size_t> sequences;  // indices into GroupProblem::tokens
-  double seconds = 0;
+  double seconds = 0;                  // its work
 };
 struct SolvedRound {
   std::vector<GroupInRound> groups;  // by first rank
-  double seconds = 0;                // its slowest group's
+  double seconds = 0;  // beyond round_s: the largest of its groups' GroupProblem::beyond_round_s
 };
 struct GroupSchedule {
   std::vector<SolvedRound> rounds;
   double seconds = 0;                 // sum of the rounds'
   std::vector<std::size_t> unplaced;  // sequences that fit no degree
   double lower_bound_s = 0;           // no schedule of the problem's model is faster
-  double mean_imbalance() const;      // over rounds: slowest group over the mean group time
+  double mean_imbalance() const;      // over rounds: the largest group's work over the mean group's
 };
 
 // Throws InputError when the problem is malformed (degrees that are not powers of two dividing the
