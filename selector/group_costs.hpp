@@ -71,7 +71,8 @@ class GroupCosts {
   // layout pads them, so that capacity holds on any group); times cached per length.
   GroupProblem problem(const std::vector<int64_t>& tokens);
   // A (packed) micro-batch on a group of `degree`, one of degrees(): the policy's plan, and that
-  // plan's time (without the optimizer step) and peak memory in a grouped step, as above.
+  // plan's time in a grouped step without the prefetch and without the optimizer step, and its peak
+  // memory with the prefetch's layer (as above).
   struct Price {
     Plan plan;
     double seconds = 0;
