@@ -344,8 +344,8 @@ GroupProblem GroupCosts::problem(const std::vector<int64_t>& tokens) {
       } else if (below >= length) {
         row.push_back(at_above.seconds * static_cast<double>(length) / static_cast<double>(above));
       } else if (const SequencePrice at_below = priced(at_degree, degrees_[i], below);
-                 at_below.plan !=
-                 at_above.plan) {  // a leaner plan takes over between them: the length itself
+                 at_below.plan != at_above.plan) {
+        // A leaner plan takes over between them: the length itself.
         row.push_back(priced(at_degree, degrees_[i], length).seconds);
       } else {
         const double share = static_cast<double>(length - below) / static_cast<double>(above - below);

@@ -168,6 +168,7 @@ class JobShards final : public WeightSource {
       be.label("prefetch layer");
       next_ = be.shard_all_gather_async(shards_.flat_layers[static_cast<std::size_t>(next->layer)], 0);
       next_use_ = *next;
+      be.label("gather layer");  // what follows takes this layer's shard from its whole weights
     }
     return flat;
   }
