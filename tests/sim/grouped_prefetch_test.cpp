@@ -138,6 +138,7 @@ TEST_CASE("grouped step prefetch: one more layer's whole weights held, and gathe
   // The simulator's host runs ahead, so without the prefetch a forward gather, which waits for no
   // compute, starts early anyway; a backward one waits behind the reduce-scatter before it, which
   // waits for the layer's backward. With the prefetch both engines hide every gather but the first.
-  CHECK(simulated_on.iteration_time_s < simulated_off.iteration_time_s - (model.num_layers - 1) * gather_s);
+  CHECK(simulated_on.iteration_time_s <
+        simulated_off.iteration_time_s - static_cast<double>(model.num_layers - 1) * gather_s);
   CHECK(simulated_on.iteration_time_s == Approx(priced_on.seconds).epsilon(0.01));
 }
