@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "common/errors.hpp"
+#include "evaluation/micro_batch_budgets.hpp"
 #include "strategies/strategy.hpp"
 
 namespace paradyse::evaluation {
@@ -58,7 +59,7 @@ void add_length(PolicyCurves& curves, int64_t padded_tokens, double seconds) {
 }  // namespace
 
 bool is_budget_variant(const PolicyResult& p) {
-  return p.policy.find('@') != std::string::npos;
+  return split_budget_variant(p.policy).budget_tokens != 0;
 }
 
 bool is_static(const PolicyResult& p) {

@@ -16,8 +16,18 @@ std::string budget_text(int64_t tokens) {
   return std::to_string(tokens);
 }
 
+namespace {
+constexpr char kBudgetMark = '@';
+}  // namespace
+
 std::string budget_variant_name(const std::string& policy, int64_t budget_tokens) {
-  return policy + "@" + budget_text(budget_tokens);
+  return policy + kBudgetMark + budget_text(budget_tokens);
+}
+
+BudgetVariant split_budget_variant(const std::string& name) {
+  const std::size_t mark = name.find(kBudgetMark);
+  if (mark == std::string::npos) return {name, 0};
+  return {name.substr(0, mark), parse_length(name.substr(mark + 1), "a policy's budget")};
 }
 
 std::vector<int64_t> parse_budgets(const std::string& text, const std::string& flag, int64_t run_budget,

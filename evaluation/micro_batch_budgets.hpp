@@ -12,6 +12,12 @@ namespace paradyse::evaluation {
 std::string budget_text(int64_t tokens);
 // "static:ulysses_z@512K": `policy` at micro-batches of `budget_tokens`.
 std::string budget_variant_name(const std::string& policy, int64_t budget_tokens);
+// The inverse: {"static:ulysses_z", 524288}; a name that is no budget variant, with budget 0.
+struct BudgetVariant {
+  std::string policy;
+  int64_t budget_tokens = 0;
+};
+BudgetVariant split_budget_variant(const std::string& name);
 
 // "32K,128K,512K", the budgets to search, ascending: InputError naming `flag` unless each is a length
 // (parse_length) between `quantum` (a document's padding) and the global batch, and none is given

@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <map>
 
-#include "evaluation/options.hpp"
-
 namespace paradyse::evaluation {
 
 namespace {
@@ -23,13 +21,10 @@ std::vector<TunedStatic> tuned_statics(const CompareResult& result, int64_t run_
   std::map<std::string, TunedStatic> by_policy;
   for (const PolicyResult& p : result.policies) {
     if (!p.policy.starts_with("static:")) continue;
-    const std::size_t mark = p.policy.find('@');
-    const std::string policy = p.policy.substr(0, mark);
-    const int64_t budget =
-        mark == std::string::npos ? run_budget : parse_length(p.policy.substr(mark + 1), "a policy's budget");
+    const auto [policy, budget] = split_budget_variant(p.policy);
     TunedStatic& tuned = by_policy[policy];
     tuned.policy = policy;
-    tuned.budgets.emplace_back(budget, &p);
+    tuned.budgets.emplace_back(budget == 0 ? run_budget : budget, &p);
   }
   std::vector<TunedStatic> out;
   for (auto& [policy, tuned] : by_policy) {

@@ -91,12 +91,11 @@ class JobShards final : public WeightSource {
   // forward_backward's order (the embedding table; each layer's weights; the head, and its gradient;
   // each layer's weights and gradient, backward; the embedding's gradient), adding zero gradients.
   void idle_round(Backend& be) {
-    const int num_layers = num_layers_;
     const Shape table_shape{padded_vocab(model_, be.shard_degree()), model_.hidden};
     be.begin_phase(Phase::embedding_forward, -1);
     be.label("idle");
     table(be, false);
-    for (int layer = 0; layer < num_layers; ++layer) {
+    for (int layer = 0; layer < num_layers_; ++layer) {
       be.begin_phase(Phase::layer_forward, layer);
       gathered(be, {layer, false});
       be.label("idle");
@@ -105,7 +104,7 @@ class JobShards final : public WeightSource {
     const bool head = !model_.tied_embeddings;
     table(be, head);
     add_table_grad(be, head, be.zeros(table_shape, DType::bf16));
-    for (int layer = num_layers - 1; layer >= 0; --layer) {
+    for (int layer = num_layers_ - 1; layer >= 0; --layer) {
       be.begin_phase(Phase::layer_backward, layer);
       const auto l = static_cast<std::size_t>(layer);
       gathered(be, {layer, true});

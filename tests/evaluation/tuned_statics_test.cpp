@@ -137,4 +137,19 @@ TEST_CASE("tuned statics: budgets that cannot be searched are refused naming --t
   CHECK_THAT(refusal(job), Catch::Contains("packed training"));
 }
 
+TEST_CASE("tuned statics: a budget variant's name gives back its policy and budget", "[evaluation]") {
+  for (const int64_t budget : {int64_t{1000}, int64_t{32768}, int64_t{1} << 20, int64_t{3} << 19}) {
+    CAPTURE(budget);
+    const std::string name = evaluation::budget_variant_name("static:ulysses_z", budget);
+    CHECK(name.starts_with("static:ulysses_z@"));
+    const evaluation::BudgetVariant variant = evaluation::split_budget_variant(name);
+    CHECK(variant.policy == "static:ulysses_z");
+    CHECK(variant.budget_tokens == budget);
+  }
+  CHECK(evaluation::budget_variant_name("static:metp", int64_t{512} << 10) == "static:metp@512K");
+  const evaluation::BudgetVariant plain = evaluation::split_budget_variant("static:metp");
+  CHECK(plain.policy == "static:metp");
+  CHECK(plain.budget_tokens == 0);
+}
+
 }  // namespace paradyse::testing
