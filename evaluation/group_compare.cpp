@@ -103,6 +103,9 @@ PlannedStep plan_grouped_step(const ModelSpec& model, int job, const std::vector
       const MicroBatch micro_batch{documents};
       const selector::GroupCosts::Price priced = costs.price(micro_batch, g.degree);
       planned.fits = planned.fits && priced.fits;
+      if (!priced.prefetch && (planned.spec.rounds_without_prefetch.empty() ||
+                               planned.spec.rounds_without_prefetch.back() != planned.spec.rounds.size()))
+        planned.spec.rounds_without_prefetch.push_back(planned.spec.rounds.size());
       StepSpec micro;
       micro.model = &model;
       const std::vector<int64_t> padded = micro_batch.padded_documents(g.degree, model.causal);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
+#include <map>
 #include <sstream>
 
 #include "common/errors.hpp"
@@ -133,7 +134,9 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
       std::size_t packs = 1, overflows = fit;
       while (packs < overflows) {
         const std::size_t mid = (packs + overflows) / 2;
-        if (price_plan(MicroBatch::sequence(grid[mid]), degree, shortest.plan).fits)
+        if (held(shortest.plan, price_round(MicroBatch::sequence(grid[mid]), degree, shortest.plan, false),
+                 true)
+                .fits)
           packs = mid + 1;
         else
           overflows = mid;
@@ -189,15 +192,44 @@ GroupCosts::AtDegree& GroupCosts::at(int degree) {
 
 GroupCosts::Price GroupCosts::price(const MicroBatch& micro_batch, int degree) {
   AtDegree& priced = at(degree);
+  // Each plan's program priced once, held to both memory limits: with the prefetch's layer and without.
+  std::map<Plan, costmodel::ProgramPrice> programs;
+  const PlanPricer plan_price = [&](const Plan& plan, bool prefetch) {
+    auto it = programs.find(plan);
+    if (it == programs.end())
+      it = programs.emplace(plan, price_round(micro_batch, degree, plan, false)).first;
+    return held(plan, it->second, prefetch);
+  };
+  Price with, without;
   if (priced.policy) {
     const Decision decision = priced.policy->decide(micro_batch);
     if (decision.plan.empty()) return {};
-    return price_plan(micro_batch, degree, decision.plan);
+    with = plan_price(decision.plan, true);
+    without = plan_price(decision.plan, false);
+  } else {
+    with = price_switching(plan_price, degree, true);
+    without = price_switching(plan_price, degree, false);
   }
-  return price_switching(micro_batch, degree);
+  if (!without.fits || (with.fits && without.seconds >= with.seconds)) return with;
+  if (!with.fits) return without;
+  // Relief pays where the leaner limit's plan is faster by more than the prefetch hides under the other.
+  const costmodel::ProgramPrice on = price_round(micro_batch, degree, with.plan, true);
+  const double hidden_s = with.seconds - (on.seconds - on.optimizer_s);
+  return without.seconds < with.seconds - hidden_s ? without : with;
 }
 
-GroupCosts::Price GroupCosts::price_switching(const MicroBatch& micro_batch, int degree) {
+GroupCosts::Price GroupCosts::held(const Plan& plan, const costmodel::ProgramPrice& program,
+                                   bool prefetch) const {
+  Price result;
+  result.plan = plan;
+  result.seconds = program.seconds - program.optimizer_s;
+  result.peak_bytes = program.peak_bytes + (prefetch ? prefetch_bytes_ : 0);
+  result.fits = result.peak_bytes <= cluster_.tensor_capacity_bytes();
+  result.prefetch = prefetch;
+  return result;
+}
+
+GroupCosts::Price GroupCosts::price_switching(const PlanPricer& plan_price, int degree, bool prefetch) {
   const auto layers = static_cast<int>(model_.num_layers);
   struct Priced {
     CandidateKey key;
@@ -206,7 +238,7 @@ GroupCosts::Price GroupCosts::price_switching(const MicroBatch& micro_batch, int
   std::vector<Priced> uniform;
   for (const CandidateKey& key : candidates_)
     if (!key.first->unsupported(model_, degree))
-      uniform.push_back({key, price_plan(micro_batch, degree, uniform_plan(*key.first, layers, key.second))});
+      uniform.push_back({key, plan_price(uniform_plan(*key.first, layers, key.second), prefetch)});
   Price best;
   for (const Priced& u : uniform)
     if (u.price.fits && (!best.fits || u.price.seconds < best.seconds)) best = u.price;
@@ -237,7 +269,7 @@ GroupCosts::Price GroupCosts::price_switching(const MicroBatch& micro_batch, int
         const CandidateKey& key = is_fast ? fast : lean;
         plan.push_back({key.first, key.second});
       }
-      Price p = price_plan(micro_batch, degree, plan);
+      Price p = plan_price(plan, prefetch);
       if (p.fits && (!mixed.fits || p.seconds < mixed.seconds)) mixed = std::move(p);
     }
     return mixed;
@@ -259,16 +291,6 @@ GroupCosts::Price GroupCosts::price_switching(const MicroBatch& micro_batch, int
       if (fits > 0 && at_fits.seconds < best.seconds) best = std::move(at_fits);
     }
   return best;
-}
-
-GroupCosts::Price GroupCosts::price_plan(const MicroBatch& micro_batch, int degree, const Plan& plan) {
-  const costmodel::ProgramPrice price = price_round(micro_batch, degree, plan, false);
-  Price result;
-  result.plan = plan;
-  result.seconds = price.seconds - price.optimizer_s;
-  result.peak_bytes = price.peak_bytes + prefetch_bytes_;
-  result.fits = result.peak_bytes <= cluster_.tensor_capacity_bytes();
-  return result;
 }
 
 costmodel::ProgramPrice GroupCosts::price_round(const MicroBatch& micro_batch, int degree, const Plan& plan,
@@ -298,14 +320,17 @@ costmodel::ProgramPrice GroupCosts::price_round(const MicroBatch& micro_batch, i
 GroupCosts::SequencePrice GroupCosts::sequence_s(int64_t length, int degree) {
   const AtDegree& at_degree = at(degree);
   const double fixed_s = round_s_ + at_degree.micro_batch_s;
+  // A micro-batch whose round goes without the prefetch leaves exposed what the prefetch would hide.
+  const auto work_s = [&](const Price& p) {
+    return std::max(0.0, p.seconds - fixed_s) + (p.prefetch ? 0 : at_degree.hidden_s);
+  };
   if (const int64_t copies = at_degree.packing_tokens / length; copies >= 2) {
     Price packed = price(MicroBatch{std::vector<int64_t>(static_cast<std::size_t>(copies), length)}, degree);
-    if (packed.fits)
-      return {std::max(0.0, packed.seconds - fixed_s) / static_cast<double>(copies), std::move(packed.plan)};
+    if (packed.fits) return {work_s(packed) / static_cast<double>(copies), std::move(packed.plan)};
   }
   Price alone = price(MicroBatch::sequence(length), degree);
   if (!alone.fits) return {};
-  return {std::max(0.0, alone.seconds - fixed_s), std::move(alone.plan)};
+  return {work_s(alone), std::move(alone.plan)};
 }
 
 GroupProblem GroupCosts::problem(const std::vector<int64_t>& tokens) {

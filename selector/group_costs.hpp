@@ -7,7 +7,10 @@
 // weight gathers and gradient reduce-scatter included, the optimizer step not (one per global batch).
 // Its time is priced without the gathers' prefetch, so that its work and the round's collectives add
 // up; its memory is that program's peak plus one more layer's gathered weights, what the prefetch
-// holds at most (an upper bound on the prefetching program's peak).
+// holds at most (an upper bound on the prefetching program's peak). Where that one layer is what keeps
+// the fastest plan out of memory, the micro-batch's round may go without the prefetch instead (memory
+// relief, Price::prefetch), when the plan's gain is more than the prefetch hides; its sequences then
+// carry the gathers the prefetch would have hidden.
 // Sequences are priced at the points of a grid of lengths 5 % apart, so that a trace's many lengths
 // cost a few hundred programs per degree: a sequence fits where the next point fits, and takes the
 // time between the points around it; a degree's capacity is the longest grid length whose program
@@ -25,6 +28,7 @@
 // both), and a layer's compute shorter than its gather (the prefetch then hides less).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -72,12 +76,16 @@ class GroupCosts {
   GroupProblem problem(const std::vector<int64_t>& tokens);
   // A (packed) micro-batch on a group of `degree`, one of degrees(): the policy's plan, and that
   // plan's time in a grouped step without the prefetch and without the optimizer step, and its peak
-  // memory with the prefetch's layer (as above).
+  // memory with the prefetch's layer, or without it where its round goes without (as above).
   struct Price {
     Plan plan;
     double seconds = 0;
     double peak_bytes = 0;
     bool fits = false;
+    // false: the plan fits only without the prefetch's layer (peak_bytes is then without it), and is
+    // faster so than the fastest plan that fits with it by more than the prefetch would hide; its
+    // round then gathers each layer as it uses it (GroupedStepSpec::rounds_without_prefetch).
+    bool prefetch = true;
   };
   Price price(const MicroBatch& micro_batch, int degree);
   // The pricing policy that switches per layer by the grouped step's own programs (not the one-group
@@ -92,7 +100,10 @@ class GroupCosts {
  private:
   struct AtDegree;
   AtDegree& at(int degree);
-  Price price_plan(const MicroBatch& micro_batch, int degree, const Plan& plan);
+  // A plan's price, its program priced once (the round without the prefetch) and held to the memory
+  // limit with the prefetch's layer or without it.
+  using PlanPricer = std::function<Price(const Plan& plan, bool prefetch)>;
+  Price held(const Plan& plan, const costmodel::ProgramPrice& program, bool prefetch) const;
   // Rank 0's program of a round in which ranks [0, degree) train `micro_batch` by `plan`, priced.
   costmodel::ProgramPrice price_round(const MicroBatch& micro_batch, int degree, const Plan& plan,
                                       bool prefetch);
@@ -103,7 +114,8 @@ class GroupCosts {
     Plan plan;
   };
   SequencePrice sequence_s(int64_t length, int degree);
-  Price price_switching(const MicroBatch& micro_batch, int degree);
+  // kSwitching's plan within the memory limit with the prefetch's layer or without it.
+  Price price_switching(const PlanPricer& plan_price, int degree, bool prefetch);
   // The grid point at or above `tokens`, padded as on the whole job.
   int64_t grid_tokens(int64_t tokens) const;
   // The grid point before grid_tokens(tokens) (the same point, or above `tokens`, where padding

@@ -1,5 +1,6 @@
 #include "strategies/grouped_step.hpp"
 
+#include <algorithm>
 #include <optional>
 
 #include "common/errors.hpp"
@@ -44,8 +45,14 @@ Tensor summed_shard(Backend& be, const Tensor& gradient) {
 // The job's shards, gathered layer by layer (grouped_step.hpp).
 class JobShards final : public WeightSource {
  public:
-  JobShards(ModelShards& shards, const ModelSpec& model, int num_layers, bool prefetch)
-      : shards_(shards), model_(model), num_layers_(num_layers), prefetch_(prefetch) {}
+  JobShards(ModelShards& shards, const ModelSpec& model, int num_layers)
+      : shards_(shards), model_(model), num_layers_(num_layers) {}
+
+  // Whether the next round's gathers are prefetched; between rounds, when none is in flight.
+  void prefetch(bool on) {
+    PARADYSE_CHECK(!next_.valid(), "a prefetched layer gather that was not used");
+    prefetch_ = on;
+  }
 
   Tensor table(Backend& be, bool head) override {
     return be.shard_all_gather(head ? shards_.head : shards_.embedding, 0);
@@ -180,7 +187,7 @@ class JobShards final : public WeightSource {
   ModelShards& shards_;
   const ModelSpec& model_;
   const int num_layers_;
-  const bool prefetch_;
+  bool prefetch_ = true;
   const LayerFlatLayout layout_ = layer_flat_layout(model_);
   Pending next_;  // the prefetched gather of next_use_
   Use next_use_;
@@ -189,6 +196,11 @@ class JobShards final : public WeightSource {
 };
 
 }  // namespace
+
+bool GroupedStepSpec::prefetches(std::size_t round) const {
+  return prefetch_gathers && std::find(rounds_without_prefetch.begin(), rounds_without_prefetch.end(),
+                                       round) == rounds_without_prefetch.end();
+}
 
 const GroupWork& group_of(const Round& round, int rank) {
   for (const GroupWork& group : round)
@@ -205,6 +217,11 @@ void check_grouped_step(const GroupedStepSpec& spec, int job_degree) {
                      "expected a shard group of ranks that divides the job's " + std::to_string(job_degree) +
                          ", got " + std::to_string(shard));
   if (spec.rounds.empty()) throw InputError("", 0, "rounds", "expected at least one round");
+  for (const std::size_t round : spec.rounds_without_prefetch)
+    if (round >= spec.rounds.size())
+      throw InputError("", 0, "rounds without prefetch",
+                       "expected rounds of the step's " + std::to_string(spec.rounds.size()) +
+                           ", got round " + std::to_string(round));
   for (std::size_t r = 0; r < spec.rounds.size(); ++r) {
     const std::string where = "rounds[" + std::to_string(r) + "]";
     int next = 0;
@@ -243,9 +260,10 @@ Tensor grouped_training_step(Backend& be, const GroupedStepSpec& spec, ModelShar
                      be.shard_degree() == spec.shard_degree_of(job),
                  "a grouped step runs on shards laid out over its shard group, one per layer");
   StepTotals totals = step_totals(be, spec.clip_grad_norm);
-  JobShards weights(shards, *spec.model, spec.num_layers, spec.prefetch_gathers);
+  JobShards weights(shards, *spec.model, spec.num_layers);
   for (std::size_t r = 0; r < spec.rounds.size(); ++r) {
     const GroupWork& group = group_of(spec.rounds[r], be.job_rank());
+    weights.prefetch(spec.prefetches(r));
     be.use_group(group.first_rank, group.degree);
     if (group.idle())
       weights.idle_round(be);

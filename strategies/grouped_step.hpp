@@ -28,7 +28,9 @@
 // order a micro-batch uses them: forward 0 … L−1, then backward L−1 … 0), on the one communication
 // stream, so that it runs under that layer's compute; only a micro-batch's first gather is exposed.
 // The cost: a rank holds two layers' whole weights at a time instead of one. A group's own collectives
-// of a layer queue behind the next layer's gather on that stream.
+// of a layer queue behind the next layer's gather on that stream. A round may go without it (every
+// rank of the round alike), where that one layer's weights are what keeps a group's fastest plan out
+// of memory.
 //
 // A step is rounds. In a round every rank of the job is in one group and each group trains one
 // micro-batch; the groups may differ from round to round (FlexSP plans each). Gradients accumulate
@@ -65,8 +67,12 @@ struct GroupedStepSpec {
   int shard_degree = 0;         // ranks in a shard group: 0 for the whole job (Groups::use_shard_degree)
   // Each layer's gather starts while the layer before it computes (grouped_step.hpp's "Prefetch").
   bool prefetch_gathers = true;
+  // Rounds (indices into `rounds`) that gather each layer only when they use it: memory relief for a
+  // round in which a group's fastest plan fits only without the prefetch's one more layer of weights.
+  std::vector<std::size_t> rounds_without_prefetch;
 
   int shard_degree_of(int job_degree) const { return shard_degree == 0 ? job_degree : shard_degree; }
+  bool prefetches(std::size_t round) const;
 };
 
 // Throws InputError when the shard group does not divide the job, the rounds' groups do not cover the

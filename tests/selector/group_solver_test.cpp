@@ -310,3 +310,80 @@ TEST_CASE("group costs: switching mixes a faster strategy into a leaner one wher
   }
   CHECK(mixed >= 1);
 }
+
+TEST_CASE(
+    "group costs: a round goes without the prefetch where only that lets a faster plan fit, and only "
+    "when that pays",
+    "[selector]") {
+  // gpt-8l on 8 GPUs (a layer's whole weights are 3.6 GB): at each strategy's longest length a uniform
+  // plan fits only without the prefetch's one more layer. The price chooses it there exactly when it is
+  // faster than the fastest plan that fits with the prefetch by more than the prefetch hides under that.
+  const ModelSpec model = load_model("gpt-8l");
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  const int job = 8;
+  selector::GroupCosts costs(model, cluster, job, selector::GroupCosts::kSwitching, 1 << 19,
+                             {.degrees = {8}});
+  const costmodel::OpTimer timer(cluster, job);
+  const double static_bytes = steps::static_memory_bytes(model, job, WeightLayout::job);
+  const double prefetch_bytes = static_cast<double>(layer_flat_layout(model).padded(job)) * 2 *
+                                (1 + cluster.gpu.allocator_fragmentation);
+  const double capacity = cluster.tensor_capacity_bytes();
+  const auto round = [&](const Plan& plan, int64_t length, bool prefetch) {
+    StepSpec micro;
+    micro.model = &model;
+    micro.tokens = SequenceLayout::padded_length(length, job, model.causal);
+    micro.plan = plan;
+    GroupedStepSpec step;
+    step.model = &model;
+    step.num_layers = static_cast<int>(model.num_layers);
+    step.rounds = {{{0, job, micro}}};
+    step.prefetch_gathers = prefetch;
+    return costmodel::price_program(trace_grouped_step(step, 0, job), timer, static_bytes,
+                                    cluster.gpu.allocator_fragmentation);
+  };
+  int relieved = 0;
+  for (const Strategy* strategy : paper_strategies()) {
+    if (strategy->unsupported(model, job)) continue;
+    const Plan plan = uniform_plan(*strategy, model.num_layers);
+    // The longest length (in steps of 1K) at which the plan fits without the prefetch's layer.
+    int64_t fits = 0, unfit = 1 << 10;  // in units of 1K tokens
+    while (unfit - fits > 1) {
+      const int64_t mid = (fits + unfit) / 2;
+      (round(plan, mid * 1024, false).peak_bytes <= capacity ? fits : unfit) = mid;
+    }
+    // From 64K tokens on every layer computes longer than its gather, so the prefetch hides the same
+    // gathers under every plan (colossal_z, which scores all pairs, fits only 8K).
+    if (fits < 64) continue;
+    const int64_t length = fits * 1024;
+    if (round(plan, length, false).peak_bytes + prefetch_bytes <= capacity) continue;
+    CAPTURE(strategy->name(), length);
+    const selector::GroupCosts::Price chosen = costs.price(MicroBatch::sequence(length), job);
+    REQUIRE(chosen.fits);
+    const costmodel::ProgramPrice chosen_off = round(chosen.plan, length, false);
+    // peak_bytes is what the round holds: with the prefetch's layer, or without it.
+    CHECK(chosen.peak_bytes ==
+          Approx(chosen_off.peak_bytes + (chosen.prefetch ? prefetch_bytes : 0)).epsilon(1e-9));
+    CHECK(chosen.peak_bytes <= capacity);
+    const double chosen_s = chosen_off.seconds - chosen_off.optimizer_s;
+    const costmodel::ProgramPrice chosen_on = round(chosen.plan, length, true);
+    const double chosen_hidden_s = chosen_s - (chosen_on.seconds - chosen_on.optimizer_s);
+    // Against every uniform plan: one that fits with the prefetch is no faster once the prefetch is
+    // counted; one that fits only without it gains less than the prefetch hides, unless chosen.
+    for (const Strategy* other : paper_strategies()) {
+      if (other->unsupported(model, job)) continue;
+      const costmodel::ProgramPrice off = round(uniform_plan(*other, model.num_layers), length, false);
+      if (off.peak_bytes > capacity) continue;
+      CAPTURE(other->name());
+      const double other_s = off.seconds - off.optimizer_s;
+      if (off.peak_bytes + prefetch_bytes <= capacity) {
+        const costmodel::ProgramPrice on = round(uniform_plan(*other, model.num_layers), length, true);
+        const double other_hidden_s = other_s - (on.seconds - on.optimizer_s);
+        CHECK(chosen_s - (chosen.prefetch ? chosen_hidden_s : 0) <= (other_s - other_hidden_s) * (1 + 1e-3));
+      } else if (chosen.prefetch) {
+        CHECK(other_s >= (chosen_s - chosen_hidden_s) * (1 - 1e-3));
+      }
+    }
+    relieved += chosen.prefetch ? 0 : 1;
+  }
+  CHECK(relieved >= 1);
+}

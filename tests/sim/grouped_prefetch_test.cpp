@@ -142,3 +142,30 @@ TEST_CASE("grouped step prefetch: one more layer's whole weights held, and gathe
         simulated_off.iteration_time_s - static_cast<double>(model.num_layers - 1) * gather_s);
   CHECK(simulated_on.iteration_time_s == Approx(priced_on.seconds).epsilon(0.01));
 }
+
+TEST_CASE("grouped step prefetch: a round without it gathers each layer as it uses it, the others prefetch",
+          "[sim]") {
+  const ModelSpec model = load_model("llama-8l");
+  const int job = 8;
+  const double flat_bytes = static_cast<double>(layer_flat_layout(model).padded(job)) * 2;
+  const auto layers = static_cast<std::size_t>(model.num_layers);
+  GroupedStepSpec spec = one_group(model, ulysses_z(), 4, 16384, job, true);
+  spec.rounds.push_back(spec.rounds.front());
+  spec.rounds_without_prefetch = {0};
+  CHECK_NOTHROW(check_grouped_step(spec, job));
+  for (const int rank : {0, 5}) {
+    INFO("rank " << rank);
+    const std::vector<GatherUse> gathers = layer_gathers(trace_grouped_step(spec, rank, job), flat_bytes);
+    REQUIRE(gathers.size() == 4 * layers);
+    for (std::size_t k = 0; k < 2 * layers; ++k) CHECK(gathers[k].issued_in == gathers[k].waited_in);
+    CHECK(gathers[2 * layers].issued_in == gathers[2 * layers].waited_in);
+    for (std::size_t k = 2 * layers + 1; k < gathers.size(); ++k) {
+      INFO("gather " << k);
+      CHECK(gathers[k].issued_in == gathers[k - 1].waited_in);
+      CHECK(gathers[k].waited_in > gathers[k].issued_in);
+    }
+  }
+  spec.rounds_without_prefetch = {2};
+  CHECK_THROWS_WITH(check_grouped_step(spec, job),
+                    Catch::Contains("rounds without prefetch") && Catch::Contains("got round 2"));
+}
