@@ -42,6 +42,8 @@ inline constexpr std::string_view drops_out = "paradyse.drops_out";
 inline constexpr std::string_view root = "paradyse.root";  // broadcast and reduce, within the group
 // Bytes allocated (> 0) and freed (< 0), in order, just before the node is issued.
 inline constexpr std::string_view memory_events = "paradyse.memory_events";
+// The same in host memory: offloaded activations.
+inline constexpr std::string_view host_memory_events = "paradyse.host_memory_events";
 
 // The metadata's.
 inline constexpr std::string_view rank = "paradyse.rank";
@@ -49,6 +51,7 @@ inline constexpr std::string_view ranks = "paradyse.ranks";
 inline constexpr std::string_view static_bytes = "paradyse.static_bytes";  // held from the start
 inline constexpr std::string_view description = "paradyse.description";
 inline constexpr std::string_view memory_events_at_end = "paradyse.memory_events_at_end";
+inline constexpr std::string_view host_memory_events_at_end = "paradyse.host_memory_events_at_end";
 }  // namespace attr
 
 using Attributes = google::protobuf::RepeatedPtrField<pb::AttributeProto>;

@@ -46,9 +46,13 @@ class RankEncoder {
     events_before_.resize(program_.ops.size() + 1);
     for (const MemoryEvent& event : program_.memory)
       events_before_[std::min<std::size_t>(event.before_op, program_.ops.size())].push_back(event.bytes);
+    host_events_before_.resize(program_.ops.size() + 1);
+    for (const MemoryEvent& event : program_.host_memory)
+      host_events_before_[std::min<std::size_t>(event.before_op, program_.ops.size())].push_back(event.bytes);
   }
 
   const std::vector<int64_t>& events_at_end() const { return events_before_.back(); }
+  const std::vector<int64_t>& host_events_at_end() const { return host_events_before_.back(); }
 
   void append_nodes(std::string& out) {
     for (OpId id = 0; id < program_.ops.size(); ++id) {
@@ -57,7 +61,10 @@ class RankEncoder {
         append_delimited(send_recv_node(op, id, pb::COMM_SEND_NODE, 0), out);
         append_delimited(send_recv_node(op, id, pb::COMM_RECV_NODE, 1), out);
       } else {
-        append_delimited(is_communication(op.kind) ? collective_node(op, id) : compute_node(op, id), out);
+        append_delimited(is_communication(op.kind)      ? collective_node(op, id)
+                         : op.kind == OpKind::host_copy ? copy_node(op, id)
+                                                        : compute_node(op, id),
+                         out);
       }
       last_on_stream_[static_cast<std::size_t>(op.stream)] = id;
     }
@@ -89,6 +96,8 @@ class RankEncoder {
     add_string(attrs, attr::phase, to_string(op.phase));
     if (op.layer >= 0) add_int(attrs, attr::layer, op.layer);
     if (part == 0 && !events_before_[id].empty()) add_ints(attrs, attr::memory_events, events_before_[id]);
+    if (part == 0 && !host_events_before_[id].empty())
+      add_ints(attrs, attr::host_memory_events, host_events_before_[id]);
     return node;
   }
 
@@ -106,6 +115,19 @@ class RankEncoder {
     if (op.host_waits) add_bool(attrs, attr::host_waits, true);
     if (op.partially_masked) add_bool(attrs, attr::partially_masked, true);
     if (op.drops_out) add_bool(attrs, attr::drops_out, true);
+    return node;
+  }
+
+  // A copy over the host link (activation offload): Chakra's memory nodes, a store to host memory or a
+  // load from it, with the bytes it moves.
+  pb::Node copy_node(const Op& op, OpId id) {
+    pb::Node node = common(op, id, op.kernel == Kernel::offload ? pb::MEM_STORE_NODE : pb::MEM_LOAD_NODE, 0);
+    const double seconds = timer_.seconds(op);
+    node.set_duration_micros(static_cast<uint64_t>(whole(seconds * 1e6)));
+    Attributes& attrs = *node.mutable_attr();
+    add_int(attrs, attr::tensor_size, whole(op.size_bytes));
+    add_double(attrs, attr::duration_s, seconds);
+    add_string(attrs, attr::kernel, to_string(op.kernel));
     return node;
   }
 
@@ -147,9 +169,10 @@ class RankEncoder {
   const int rank_;
   const CommGroups& groups_;
   const costmodel::OpTimer& timer_;
-  std::vector<uint64_t> first_node_;                 // by op
-  std::vector<std::vector<int64_t>> events_before_;  // by op, and after the last
-  std::array<std::optional<OpId>, 2> last_on_stream_;
+  std::vector<uint64_t> first_node_;                      // by op
+  std::vector<std::vector<int64_t>> events_before_;       // by op, and after the last
+  std::vector<std::vector<int64_t>> host_events_before_;  // the same in host memory
+  std::array<std::optional<OpId>, kStreamCount> last_on_stream_;
   std::map<int, int64_t> sends_;  // send_recv ops so far, by group id
 };
 
@@ -171,6 +194,8 @@ std::string encode_rank_trace(const std::vector<Program>& programs, int rank, co
   add_double(attrs, attr::static_bytes, metadata.static_bytes);
   if (!metadata.description.empty()) add_string(attrs, attr::description, metadata.description);
   if (!encoder.events_at_end().empty()) add_ints(attrs, attr::memory_events_at_end, encoder.events_at_end());
+  if (!encoder.host_events_at_end().empty())
+    add_ints(attrs, attr::host_memory_events_at_end, encoder.host_events_at_end());
   std::string out;
   append_delimited(header, out);
   encoder.append_nodes(out);

@@ -73,6 +73,8 @@ class RankDecoder {
     const AttributeReader metadata(metadata_.attr(), source_, "metadata");
     for (int64_t bytes : metadata.integers(attr::memory_events_at_end))
       trace_.program.memory.push_back({static_cast<OpId>(trace_.program.ops.size()), bytes});
+    for (int64_t bytes : metadata.integers(attr::host_memory_events_at_end))
+      trace_.program.host_memory.push_back({static_cast<OpId>(trace_.program.ops.size()), bytes});
     mark_phases();
     return std::move(trace_);
   }
@@ -235,6 +237,18 @@ class RankDecoder {
     op.duration_s = exact.value_or(static_cast<double>(node.duration_micros()) * 1e-6);
   }
 
+  // A memory node: a copy to host memory (store) or back (load) on the copy stream, of its bytes.
+  void copy(Op& op, const pb::Node& node, const AttributeReader& a) {
+    op.stream = Stream::copy;
+    op.kind = OpKind::host_copy;
+    op.kernel = node.type() == pb::MEM_STORE_NODE ? Kernel::offload : Kernel::reload;
+    op.size_bytes = op.memory_bytes = non_negative(a, attr::tensor_size, true);
+    if (options_.price_compute) return;
+    const std::optional<double> exact = a.number(attr::duration_s);
+    if (exact && *exact < 0) a.fail(attr::duration_s, "expected a non-negative number of seconds");
+    op.duration_s = exact.value_or(static_cast<double>(node.duration_micros()) * 1e-6);
+  }
+
   void set_group(Op& op, const RankSet& group) {
     op.stream = Stream::communication;
     op.kernel = Kernel::communication;
@@ -313,7 +327,7 @@ class RankDecoder {
   void build_ops(const std::vector<std::size_t>& order) {
     Program& program = trace_.program;
     std::vector<OpId> op_of_node(nodes_.size());
-    std::array<std::optional<OpId>, 2> last_on_stream;
+    std::array<std::optional<OpId>, kStreamCount> last_on_stream;
     for (std::size_t position = 0; position < order.size(); ++position) {
       const std::size_t i = order[position];
       const pb::Node& node = nodes_[i];
@@ -329,6 +343,10 @@ class RankDecoder {
         case pb::COMM_COLL_NODE:
           collective(op, a);
           break;
+        case pb::MEM_STORE_NODE:
+        case pb::MEM_LOAD_NODE:
+          copy(op, node, a);
+          break;
         case pb::COMM_SEND_NODE:
         case pb::COMM_RECV_NODE:
           if (position + 1 < order.size() &&
@@ -342,10 +360,11 @@ class RankDecoder {
           }
           break;
         default:
-          throw InputError(source_, 0, node_field(i) + ".type",
-                           "expected COMP_NODE, COMM_COLL_NODE, COMM_SEND_NODE or COMM_RECV_NODE (the nodes "
-                           "paradyse simulates), got " +
-                               type_name(node.type()));
+          throw InputError(
+              source_, 0, node_field(i) + ".type",
+              "expected COMP_NODE, COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE, MEM_STORE_NODE or "
+              "MEM_LOAD_NODE (the nodes paradyse simulates), got " +
+                  type_name(node.type()));
       }
       // A control dependency on the op before this one on its stream is the stream's order, which the
       // executor keeps anyway: not a dependency of the op.
@@ -363,6 +382,7 @@ class RankDecoder {
       }
       previous = id;
       for (int64_t bytes : a.integers(attr::memory_events)) program.memory.push_back({id, bytes});
+      for (int64_t bytes : a.integers(attr::host_memory_events)) program.host_memory.push_back({id, bytes});
       program.ops.push_back(std::move(op));
       trace_.node_of_op.push_back(static_cast<uint32_t>(i));
     }

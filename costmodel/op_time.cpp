@@ -95,7 +95,17 @@ OpTimer::OpTimer(const hw::ClusterSpec& cluster, int degree,
 
 double OpTimer::seconds(const Op& op) const {
   if (op.kind == OpKind::wait) return 0;
+  if (op.kind == OpKind::host_copy) return host_copy_s(op);
   return is_communication(op.kind) ? communication_s(op) : compute_s(op);
+}
+
+double OpTimer::host_copy_s(const Op& op) const {
+  if (op.duration_s >= 0) return op.duration_s;  // recorded, not priced (Op::duration_s)
+  if (cluster_.gpu.host_link_bytes_per_second <= 0)
+    throw InputError(cluster_.source, 0, "gpu.host_link_bytes_per_second",
+                     "expected the GPU's host link bandwidth and host memory to price activation offload, "
+                     "which this cluster does not give");
+  return op.size_bytes / cluster_.gpu.host_link_bytes_per_second;
 }
 
 double OpTimer::dispatch_s(const Op& op) const {

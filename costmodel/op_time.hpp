@@ -53,6 +53,9 @@ class OpTimer {
   // (by its direction and its rerun) evenly, as the host issues them between the same collectives.
   std::vector<double> issue_s(const Program& program) const;
   bool synchronous_host() const { return cluster_.host.synchronous; }
+  // A copy between device and host memory (activation offload): its bytes over the GPU's host link;
+  // InputError where the cluster gives none.
+  double host_copy_s(const Op& op) const;
   // A compute op's time: its recorded duration_s where it has one, else its price.
   double compute_s(const Op& op) const;
   // A collective's or transfer's time: its fabric's synchronization_s, then its hops and bytes, and at

@@ -58,7 +58,7 @@ SegmentCost cost_segment(const Program& program, OpId first_op, OpId end_op, uin
                          std::vector<double>& finish, double host_lead_s) {
   SegmentCost cost;
   finish.assign(end_op - first_op, 0.0);
-  double stream_free[2] = {0, 0};
+  double stream_free[kStreamCount] = {0, 0, 0};
   double host = -host_lead_s;  // when the host has issued the ops so far
   std::vector<ComputeSlot> compute;
   std::vector<ContendedSpan> spans;
@@ -101,7 +101,7 @@ SegmentCost cost_segment(const Program& program, OpId first_op, OpId end_op, uin
     cost.bus_bytes += op.bus_bytes;
   }
   for (const ComputeSlot& slot : compute) cost.compute_s += finish[slot.id - first_op] - slot.start;
-  cost.seconds = std::max({stream_free[0], stream_free[1], host});
+  cost.seconds = std::max({stream_free[0], stream_free[1], stream_free[2], host});
   double live = 0;
   for (uint32_t e = first_event; e < end_event; ++e) {
     live += static_cast<double>(program.memory[e].bytes);
@@ -153,6 +153,7 @@ ProgramPrice price_program(const Program& program, const OpTimer& timer, double 
   price.seconds = total.seconds;
   price.host_bound_s = total.host_bound_s;
   price.peak_bytes = static_bytes + total.memory_peak_bytes * (1 + fragmentation);
+  price.host_peak_bytes = static_cast<double>(host_memory_peak(program).bytes);
   return price;
 }
 

@@ -1,8 +1,9 @@
-// The analytic price of a traced program: ops list-scheduled on a compute and a communication stream
-// (an op starts when its stream is free, its dependencies are done and the host has issued it, so
-// communication hides behind compute exactly where the program allows it, and short kernels run at
-// the host's pace), and the live-bytes timeline of its allocations. The host issues in program
-// order, each op at OpTimer::dispatch_s; a synchronous host also waits for each compute-stream op.
+// The analytic price of a traced program: ops list-scheduled on a compute, a communication and a copy
+// stream (an op starts when its stream is free, its dependencies are done and the host has issued it,
+// so communication and offload copies hide behind compute exactly where the program allows it, and
+// short kernels run at the host's pace), and the live-bytes timeline of its allocations. Copies over
+// the host link take no share of the compute stream (the GPU's copy engines run them). The host issues in
+// program order, each op at OpTimer::dispatch_s; a synchronous host also waits for each compute-stream op.
 // While a collective is in flight the compute stream runs at 1 − its OpTimer::compute_contention.
 #pragma once
 
@@ -47,6 +48,7 @@ struct ProgramPrice {
   double host_bound_s = 0;  // of seconds, the compute stream waiting for the host (SegmentCost)
   double optimizer_s = 0;
   double peak_bytes = 0;
+  double host_peak_bytes = 0;  // host memory the rank's offloaded activations take at their peak
 };
 ProgramPrice price_program(const Program& program, const OpTimer& timer, double static_bytes,
                            double fragmentation);

@@ -61,6 +61,7 @@ std::string layout_text(const selector::GroupSchedule& schedule) {
 // slowest rank; its memory: the highest of the ranks' live bytes over the static terms.
 struct Timed {
   double seconds = 0, host_bound_s = 0, peak_bytes = 0;  // host_bound_s: the mean over ranks
+  double host_peak_bytes = 0;                            // offloaded activations in host memory
   bool fits = false;
 };
 Timed analytic(const GroupedStepSpec& spec, const hw::ClusterSpec& cluster, int job) {
@@ -75,8 +76,10 @@ Timed analytic(const GroupedStepSpec& spec, const hw::ClusterSpec& cluster, int 
     timed.seconds = std::max(timed.seconds, price.seconds);
     timed.host_bound_s += price.host_bound_s / job;
     timed.peak_bytes = std::max(timed.peak_bytes, price.peak_bytes);
+    timed.host_peak_bytes = std::max(timed.host_peak_bytes, price.host_peak_bytes);
   }
-  timed.fits = timed.peak_bytes <= cluster.tensor_capacity_bytes();
+  timed.fits = timed.peak_bytes <= cluster.tensor_capacity_bytes() &&
+               timed.host_peak_bytes <= cluster.gpu.host_memory_bytes;
   return timed;
 }
 

@@ -128,7 +128,7 @@ Plan parse_plan(const std::string& text, const ModelSpec& model, Recompute recom
 
 Recompute parse_recompute_flag(const std::string& text) {
   if (auto recompute = parse_recompute(text)) return *recompute;
-  throw InputError("--recompute", 0, "", "expected none, selective or full, got '" + text + "'");
+  throw InputError("--recompute", 0, "", "expected none, selective, full or offload, got '" + text + "'");
 }
 
 PolicySet PolicyOptions::build(const MachineOptions& machine, const hw::ClusterSpec* cluster) const {

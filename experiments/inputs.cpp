@@ -136,7 +136,12 @@ void add_policy_options(CLI::App& command, evaluation::PolicyOptions& options) {
 }
 
 void add_recompute_option(CLI::App& command, std::string& recompute) {
-  command.add_option("--recompute", recompute, "activation recomputation: none, selective or full")
+  command
+      .add_option(
+          "--recompute", recompute,
+          "activation recomputation: none, selective or full; or offload (nothing recomputed, each "
+          "layer's activations but the last's kept in host memory between forward and backward: needs "
+          "a cluster with a host link)")
       ->capture_default_str();
 }
 

@@ -31,7 +31,7 @@ void add_micro_batches_option(CLI::App& command, int64_t& micro_batches);
 void add_policy_options(CLI::App& command, evaluation::PolicyOptions& options);
 // --max-flows-per-collective: past it, a collective takes the analytic model's time on the routed network.
 void add_max_flows_option(CLI::App& command, int& max_flows_per_collective);
-// --recompute: every layer's activation recomputation, none, selective or full.
+// --recompute: every layer's activation recomputation, none, selective or full, or offload.
 void add_recompute_option(CLI::App& command, std::string& recompute);
 // --docs: one packed micro-batch, its documents' tokens comma-separated.
 void add_documents_option(CLI::App& command, std::string& documents);

@@ -64,6 +64,8 @@ void print(const std::string& header, const sim::SimulationResult& r, const sim:
   fmt::print("iteration time            {:12.2f} ms\n", r.iteration_time_s * 1e3);
   fmt::print("peak memory per GPU       {:12.2f} GiB of {:.2f} GiB usable: {}\n", r.peak_memory_bytes / kGiB,
              r.capacity_bytes / kGiB, r.oom ? "OUT OF MEMORY" : "fits");
+  if (r.host_peak_bytes > 0)
+    fmt::print("offloaded to host memory  {:12.2f} GiB per GPU at the peak\n", r.host_peak_bytes / kGiB);
   if (r.oom_at)
     fmt::print("  first out of memory at  {} ({:.2f} GiB)\n", where(*r.oom_at), r.oom_at->bytes / kGiB);
   fmt::print("{:>6} {:>12} {:>16} {:>14} {:>10} {:>10}\n", "rank", "compute_ms", "exposed_comm_ms",

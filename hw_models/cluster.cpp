@@ -199,11 +199,12 @@ GpuSpec::AttentionOccupancy read_attention_occupancy(const Object& factors) {
 }
 
 GpuSpec read_gpu(const Object& gpu) {
-  gpu.require_keys({"name", "bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second",
-                    "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq",
-                    "kernel_launch_seconds", "reserved_bytes", "allocator_fragmentation", "source"},
-                   {"gemm_tiles", "gemm_efficiency_by_flops", "kernels",
-                    "attention_dropout_time_factor_by_seq", "attention_time_factor_by_blocks_per_sm"});
+  gpu.require_keys(
+      {"name", "bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second", "attention_efficiency_by_seq",
+       "causal_attention_efficiency_by_seq", "kernel_launch_seconds", "reserved_bytes",
+       "allocator_fragmentation", "source"},
+      {"gemm_tiles", "gemm_efficiency_by_flops", "kernels", "attention_dropout_time_factor_by_seq",
+       "attention_time_factor_by_blocks_per_sm", "host_link_bytes_per_second", "host_memory_bytes"});
   const bool tiles = gpu.has("gemm_tiles");
   if (tiles == gpu.has("gemm_efficiency_by_flops"))
     gpu.fail("gemm_tiles", "expected exactly one of gemm_tiles (a GPU's SMs) and gemm_efficiency_by_flops");
@@ -212,7 +213,12 @@ GpuSpec read_gpu(const Object& gpu) {
                   {"bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second",
                    "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq",
                    "kernel_launch_seconds", "reserved_bytes", "allocator_fragmentation"},
-                  {"gemm_efficiency_by_flops", "attention_dropout_time_factor_by_seq"});
+                  {"gemm_efficiency_by_flops", "attention_dropout_time_factor_by_seq",
+                   "host_link_bytes_per_second", "host_memory_bytes"});
+  if (gpu.has("host_link_bytes_per_second") != gpu.has("host_memory_bytes"))
+    gpu.fail("host_link_bytes_per_second",
+             "expected host_link_bytes_per_second and host_memory_bytes together (activation offload needs "
+             "both), or neither");
   // Blocks per SM are counted on the SMs of gemm_tiles.
   if (gpu.has("attention_time_factor_by_blocks_per_sm") && !tiles)
     gpu.fail("attention_time_factor_by_blocks_per_sm",
@@ -240,6 +246,10 @@ GpuSpec read_gpu(const Object& gpu) {
   spec.allocator_fragmentation = gpu.fraction("allocator_fragmentation");
   if (spec.allocator_fragmentation >= 1)
     gpu.fail("allocator_fragmentation", "expected a fraction below 1" + got(gpu, "allocator_fragmentation"));
+  if (gpu.has("host_link_bytes_per_second")) {
+    spec.host_link_bytes_per_second = gpu.number_in("host_link_bytes_per_second", 1e8, 1e13, "bytes/s");
+    spec.host_memory_bytes = gpu.number_in("host_memory_bytes", 1e8, 1e14, "bytes");
+  }
   if (gpu.has("kernels")) spec.kernel_rates = read_kernel_rates(gpu.object("kernels"));
   return spec;
 }

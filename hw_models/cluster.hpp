@@ -73,6 +73,11 @@ struct GpuSpec {
   double kernel_launch_s = 0;          // fixed cost of every kernel
   double reserved_bytes = 0;           // CUDA context and NCCL buffers: never available to tensors
   double allocator_fragmentation = 0;  // fraction the caching allocator holds beyond live tensors
+  // Optional (0: none, and no activation offload): the GPU's copies to and from pinned host memory,
+  // bytes/s each way while every GPU of the node copies at once, and the host memory that holds one
+  // GPU's offloaded activations (its node's memory over its GPUs, less what the host keeps for itself).
+  double host_link_bytes_per_second = 0;
+  double host_memory_bytes = 0;
   // Optional ("kernels"): measured rates of backend calls by their name (Backend's method), which
   // replace the roofline for those calls; paradyse calibrate measures them on a CPU.
   std::map<std::string, KernelRate> kernel_rates;

@@ -280,6 +280,22 @@ class StepOperations {
   // The host reads a one-element tensor (`.item()`: a loss to log, a gradient norm to clip by), so it
   // waits for it, and for everything issued before it on the compute stream, before it issues more.
   virtual double read_scalar(const Tensor& x) = 0;
+
+  // Activation offload (Recompute::offload), as Megatron-LM's --cpu-offloading and TransformerEngine's
+  // CPU offload run it: what a layer's forward keeps for its backward waits in host memory between the
+  // two. offload_mark() before the layer's forward. offload_start(mark, also, keep) after it copies to
+  // host memory, on the copy stream, every buffer made since the mark that something still holds, and
+  // those of `also`, but none of `keep` (the layer's output); offload_finish makes the compute stream wait
+  // for that copy and frees their device memory. reload_start copies them back into device memory on
+  // the copy stream; reload_finish makes the compute stream wait for it, before the layer's backward
+  // reads them. The handles stay valid throughout; a backend whose device memory is the host's moves
+  // nothing.
+  virtual int64_t offload_mark() = 0;
+  virtual int64_t offload_start(int64_t mark, const std::vector<Tensor>& also,
+                                const std::vector<Tensor>& keep) = 0;
+  virtual void offload_finish(int64_t offloaded) = 0;
+  virtual void reload_start(int64_t offloaded) = 0;
+  virtual void reload_finish(int64_t offloaded) = 0;
 };
 
 // Collectives and point-to-point transfers, on the communication stream.

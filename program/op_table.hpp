@@ -37,9 +37,10 @@ enum class OpKind : uint8_t {
   broadcast,
   reduce,
   send_recv,
-  wait,  // the compute stream waits for a communication op (its only dependency)
+  wait,       // the compute stream waits for a communication or copy op (its only dependency)
+  host_copy,  // activations copied between device and host memory (offload), on the copy stream
 };
-constexpr std::size_t kOpKindCount = static_cast<std::size_t>(OpKind::wait) + 1;
+constexpr std::size_t kOpKindCount = static_cast<std::size_t>(OpKind::host_copy) + 1;
 std::string_view to_string(OpKind kind);
 constexpr bool is_communication(OpKind kind) {
   return kind >= OpKind::all_gather && kind <= OpKind::send_recv;
@@ -52,6 +53,7 @@ enum class CallProbe : uint8_t {
   curve,       // priced by the GPU's GEMM or attention curves, which calibration measures on their own
   dispatch,    // its cost is the host's: issuing it and waiting for its one value (read_scalar)
   collective,  // priced by the network's curves, which calibration measures per collective
+  host_link,   // priced by the GPU's host link (GpuSpec::host_link_bytes_per_second)
   none,        // a stream wait: no work of its own
 };
 
@@ -88,7 +90,9 @@ enum class CallProbe : uint8_t {
   X(scale_, OpKind::memory_bound, CallSize::bytes, CallProbe::rate)                    \
   X(read_scalar, OpKind::memory_bound, CallSize::bytes, CallProbe::dispatch)           \
   X(communication, std::nullopt, CallSize::bytes, CallProbe::collective)               \
-  X(wait, OpKind::wait, CallSize::bytes, CallProbe::none)
+  X(wait, OpKind::wait, CallSize::bytes, CallProbe::none)                              \
+  X(offload, OpKind::host_copy, CallSize::bytes, CallProbe::host_link)                 \
+  X(reload, OpKind::host_copy, CallSize::bytes, CallProbe::host_link)
 
 // The backend call an op came from: what a machine's per-call figures are keyed by, since one call
 // is one kernel on a GPU but several passes on a CPU. `communication` is every collective and
@@ -124,9 +128,11 @@ constexpr std::optional<Kernel> kernel_named(std::string_view name) {
     if (kBackendCalls[i].name == name) return static_cast<Kernel>(i);
   return std::nullopt;
 }
-// A compute call: one a cluster file may give figures for (not a collective, not a stream wait).
+// A compute call: one a cluster file may give figures for (not a collective, a stream wait or a copy
+// over the host link).
 constexpr bool is_compute_call(Kernel kernel) {
-  return call_info(kernel).probe != CallProbe::collective && call_info(kernel).probe != CallProbe::none;
+  const CallProbe probe = call_info(kernel).probe;
+  return probe != CallProbe::collective && probe != CallProbe::none && probe != CallProbe::host_link;
 }
 
 }  // namespace paradyse

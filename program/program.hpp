@@ -25,7 +25,10 @@ struct CommunicationBytes {
 };
 CommunicationBytes communication_bytes(OpKind kind, double input_bytes, int degree);
 
-enum class Stream : uint8_t { compute, communication };
+// The compute stream, the communication stream (collectives and transfers) and the copy stream (copies
+// between device and host memory: activation offload), as a GPU runs them at once.
+enum class Stream : uint8_t { compute, communication, copy };
+constexpr std::size_t kStreamCount = 3;
 
 using OpId = uint32_t;
 // Most ops wait on one to three others: held in the op, not in an allocation of their own (a traced
@@ -89,10 +92,16 @@ struct Program {
   int job_degree = 1;
   std::vector<Op> ops;
   std::vector<MemoryEvent> memory;
+  // Host memory the rank's offloaded activations take (pinned), allocated and freed as `memory` is.
+  std::vector<MemoryEvent> host_memory;
   std::vector<PhaseMark> phases;
   std::vector<std::string> labels{""};
 
   std::string_view label(const Op& op) const { return labels[op.label]; }
 };
+
+// The most host memory the program's offloaded activations hold at once, and when (before_op): the
+// fold of host_memory in issue order.
+MemoryEvent host_memory_peak(const Program& program);
 
 }  // namespace paradyse

@@ -28,18 +28,35 @@ struct TracingBackend::Recorder {
 
   OpId next_op() const { return static_cast<OpId>(program.ops.size()); }
   void memory_event(int64_t bytes) { program.memory.push_back({next_op(), bytes}); }
+  void host_memory_event(int64_t bytes) { program.host_memory.push_back({next_op(), bytes}); }
+
+  // Activation offload (Backend::offload_mark): the buffers made since the first open mark, and each
+  // offloaded set by its handle.
+  struct Offloaded {
+    std::vector<std::weak_ptr<TensorImpl>> buffers;
+    OpId copy = 0;  // the op that copies them, out or back
+  };
+  std::vector<std::weak_ptr<TensorImpl>> made;
+  int64_t open_marks = 0;
+  int64_t made_before = 0;  // made[0] is the buffer made after this many had been
+  std::vector<Offloaded> offloaded;
 };
 
 namespace {
 
-// A shape-only buffer. Views share it; the free is recorded when the last view goes.
+// A shape-only buffer. Views share it; the free is recorded when the last view goes, in host memory
+// while it is offloaded.
 struct TracedBuffer final : TensorImpl {
   std::shared_ptr<TracingBackend::Recorder> recorder;
   int64_t bytes = 0;  // 0 for static buffers (weights, gradients): not on the activation timeline
   OpId producer = kNoOp;
+  bool on_host = false;
 
   ~TracedBuffer() override {
-    if (bytes > 0) recorder->memory_event(-bytes);
+    if (bytes > 0 && on_host)
+      recorder->host_memory_event(-bytes);
+    else if (bytes > 0)
+      recorder->memory_event(-bytes);
   }
 };
 
@@ -113,7 +130,98 @@ Tensor TracingBackend::allocate(const Shape& shape, DType dtype) {
   Tensor t(shape, dtype, impl);
   impl->bytes = static_cast<int64_t>(t.bytes());
   if (impl->bytes > 0) recorder_->memory_event(impl->bytes);
+  if (recorder_->open_marks > 0 && impl->bytes > 0) recorder_->made.push_back(impl);
   return t;
+}
+
+int64_t TracingBackend::offload_mark() {
+  Recorder& r = *recorder_;
+  if (r.open_marks++ == 0) {
+    r.made_before += static_cast<int64_t>(r.made.size());
+    r.made.clear();
+  }
+  return r.made_before + static_cast<int64_t>(r.made.size());
+}
+
+int64_t TracingBackend::offload_start(int64_t mark, const std::vector<Tensor>& also,
+                                      const std::vector<Tensor>& keep) {
+  Recorder& r = *recorder_;
+  PARADYSE_CHECK(r.open_marks > 0 && mark >= r.made_before &&
+                     mark <= r.made_before + static_cast<int64_t>(r.made.size()),
+                 "offload_start without its offload_mark");
+  std::vector<std::shared_ptr<TensorImpl>> held;
+  const auto add = [&](const std::shared_ptr<TensorImpl>& impl) {
+    if (!impl) return;
+    const auto& b = static_cast<const TracedBuffer&>(*impl);
+    if (b.bytes == 0 || b.on_host || std::find(held.begin(), held.end(), impl) != held.end()) return;
+    for (const Tensor& k : keep)
+      if (k.shared_impl() == impl) return;
+    held.push_back(impl);
+  };
+  for (auto it = r.made.begin() + (mark - r.made_before); it != r.made.end(); ++it) add(it->lock());
+  for (const Tensor& t : also) add(t.shared_impl());
+  if (--r.open_marks == 0) {
+    r.made_before += static_cast<int64_t>(r.made.size());
+    r.made.clear();
+  }
+  Op& op = record(Kernel::offload, {});
+  Recorder::Offloaded set;
+  int64_t bytes = 0;
+  for (const auto& impl : held) {
+    const auto& b = static_cast<const TracedBuffer&>(*impl);
+    if (b.producer != kNoOp && std::find(op.deps.begin(), op.deps.end(), b.producer) == op.deps.end())
+      op.deps.push_back(b.producer);
+    set.buffers.push_back(impl);
+    bytes += b.bytes;
+  }
+  op.stream = Stream::copy;
+  op.size_bytes = op.memory_bytes = static_cast<double>(bytes);
+  set.copy = r.next_op() - 1;
+  r.host_memory_event(bytes);
+  r.offloaded.push_back(std::move(set));
+  return static_cast<int64_t>(r.offloaded.size()) - 1;
+}
+
+void TracingBackend::offload_finish(int64_t offloaded) {
+  Recorder::Offloaded& set = recorder_->offloaded.at(static_cast<std::size_t>(offloaded));
+  Op& op = record(Kernel::wait, {});
+  op.deps.push_back(set.copy);
+  // The device copies go once the copy is done.
+  for (const std::weak_ptr<TensorImpl>& weak : set.buffers)
+    if (const std::shared_ptr<TensorImpl> impl = weak.lock()) {
+      auto& b = static_cast<TracedBuffer&>(*impl);
+      b.on_host = true;
+      recorder_->memory_event(-b.bytes);
+    }
+}
+
+void TracingBackend::reload_start(int64_t offloaded) {
+  Recorder::Offloaded& set = recorder_->offloaded.at(static_cast<std::size_t>(offloaded));
+  Op& op = record(Kernel::reload, {});
+  op.stream = Stream::copy;
+  op.deps.push_back(set.copy);
+  double bytes = 0;
+  for (const std::weak_ptr<TensorImpl>& weak : set.buffers)
+    if (const std::shared_ptr<TensorImpl> impl = weak.lock()) {
+      auto& b = static_cast<TracedBuffer&>(*impl);
+      if (!b.on_host) continue;
+      b.on_host = false;
+      recorder_->memory_event(b.bytes);
+      recorder_->host_memory_event(-b.bytes);
+      bytes += static_cast<double>(b.bytes);
+    }
+  op.size_bytes = op.memory_bytes = bytes;
+  set.copy = recorder_->next_op() - 1;
+}
+
+void TracingBackend::reload_finish(int64_t offloaded) {
+  const Recorder::Offloaded& set = recorder_->offloaded.at(static_cast<std::size_t>(offloaded));
+  Op& op = record(Kernel::wait, {});
+  op.deps.push_back(set.copy);
+  const OpId wait = recorder_->next_op() - 1;
+  for (const std::weak_ptr<TensorImpl>& weak : set.buffers)
+    if (const std::shared_ptr<TensorImpl> impl = weak.lock())
+      static_cast<TracedBuffer&>(*impl).producer = wait;
 }
 
 Op& TracingBackend::record(Kernel kernel, std::initializer_list<const Tensor*> inputs) {
@@ -594,6 +702,16 @@ void TracingBackend::scale_(const std::vector<Tensor>& tensors, double) {
   for (const Tensor& t : tensors) produced_by(t, recorder_->next_op() - 1);
 }
 
+MemoryEvent host_memory_peak(const Program& program) {
+  MemoryEvent peak;
+  int64_t held = 0;
+  for (const MemoryEvent& event : program.host_memory) {
+    held += event.bytes;
+    if (held > peak.bytes) peak = {event.before_op, held};
+  }
+  return peak;
+}
+
 CommunicationBytes communication_bytes(OpKind kind, double input_bytes, int degree) {
   const double ring_fraction = static_cast<double>(degree - 1) / degree;
   switch (kind) {
@@ -730,6 +848,8 @@ std::string_view to_string(OpKind kind) {
       return "send_recv";
     case OpKind::wait:
       return "wait";
+    case OpKind::host_copy:
+      return "host_copy";
   }
   return "?";
 }

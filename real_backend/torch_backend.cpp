@@ -772,6 +772,19 @@ double TorchBackend::read_scalar(const Tensor& x) {
   return unwrap(x).item<double>();
 }
 
+// On a CPU the device memory is the host's: an offloaded activation stays where it is. On a GPU the
+// copies are not run yet: `run` refuses such a plan before it starts.
+int64_t TorchBackend::offload_mark() {
+  PARADYSE_CHECK(!options_.device.is_cuda(), "activation offload on a CUDA device, which runs no copies yet");
+  return 0;
+}
+int64_t TorchBackend::offload_start(int64_t, const std::vector<Tensor>&, const std::vector<Tensor>&) {
+  return 0;
+}
+void TorchBackend::offload_finish(int64_t) {}
+void TorchBackend::reload_start(int64_t) {}
+void TorchBackend::reload_finish(int64_t) {}
+
 void TorchBackend::adam_step(Tensor& weight, const Tensor& grad) {
   OpTimer timer(*this, Kernel::adam_step);
   auto it = adam_.find(weight.shared_impl().get());

@@ -161,6 +161,12 @@ class TorchBackend final : public Backend {
   Tensor sum_of_squares(const std::vector<Tensor>& tensors, double weight) override;
   void scale_(const std::vector<Tensor>& tensors, double factor) override;
   double read_scalar(const Tensor& x) override;
+  int64_t offload_mark() override;
+  int64_t offload_start(int64_t mark, const std::vector<Tensor>& also,
+                        const std::vector<Tensor>& keep) override;
+  void offload_finish(int64_t offloaded) override;
+  void reload_start(int64_t offloaded) override;
+  void reload_finish(int64_t offloaded) override;
 
   Pending all_gather_over(CommGroup group, const Tensor& x, int dim) override;
   Pending reduce_scatter_over(CommGroup group, const Tensor& x, int dim) override;

@@ -25,14 +25,17 @@ std::vector<const Strategy*> candidate_strategies(bool two_d) {
   return strategies;
 }
 
-std::vector<CandidateKey> all_candidates(bool recompute_choices, bool two_d) {
+std::vector<CandidateKey> all_candidates(bool recompute_choices, bool two_d, bool offload) {
   std::vector<CandidateKey> keys;
   for (const Strategy* strategy : candidate_strategies(two_d)) {
     keys.emplace_back(strategy, Recompute::none);
-    // METP always recomputes: its other settings are the same layer.
-    if (!recompute_choices || strategy->always_recomputes()) continue;
-    keys.emplace_back(strategy, Recompute::selective);
-    keys.emplace_back(strategy, Recompute::full);
+    if (!recompute_choices) continue;
+    // METP always recomputes (it keeps only its input, which it may offload too).
+    if (!strategy->always_recomputes()) {
+      keys.emplace_back(strategy, Recompute::selective);
+      keys.emplace_back(strategy, Recompute::full);
+    }
+    if (offload) keys.emplace_back(strategy, Recompute::offload);
   }
   return keys;
 }

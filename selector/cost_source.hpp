@@ -44,6 +44,9 @@ class AnalyticCostSource final : public CostSource {
 // The strategies a policy chooses among: the paper's five, and with `two_d` the 2-D ones after them.
 std::vector<const Strategy*> candidate_strategies(bool two_d = false);
 // Each of candidate_strategies(two_d), with each recomputation when `recompute_choices`, else none only.
-std::vector<CandidateKey> all_candidates(bool recompute_choices = false, bool two_d = false);
+// With `offload`, also each strategy with its activations offloaded to host memory (Recompute::offload),
+// which only programs priced whole can price (the group policies').
+std::vector<CandidateKey> all_candidates(bool recompute_choices = false, bool two_d = false,
+                                         bool offload = false);
 
 }  // namespace paradyse::selector

@@ -82,7 +82,8 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
       job_(job),
       shard_degree_(options.shard_degree == 0 ? job : options.shard_degree),
       causal_(model.causal),
-      candidates_(all_candidates(options.recompute_choices)) {
+      candidates_(
+          all_candidates(options.recompute_choices, false, cluster.gpu.host_link_bytes_per_second > 0)) {
   check_group_job(model_, cluster_, job, shard_degree_);
   check_group_degrees(options.degrees, job);
   const auto allowed = [&](int degree) {
@@ -224,7 +225,8 @@ GroupCosts::Price GroupCosts::held(const Plan& plan, const costmodel::ProgramPri
   result.plan = plan;
   result.seconds = program.seconds - program.optimizer_s;
   result.peak_bytes = program.peak_bytes + (prefetch ? prefetch_bytes_ : 0);
-  result.fits = result.peak_bytes <= cluster_.tensor_capacity_bytes();
+  result.fits = result.peak_bytes <= cluster_.tensor_capacity_bytes() &&
+                program.host_peak_bytes <= cluster_.gpu.host_memory_bytes;
   result.prefetch = prefetch;
   return result;
 }

@@ -35,10 +35,10 @@ struct Timer {
 
 struct RankState {
   const Program* program = nullptr;
-  std::array<std::vector<OpId>, 2> queue;  // per stream, in issue order
-  std::array<std::size_t, 2> head{};
-  std::array<std::size_t, 2> deps_met{};  // leading deps of the head op known to be done
-  std::array<bool, 2> busy{};
+  std::array<std::vector<OpId>, kStreamCount> queue;  // per stream, in issue order
+  std::array<std::size_t, kStreamCount> head{};
+  std::array<std::size_t, kStreamCount> deps_met{};  // leading deps of the head op known to be done
+  std::array<bool, kStreamCount> busy{};
   std::vector<double> start, end;  // absolute simulated seconds
   // The host (only when the cluster's host costs anything or it waits for an op): it has issued ops
   // [0, host_next), op i at issue[i] after issue_cost[i] of its time (OpTimer::issue_s); it is free
@@ -47,7 +47,7 @@ struct RankState {
   OpId host_next = 0;
   double host_time = 0;
   OpId host_blocked_on = kNoOp;
-  std::array<bool, 2> wake_set{};  // a wake-up is pending for the stream's head op
+  std::array<bool, kStreamCount> wake_set{};  // a wake-up is pending for the stream's head op
   // The compute op running (kNoOp: none): its seconds left at the full rate as of `compute_since`.
   // It runs at 1 − contention, the share that the collective in flight on this rank takes.
   OpId compute_op = kNoOp;
@@ -115,11 +115,13 @@ bool reads_scalars(const std::vector<Program>& programs) {
 }
 
 // For each op of a rank, whether the next op of its compute stream can run straight after it: nothing
-// but that op waits for its end (no communication op depends on it, the host does not wait for it), and
+// but that op waits for its end (no communication or copy op depends on it, the host does not wait for
+// it), and
 // everything that op waits for is known to have ended by then: compute ops before it, and communication
 // ops that an earlier compute op already waited for (the communication stream runs in order). Ops the
 // host issues one at a time and waits for (a synchronous host) never chain.
-std::vector<uint8_t> chains_into_next(const Program& program, const std::array<std::vector<OpId>, 2>& queue,
+std::vector<uint8_t> chains_into_next(const Program& program,
+                                      const std::array<std::vector<OpId>, kStreamCount>& queue,
                                       bool synchronous_host) {
   const std::vector<Op>& ops = program.ops;
   std::vector<uint8_t> chains(ops.size(), 0);
@@ -131,6 +133,8 @@ std::vector<uint8_t> chains_into_next(const Program& program, const std::array<s
     communication_position[communication[k]] = static_cast<int64_t>(k);
     for (OpId dep : ops[communication[k]].deps) awaited_by_communication[dep] = 1;
   }
+  for (const OpId copy : queue[static_cast<std::size_t>(Stream::copy)])
+    for (OpId dep : ops[copy].deps) awaited_by_communication[dep] = 1;
   const std::vector<OpId>& compute = queue[static_cast<std::size_t>(Stream::compute)];
   int64_t communication_ended = -1;  // the communication ops up to this position ended before this op
   for (std::size_t k = 0; k + 1 < compute.size(); ++k) {
@@ -211,6 +215,8 @@ class Run {
         timers_.pop();
         if (timer.rank >= 0 && timer.index == kWake)
           wake(timer.rank);
+        else if (timer.rank >= 0 && op(timer.rank, static_cast<OpId>(timer.index)).kind == OpKind::host_copy)
+          finish(timer.rank, static_cast<OpId>(timer.index), timer.time);
         else if (timer.rank >= 0)
           finish_compute(timer.rank, static_cast<OpId>(timer.index), timer.time);
         else
@@ -231,7 +237,7 @@ class Run {
   void start_ready_ops() {
     for (int r = next_dirty(0); r >= 0; r = next_dirty(r + 1 < p_ ? r + 1 : 0)) {
       dirty_[static_cast<std::size_t>(r) / 64] &= ~(uint64_t{1} << (r % 64));
-      for (Stream stream : {Stream::compute, Stream::communication})
+      for (Stream stream : {Stream::compute, Stream::communication, Stream::copy})
         while (try_start(r, stream)) {
         }
     }
@@ -272,6 +278,8 @@ class Run {
     rank.start[id] = now_;
     if (o.kind == OpKind::wait) {
       finish(r, id, now_);
+    } else if (o.kind == OpKind::host_copy) {
+      set_timer(now_ + timer_.host_copy_s(o), r, id);  // over the GPU's own host link: no flows
     } else if (is_communication(o.kind)) {
       reach_collective(r, id);
     } else {
@@ -427,7 +435,7 @@ class Run {
     --ops_left_;
     if (is_communication(o.kind))
       rank.communication_spans.emplace_back(rank.start[id], time);
-    else if (o.kind != OpKind::wait)
+    else if (o.stream == Stream::compute && o.kind != OpKind::wait)
       rank.compute_spans.emplace_back(rank.start[id], time);
   }
 
@@ -554,10 +562,11 @@ class Run {
     std::string text;
     for (int r = 0; r < p_; ++r) {
       const RankState& rank = ranks_[static_cast<std::size_t>(r)];
-      for (std::size_t s = 0; s < 2; ++s)
+      for (std::size_t s = 0; s < kStreamCount; ++s)
         if (rank.head[s] < rank.queue[s].size()) {
           const Op& o = op(r, rank.queue[s][rank.head[s]]);
-          text += "rank " + std::to_string(r) + " " + (s == 0 ? "compute" : "communication") + " stream at " +
+          constexpr std::array<const char*, kStreamCount> kNames{"compute", "communication", "copy"};
+          text += "rank " + std::to_string(r) + " " + kNames[s] + " stream at " +
                   std::string(to_string(o.kind)) + " " + std::string(rank.program->label(o)) + "; ";
         }
     }

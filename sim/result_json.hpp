@@ -28,6 +28,7 @@ inline void to_json(nlohmann::json& j, const SimulationResult& r) {
        {"micro_batches", r.micro_batches},
        {"iteration_time_s", r.iteration_time_s},
        {"peak_memory_bytes", r.peak_memory_bytes},
+       {"host_peak_bytes", r.host_peak_bytes},
        {"capacity_bytes", r.capacity_bytes},
        {"oom", r.oom},
        {"per_rank", r.per_rank},

@@ -97,6 +97,17 @@ SimulationResult Simulator::run(std::vector<Program> programs, double static_byt
     result.per_rank[r].peak_memory_bytes = memory.peak_bytes;
     result.peak_memory_bytes = std::max(result.peak_memory_bytes, memory.peak_bytes);
     if (memory.oom && !result.oom_at) result.oom_at = memory.oom;
+    const MemoryEvent host = host_memory_peak(programs[r]);
+    result.host_peak_bytes = std::max(result.host_peak_bytes, static_cast<double>(host.bytes));
+    if (static_cast<double>(host.bytes) > cluster_.gpu.host_memory_bytes && !result.oom_at) {
+      const Op& at = programs[r].ops[std::min<std::size_t>(host.before_op, programs[r].ops.size() - 1)];
+      result.oom_at = OutOfMemory{static_cast<int>(r),
+                                  at.phase,
+                                  at.layer,
+                                  "host memory of offloaded activations",
+                                  static_cast<double>(host.bytes),
+                                  cluster_.gpu.host_memory_bytes};
+    }
     if (!options_.record_timeline) continue;
     RankTimeline& timeline = execution.timeline[r];
     for (std::size_t e = 0; e < programs[r].memory.size(); ++e) {

@@ -79,6 +79,7 @@ struct SimulationResult {
   double iteration_time_s = 0;  // from the first op to the last op of any rank
   std::vector<RankResult> per_rank;
   double peak_memory_bytes = 0;  // max over ranks
+  double host_peak_bytes = 0;    // host memory of offloaded activations, max over ranks
   double capacity_bytes = 0;     // per rank: HBM minus the reserve
   bool oom = false;
   std::optional<OutOfMemory> oom_at;

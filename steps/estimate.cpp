@@ -37,6 +37,13 @@ const Estimator::StrategyCosts& Estimator::strategy_costs(const Strategy& strate
   auto key = std::make_tuple(&strategy, degree, padded_documents, batch, recompute, gradients_clipped);
   auto found = traced_.find(key);
   if (found != traced_.end()) return *found->second;
+  // A layer priced alone cannot say what offloading it saves: its copies run under its neighbours, and
+  // the last layer keeps its own.
+  if (recompute == Recompute::offload)
+    throw InputError(
+        "--recompute", 0, "",
+        "activation offload is priced on whole programs only: simulate the plan, or let compare's "
+        "group policies choose it (--recompute-choices), not a layer-by-layer estimate");
 
   // One layer of this strategy inside a whole step, so that its phases are those of any layer.
   StepSpec spec;

@@ -122,15 +122,34 @@ void forward_backward(Backend& be, const StepSpec& micro_batch, ModelShards& sha
   }
 
   std::vector<std::unique_ptr<LayerSaved>> saved(static_cast<std::size_t>(num_layers));
+  // Activation offload (Recompute::offload): a layer's saved activations are copied to host memory
+  // under the next layer's forward, which then waits for the copy and frees them; they come back
+  // under the next layer's backward. The last layer keeps its own.
+  std::vector<int64_t> offloaded(static_cast<std::size_t>(num_layers), -1);
+  const auto offloads = [&](int layer) {
+    return layer + 1 < num_layers &&
+           spec.plan[static_cast<std::size_t>(layer)].recompute == Recompute::offload;
+  };
+  int64_t mark = 0;
   for (int layer = 0; layer < num_layers; ++layer) {
-    const LayerChoice& choice = spec.plan[static_cast<std::size_t>(layer)];
+    const auto index = static_cast<std::size_t>(layer);
+    const LayerChoice& choice = spec.plan[index];
     be.begin_phase(Phase::layer_forward, layer, rerun(*choice.strategy, choice.recompute));
+    if (layer > 0 && offloads(layer - 1)) {
+      be.label("offload");
+      offloaded[index - 1] = be.offload_start(mark, {saved[index - 1]->x}, {x});
+    }
     const LayerContext ctx{model, layout, spec.batch, choice.recompute};
-    LayerForward out =
-        layer_forward(be, *choice.strategy, ctx, weights.layer(be, layer, *choice.strategy, false), x);
+    const LayerWeights& w = weights.layer(be, layer, *choice.strategy, false);
+    if (offloads(layer)) mark = be.offload_mark();
+    LayerForward out = layer_forward(be, *choice.strategy, ctx, w, x);
     weights.layer_done(be, layer, *choice.strategy, false);
+    if (layer > 0 && offloads(layer - 1)) {
+      be.label("offload");
+      be.offload_finish(offloaded[index - 1]);
+    }
     x = std::move(out.y);
-    saved[static_cast<std::size_t>(layer)] = std::move(out.saved);
+    saved[index] = std::move(out.saved);
   }
 
   // Final norm, then head and loss over chunks of the tokens, fused with their gradient.
@@ -154,6 +173,9 @@ void forward_backward(Backend& be, const StepSpec& micro_batch, ModelShards& sha
     const auto index = static_cast<std::size_t>(layer);
     const Strategy& strategy = *spec.plan[index].strategy;
     be.begin_phase(Phase::layer_backward, layer, rerun(strategy, spec.plan[index].recompute));
+    if (offloaded[index] >= 0 || (layer > 0 && offloaded[index - 1] >= 0)) be.label("reload");
+    if (offloaded[index] >= 0) be.reload_finish(offloaded[index]);
+    if (layer > 0 && offloaded[index - 1] >= 0) be.reload_start(offloaded[index - 1]);
     const LayerContext ctx{model, layout, spec.batch, spec.plan[index].recompute};
     const LayerWeights& w = weights.layer(be, layer, strategy, true);
     d_x = layer_backward(be, strategy, ctx, w, std::move(saved[index]), d_x,

@@ -14,12 +14,14 @@ std::string_view to_string(Recompute recompute) {
       return "selective";
     case Recompute::full:
       return "full";
+    case Recompute::offload:
+      return "offload";
   }
   return "?";
 }
 
 std::optional<Recompute> parse_recompute(std::string_view text) {
-  for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
+  for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full, Recompute::offload})
     if (to_string(r) == text) return r;
   return std::nullopt;
 }

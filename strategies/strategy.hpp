@@ -22,7 +22,11 @@ namespace paradyse {
 // everything else is kept. It saves the unfused kernel's s² terms, and with FlashAttention only the
 // log-sum-exp; ring strategies, whose blocks' backward needs the merged log-sum-exp of the whole row,
 // keep theirs. full: only the layer input is kept and the whole layer runs again before its backward.
-enum class Recompute : uint8_t { none, selective, full };
+// offload: nothing runs again; what the layer keeps waits in host memory between its forward and its
+// backward (Megatron-LM's --cpu-offloading): copied out while the next layer's forward runs, back while
+// the next layer's backward runs (micro_batch_pass.hpp). The last layer, whose backward follows at once,
+// keeps its activations.
+enum class Recompute : uint8_t { none, selective, full, offload };
 std::string_view to_string(Recompute recompute);
 std::optional<Recompute> parse_recompute(std::string_view text);
 

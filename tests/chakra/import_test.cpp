@@ -243,7 +243,8 @@ TEST_CASE("import: nodes paradyse cannot run are refused by file, node and field
     const std::string why = refusal(file_of({node(0, pb::COMP_NODE), n}), ranks, groups);
     CHECK_THAT(why, Catch::Contains("t.0.et") && Catch::Contains("node[1]" + field));
   };
-  refused(node(1, pb::MEM_LOAD_NODE), ".type");
+  refused(node(1, pb::METADATA_NODE), ".type");
+  refused(node(1, pb::MEM_LOAD_NODE), ".tensor_size");  // a copy to or from host memory of no size
   refused(node(1, pb::COMP_NODE, {99}), ".data_deps");
   refused(node(0, pb::COMP_NODE), ".id");
   pb::Node self = node(1, pb::COMP_NODE);

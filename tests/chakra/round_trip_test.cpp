@@ -53,6 +53,32 @@ TEST_CASE("export, import, simulate: the time of the same plan within 1 %", "[ch
   }
 }
 
+TEST_CASE("export, import, simulate: activation offload's copies as memory nodes, the same time",
+          "[chakra]") {
+  const ModelSpec model = load_model("gpt-8l");
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  const TempDir dir;
+  steps::StepSimulator simulator(model, cluster);
+  const Plan plan = uniform_plan(ulysses_z(), model.num_layers, Recompute::offload);
+  const sim::SimulationResult direct = simulator.simulate(plan, {.tokens = 65536});
+  const steps::StepPrograms step = steps::trace_plan_step(model, cluster, plan, {.tokens = 65536});
+  chakra::ImportedJob job = round_trip(step, cluster, dir, true);
+  const auto copies = [](const Program& program) {
+    std::vector<std::pair<Kernel, double>> out;
+    for (const Op& op : program.ops)
+      if (op.kind == OpKind::host_copy && op.stream == Stream::copy)
+        out.emplace_back(op.kernel, op.size_bytes);
+    return out;
+  };
+  REQUIRE(copies(step.programs[0]).size() == static_cast<std::size_t>(2 * (model.num_layers - 1)));
+  CHECK(copies(job.programs[0]) == copies(step.programs[0]));
+  const sim::SimulationResult imported = simulator.simulator().run(std::move(job.programs), job.static_bytes);
+  CHECK(imported.iteration_time_s == Approx(direct.iteration_time_s).epsilon(0.01));
+  CHECK(imported.peak_memory_bytes == Approx(direct.peak_memory_bytes).epsilon(1e-9));
+  REQUIRE(direct.host_peak_bytes > 0);
+  CHECK(imported.host_peak_bytes == direct.host_peak_bytes);
+}
+
 TEST_CASE("export, import, simulate: a grouped step's time within 1 %", "[chakra]") {
   const ModelSpec model = load_model("gpt-8l");
   const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");

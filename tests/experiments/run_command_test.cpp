@@ -89,6 +89,7 @@ TEST_CASE("run: bad inputs are refused before any rank starts", "[real][cli]") {
            Case{"--ranks 2 --seq 0", "--seq"},
            Case{"--seq 64 --device cuda", "CPU-only LibTorch"},
            Case{"--seq 64 --gloo-on-device", "--gloo-on-device: expected with --device cuda"},
+           Case{"--seq 64 --device cuda --recompute offload", "--recompute: activation offload"},
            Case{"--seq 64 --plan megatron_ts,metp,metp", "expected one strategy, or one per layer"},
            Case{"--seq 64 --ranks 0", "--ranks"},
            Case{"--ranks 2 --docs 32,0,16", "--docs: expected a positive token count"},

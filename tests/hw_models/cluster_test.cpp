@@ -449,6 +449,31 @@ TEST_CASE("load_cluster: the optional attention dropout factor, by key length, w
   CHECK_THAT(load_error(unsourced).what(), Contains("gpu.source.attention_dropout_time_factor_by_seq"));
 }
 
+TEST_CASE("load_cluster: the host link and host memory of activation offload come together, sourced",
+          "[hw_models]") {
+  TempDir dir;
+  const ClusterSpec a100 = load_cluster("dgx-a100");
+  // Half the 25.7 GB/s a GPU copies alone: two GPUs share each PCIe switch's uplink.
+  CHECK(a100.gpu.host_link_bytes_per_second == Approx(25.7e9 / 2).epsilon(0.001));
+  CHECK(a100.gpu.host_memory_bytes == Approx(1857830712.0 * 1024 / 8).epsilon(0.001));
+  const std::string without = write_edited_a100(dir, "no-host.json", [](auto& json) {
+    json["gpu"].erase("host_link_bytes_per_second");
+    json["gpu"].erase("host_memory_bytes");
+    json["gpu"]["source"].erase("host_link_bytes_per_second");
+    json["gpu"]["source"].erase("host_memory_bytes");
+  });
+  CHECK(load_cluster(without).gpu.host_link_bytes_per_second == 0);
+  const std::string alone = write_edited_a100(dir, "link-alone.json", [](auto& json) {
+    json["gpu"].erase("host_memory_bytes");
+    json["gpu"]["source"].erase("host_memory_bytes");
+  });
+  CHECK_THAT(load_error(alone).what(), Contains("gpu.host_link_bytes_per_second") && Contains("together"));
+  const std::string unsourced = write_edited_a100(dir, "unsourced-link.json", [](auto& json) {
+    json["gpu"]["source"].erase("host_link_bytes_per_second");
+  });
+  CHECK_THAT(load_error(unsourced).what(), Contains("gpu.source.host_link_bytes_per_second"));
+}
+
 TEST_CASE("load_cluster: the optional attention factors by blocks per SM come four together, on a GPU's SMs",
           "[hw_models]") {
   TempDir dir;

@@ -24,14 +24,17 @@ TEST_CASE("op table: every backend call has a name of its own that finds it", "[
 }
 
 TEST_CASE(
-    "op table: only collectives leave their op kind to the call, and only they and waits are no compute",
+    "op table: only collectives leave their op kind to the call, and only they, waits and host copies are no "
+    "compute",
     "[program]") {
   for (const CallInfo& call : kBackendCalls) {
     INFO(call.name);
     const Kernel kernel = *kernel_named(call.name);
     CHECK(call.op_kind.has_value() == (call.probe != CallProbe::collective));
     if (call.op_kind) CHECK(is_communication(*call.op_kind) == false);
-    CHECK(is_compute_call(kernel) == (kernel != Kernel::communication && kernel != Kernel::wait));
+    CHECK((call.probe == CallProbe::host_link) == (call.op_kind == OpKind::host_copy));
+    CHECK(is_compute_call(kernel) == (kernel != Kernel::communication && kernel != Kernel::wait &&
+                                      kernel != Kernel::offload && kernel != Kernel::reload));
   }
 }
 

@@ -241,6 +241,11 @@ void check_strategy(const std::string& name, const std::vector<int>& degrees = {
     check_step(run_step(model, degree, uniform_plan(strategy, 2), in.tokens, in.targets),
                reference_step(model, reference_weights(model, 2, degree, kSeed), 2, in.tokens, in.targets));
   }
+  SECTION("a 2-layer model with the first layer's activations offloaded (on a CPU nothing moves)") {
+    const StepInputs in = step_inputs(model, 32);
+    check_step(run_step(model, degree, uniform_plan(strategy, 2, Recompute::offload), in.tokens, in.targets),
+               reference_step(model, reference_weights(model, 2, degree, kSeed), 2, in.tokens, in.targets));
+  }
   SECTION("a 2-layer model on fewer tokens than the vocabulary: the embedding and head vocabulary-parallel") {
     // 2 × 16 tokens: each rank embeds and scores every token on its rows of the (tied, under GQA) tables.
     const StepInputs in = step_inputs(model, 16);

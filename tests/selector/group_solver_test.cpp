@@ -387,3 +387,33 @@ TEST_CASE(
   }
   CHECK(relieved >= 1);
 }
+
+TEST_CASE(
+    "group costs: with a host link, offloading activations lets a fast plan run where only slower ones "
+    "fit otherwise",
+    "[selector]") {
+  // gpt-8l on 8 GPUs at 160K tokens: Ulysses keeping every layer's activations needs about twice the
+  // GPU's memory; with recomputation choices the leaner plans recompute or run METP layers. Offloaded
+  // activations cost no compute where the host link keeps up with the layers.
+  const ModelSpec model = load_model("gpt-8l");
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  hw::ClusterSpec without_link = cluster;
+  without_link.gpu.host_link_bytes_per_second = without_link.gpu.host_memory_bytes = 0;
+  const int job = 8;
+  const MicroBatch sequence = MicroBatch::sequence(160 * 1024);
+  selector::GroupCosts with(model, cluster, job, selector::GroupCosts::kSwitching, 1 << 19,
+                            {.recompute_choices = true, .degrees = {8}});
+  selector::GroupCosts without(model, without_link, job, selector::GroupCosts::kSwitching, 1 << 19,
+                               {.recompute_choices = true, .degrees = {8}});
+  const selector::GroupCosts::Price offloading = with.price(sequence, job);
+  const selector::GroupCosts::Price recomputing = without.price(sequence, job);
+  REQUIRE(offloading.fits);
+  REQUIRE(recomputing.fits);
+  CAPTURE(plan_name(offloading.plan), plan_name(recomputing.plan));
+  CHECK(std::any_of(offloading.plan.begin(), offloading.plan.end(),
+                    [](const LayerChoice& layer) { return layer.recompute == Recompute::offload; }));
+  CHECK(std::none_of(recomputing.plan.begin(), recomputing.plan.end(),
+                     [](const LayerChoice& layer) { return layer.recompute == Recompute::offload; }));
+  CHECK(offloading.seconds < recomputing.seconds);
+  CHECK(offloading.peak_bytes <= cluster.tensor_capacity_bytes());
+}

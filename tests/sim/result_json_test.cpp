@@ -34,6 +34,7 @@ TEST_CASE("simulation JSON: the documented keys, the first out of memory only wh
                                          "micro_batches",
                                          "iteration_time_s",
                                          "peak_memory_bytes",
+                                         "host_peak_bytes",
                                          "capacity_bytes",
                                          "oom",
                                          "per_rank",
