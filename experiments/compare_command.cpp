@@ -130,7 +130,8 @@ void add_compare_command(CLI::App& app) {
           "different sequences at once, comma-separated: flexsp (groups of any size, Ulysses in "
           "each), dp-groups (one group size per step, each micro-batch on its fastest per-layer plan), "
           "groups (any sizes, each micro-batch on its fastest per-layer plan; with --recompute-choices "
-          "each layer's recomputation too); the GPUs must be a power of two")
+          "each layer's recomputation too, and on a cluster with a host link its activation offload); "
+          "the GPUs must be a power of two")
       ->capture_default_str();
   command
       ->add_option("--group-sizes", options->job.group_sizes,

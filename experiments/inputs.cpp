@@ -132,7 +132,9 @@ void add_policy_options(CLI::App& command, evaluation::PolicyOptions& options) {
   command.add_flag("--no-fallback", options.no_fallback,
                    "paradyse: no plan (instead of the leanest) when nothing fits");
   command.add_flag("--recompute-choices", options.recompute_choices,
-                   "optimal: also choose each layer's activation recomputation (none, selective, full)");
+                   "optimal and the group policies dp-groups and groups: also choose each layer's activation "
+                   "recomputation (none, selective, full); the group policies also offload (on a cluster "
+                   "with a host link)");
 }
 
 void add_recompute_option(CLI::App& command, std::string& recompute) {

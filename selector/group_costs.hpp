@@ -47,7 +47,8 @@ namespace paradyse::selector {
 void check_group_job(const ModelSpec& model, const hw::ClusterSpec& cluster, int job, int shard_degree = 0);
 
 struct GroupPricingOptions {
-  // kSwitching: also each candidate strategy with selective and full recomputation.
+  // kSwitching: also each candidate strategy with selective and full recomputation, and, on a cluster
+  // with a host link (GpuSpec::host_link_bytes_per_second), with its activations offloaded.
   bool recompute_choices = false;
   // The group degrees allowed (powers of two that divide the job); empty: every power of two.
   std::vector<int> degrees;

@@ -62,6 +62,7 @@ TEST_CASE("estimate: bad inputs fail with a clear message and no output", "[expe
       {"estimate --strategy megatron_ts --seq 4096 --degree 5", "must divide the 96 attention heads"},
       {"estimate --strategy megatron_ts --seq 4096 --degree 16", "between 1 and the 8 GPUs"},
       {"estimate --seq 4096 --recompute sometimes", "expected none, selective, full or offload"},
+      {"estimate --seq 4096 --recompute offload", "activation offload is priced on whole programs only"},
       {"estimate --seq 4096 --nodes 0", "nodes"},
       {"estimate --model tests/experiments/data/missing_hidden_size.json --seq 4096",
        "missing_hidden_size.json: field 'hidden_size'"},

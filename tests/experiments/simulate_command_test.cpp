@@ -153,6 +153,8 @@ TEST_CASE("simulate: bad inputs fail with a clear message and no output", "[expe
       {"simulate --plan megatron_ts --seq 4K --cluster tests/experiments/data/zero_gpus.json",
        "zero_gpus.json: field 'gpus_per_node'"},
       {"simulate --plan megatron_ts --seq 4K --degree 16", "between 1 and the 8 GPUs"},
+      {"simulate --plan ulysses_z --seq 64K --recompute offload --cluster dgx-h100",
+       "field 'gpu.host_link_bytes_per_second': expected the GPU's host link bandwidth"},
       {"simulate --plan megatron_ts --seq 4K,8K", "expected one sequence length"},
       {"simulate --plan megatron_ts --seq 0", "expected a positive token count"},
       {"simulate --plan megatron_ts --seq 4K --degree 5", "must divide the 96 attention heads"},

@@ -456,6 +456,11 @@ TEST_CASE("load_cluster: the host link and host memory of activation offload com
   // Half the 25.7 GB/s a GPU copies alone: two GPUs share each PCIe switch's uplink.
   CHECK(a100.gpu.host_link_bytes_per_second == Approx(25.7e9 / 2).epsilon(0.001));
   CHECK(a100.gpu.host_memory_bytes == Approx(1857830712.0 * 1024 / 8).epsilon(0.001));
+  // A GB200 tray's four GPUs copying to host memory at once, 674.15 GB/s in all; a Grace's 480 GB for two.
+  const ClusterSpec gb200 = load_cluster("gb200-nvl72");
+  CHECK(gb200.gpu.host_link_bytes_per_second == Approx(674.15e9 / 4).epsilon(0.001));
+  CHECK(gb200.gpu.host_memory_bytes == Approx(480e9 / 2));
+  CHECK(load_cluster("dgx-h100").gpu.host_link_bytes_per_second == 0);
   const std::string without = write_edited_a100(dir, "no-host.json", [](auto& json) {
     json["gpu"].erase("host_link_bytes_per_second");
     json["gpu"].erase("host_memory_bytes");

@@ -68,6 +68,30 @@ GroupProblem random_problem(std::mt19937& rng, int job, int sequences, bool pack
   return p;
 }
 
+// One round of a grouped step in which all `job` ranks train a sequence of `length` by `plan`, priced
+// on rank 0 (as GroupCosts prices a micro-batch), with the gathers prefetched or not.
+costmodel::ProgramPrice one_group_round(const ModelSpec& model, const hw::ClusterSpec& cluster, int job,
+                                        const Plan& plan, int64_t length, bool prefetch) {
+  StepSpec micro;
+  micro.model = &model;
+  micro.tokens = SequenceLayout::padded_length(length, job, model.causal);
+  micro.plan = plan;
+  GroupedStepSpec step;
+  step.model = &model;
+  step.num_layers = static_cast<int>(model.num_layers);
+  step.rounds = {{{0, job, micro}}};
+  step.prefetch_gathers = prefetch;
+  return costmodel::price_program(trace_grouped_step(step, 0, job), costmodel::OpTimer(cluster, job),
+                                  steps::static_memory_bytes(model, job, WeightLayout::job),
+                                  cluster.gpu.allocator_fragmentation);
+}
+
+// What the prefetch holds: one more layer's whole weights, with the allocator's fragmentation.
+double prefetch_layer_bytes(const ModelSpec& model, const hw::ClusterSpec& cluster, int job) {
+  return static_cast<double>(layer_flat_layout(model).padded(job)) * 2 *
+         (1 + cluster.gpu.allocator_fragmentation);
+}
+
 }  // namespace
 
 TEST_CASE("group solver: the long sequence on every rank, then the short ones one per rank", "[selector]") {
@@ -278,10 +302,7 @@ TEST_CASE("group costs: switching mixes a faster strategy into a leaner one wher
   const int job = 8;
   selector::GroupCosts costs(model, cluster, job, selector::GroupCosts::kSwitching, 1 << 19,
                              {.degrees = {8}});
-  const costmodel::OpTimer timer(cluster, job);
-  const double static_bytes = steps::static_memory_bytes(model, job, WeightLayout::job);
-  const double prefetch_bytes = static_cast<double>(layer_flat_layout(model).padded(job)) * 2 *
-                                (1 + cluster.gpu.allocator_fragmentation);
+  const double prefetch_bytes = prefetch_layer_bytes(model, cluster, job);
   int mixed = 0;
   for (const int64_t length : {16384, 110000, 200000}) {
     CAPTURE(length);
@@ -292,17 +313,9 @@ TEST_CASE("group costs: switching mixes a faster strategy into a leaner one wher
     for (const LayerChoice& layer : chosen.plan) strategies.insert(std::string(layer.strategy->name()));
     mixed += strategies.size() > 1 ? 1 : 0;
     for (const Strategy* strategy : paper_strategies()) {
-      StepSpec micro;
-      micro.model = &model;
-      micro.tokens = SequenceLayout::padded_length(length, job, model.causal);
-      micro.plan = uniform_plan(*strategy, model.num_layers);
-      GroupedStepSpec step;
-      step.model = &model;
-      step.num_layers = static_cast<int>(model.num_layers);
-      step.rounds = {{{0, job, micro}}};
-      step.prefetch_gathers = false;  // priced without, held with one more gathered layer (group_costs.hpp)
-      const costmodel::ProgramPrice uniform = costmodel::price_program(
-          trace_grouped_step(step, 0, job), timer, static_bytes, cluster.gpu.allocator_fragmentation);
+      // Priced without the prefetch, held with one more gathered layer (group_costs.hpp).
+      const costmodel::ProgramPrice uniform =
+          one_group_round(model, cluster, job, uniform_plan(*strategy, model.num_layers), length, false);
       if (uniform.peak_bytes + prefetch_bytes > cluster.tensor_capacity_bytes()) continue;
       CAPTURE(strategy->name());
       CHECK(chosen.seconds <= (uniform.seconds - uniform.optimizer_s) * (1 + 1e-9));
@@ -323,23 +336,10 @@ TEST_CASE(
   const int job = 8;
   selector::GroupCosts costs(model, cluster, job, selector::GroupCosts::kSwitching, 1 << 19,
                              {.degrees = {8}});
-  const costmodel::OpTimer timer(cluster, job);
-  const double static_bytes = steps::static_memory_bytes(model, job, WeightLayout::job);
-  const double prefetch_bytes = static_cast<double>(layer_flat_layout(model).padded(job)) * 2 *
-                                (1 + cluster.gpu.allocator_fragmentation);
+  const double prefetch_bytes = prefetch_layer_bytes(model, cluster, job);
   const double capacity = cluster.tensor_capacity_bytes();
   const auto round = [&](const Plan& plan, int64_t length, bool prefetch) {
-    StepSpec micro;
-    micro.model = &model;
-    micro.tokens = SequenceLayout::padded_length(length, job, model.causal);
-    micro.plan = plan;
-    GroupedStepSpec step;
-    step.model = &model;
-    step.num_layers = static_cast<int>(model.num_layers);
-    step.rounds = {{{0, job, micro}}};
-    step.prefetch_gathers = prefetch;
-    return costmodel::price_program(trace_grouped_step(step, 0, job), timer, static_bytes,
-                                    cluster.gpu.allocator_fragmentation);
+    return one_group_round(model, cluster, job, plan, length, prefetch);
   };
   int relieved = 0;
   for (const Strategy* strategy : paper_strategies()) {
