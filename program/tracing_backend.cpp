@@ -174,7 +174,6 @@ int64_t TracingBackend::offload_start(int64_t mark, const std::vector<Tensor>& a
     set.buffers.push_back(impl);
     bytes += b.bytes;
   }
-  op.stream = Stream::copy;
   op.size_bytes = op.memory_bytes = static_cast<double>(bytes);
   set.copy = r.next_op() - 1;
   r.host_memory_event(bytes);
@@ -198,7 +197,6 @@ void TracingBackend::offload_finish(int64_t offloaded) {
 void TracingBackend::reload_start(int64_t offloaded) {
   Recorder::Offloaded& set = recorder_->offloaded.at(static_cast<std::size_t>(offloaded));
   Op& op = record(Kernel::reload, {});
-  op.stream = Stream::copy;
   op.deps.push_back(set.copy);
   double bytes = 0;
   for (const std::weak_ptr<TensorImpl>& weak : set.buffers)
@@ -233,7 +231,9 @@ Op& TracingBackend::record(OpKind kind, Kernel kernel, std::initializer_list<con
   Op op;
   op.kind = kind;
   op.kernel = kernel;
-  op.stream = is_communication(kind) ? Stream::communication : Stream::compute;
+  op.stream = kind == OpKind::host_copy ? Stream::copy
+              : is_communication(kind)  ? Stream::communication
+                                        : Stream::compute;
   op.phase = recorder_->phase;
   op.layer = recorder_->layer;
   op.label = recorder_->label;
