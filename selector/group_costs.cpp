@@ -211,7 +211,10 @@ GroupCosts::Price GroupCosts::price(const MicroBatch& micro_batch, int degree) {
     with = price_switching(plan_price, degree, true);
     without = price_switching(plan_price, degree, false);
   }
-  if (!without.fits || (with.fits && without.seconds >= with.seconds)) return with;
+  // A round goes without the prefetch on every rank of it, so only a group that is its round's only one
+  // (the whole job) bears all that it costs; elsewhere the round's other groups would lose their
+  // hidden gathers too, which a sequence's price cannot carry.
+  if (degree != job_ || !without.fits || (with.fits && without.seconds >= with.seconds)) return with;
   if (!with.fits) return without;
   // Relief pays where the leaner limit's plan is faster by more than the prefetch hides under the other.
   const costmodel::ProgramPrice on = price_round(micro_batch, degree, with.plan, true);

@@ -8,9 +8,9 @@
 // Its time is priced without the gathers' prefetch, so that its work and the round's collectives add
 // up; its memory is that program's peak plus one more layer's gathered weights, what the prefetch
 // holds at most (an upper bound on the prefetching program's peak). Where that one layer is what keeps
-// the fastest plan out of memory, the micro-batch's round may go without the prefetch instead (memory
-// relief, Price::prefetch), when the plan's gain is more than the prefetch hides; its sequences then
-// carry the gathers the prefetch would have hidden.
+// the fastest plan for the whole job out of memory, the micro-batch's round may go without the
+// prefetch instead (memory relief, Price::prefetch), when the plan's gain is more than the prefetch
+// hides; its sequences then carry the gathers the prefetch would have hidden.
 // Sequences are priced at the points of a grid of lengths 5 % apart, so that a trace's many lengths
 // cost a few hundred programs per degree: a sequence fits where the next point fits, and takes the
 // time between the points around it; a degree's capacity is the longest grid length whose program
@@ -83,9 +83,10 @@ class GroupCosts {
     double seconds = 0;
     double peak_bytes = 0;
     bool fits = false;
-    // false: the plan fits only without the prefetch's layer (peak_bytes is then without it), and is
-    // faster so than the fastest plan that fits with it by more than the prefetch would hide; its
-    // round then gathers each layer as it uses it (GroupedStepSpec::rounds_without_prefetch).
+    // false: a group of the whole job whose plan fits only without the prefetch's layer (peak_bytes is
+    // then without it), and is faster so than the fastest plan that fits with it by more than the
+    // prefetch would hide; its round then gathers each layer as it uses it
+    // (GroupedStepSpec::rounds_without_prefetch).
     bool prefetch = true;
   };
   Price price(const MicroBatch& micro_batch, int degree);
