@@ -386,6 +386,16 @@ TEST_CASE(
     relieved += chosen.prefetch ? 0 : 1;
   }
   CHECK(relieved >= 1);
+
+  // Never for a group smaller than the job: its round's other groups would lose their hidden gathers
+  // too. The same group of 8 in a job of 16 keeps the prefetch at every length it trains.
+  selector::GroupCosts halves(model, hw::load_cluster("dgx-a100", 2), 2 * job,
+                              selector::GroupCosts::kSwitching, 1 << 19, {.degrees = {8}});
+  for (int64_t length = 64 * 1024; length <= 256 * 1024; length += 8 * 1024) {
+    const selector::GroupCosts::Price chosen = halves.price(MicroBatch::sequence(length), job);
+    CAPTURE(length);
+    CHECK((chosen.prefetch || !chosen.fits));
+  }
 }
 
 TEST_CASE(
