@@ -201,20 +201,21 @@ GroupCosts::Price GroupCosts::price(const MicroBatch& micro_batch, int degree) {
       it = programs.emplace(plan, price_round(micro_batch, degree, plan, false)).first;
     return held(plan, it->second, prefetch);
   };
-  Price with, without;
+  Plan decided;
   if (priced.policy) {
-    const Decision decision = priced.policy->decide(micro_batch);
-    if (decision.plan.empty()) return {};
-    with = plan_price(decision.plan, true);
-    without = plan_price(decision.plan, false);
-  } else {
-    with = price_switching(plan_price, degree, true);
-    without = price_switching(plan_price, degree, false);
+    decided = priced.policy->decide(micro_batch).plan;
+    if (decided.empty()) return {};
   }
+  const auto best = [&](bool prefetch) {
+    return priced.policy ? plan_price(decided, prefetch) : price_switching(plan_price, degree, prefetch);
+  };
+  const Price with = best(true);
   // A round goes without the prefetch on every rank of it, so only a group that is its round's only one
   // (the whole job) bears all that it costs; elsewhere the round's other groups would lose their
   // hidden gathers too, which a sequence's price cannot carry.
-  if (degree != job_ || !without.fits || (with.fits && without.seconds >= with.seconds)) return with;
+  if (degree != job_) return with;
+  const Price without = best(false);
+  if (!without.fits || (with.fits && without.seconds >= with.seconds)) return with;
   if (!with.fits) return without;
   // Relief pays where the leaner limit's plan is faster by more than the prefetch hides under the other.
   const costmodel::ProgramPrice on = price_round(micro_batch, degree, with.plan, true);
