@@ -78,8 +78,7 @@ Timed analytic(const GroupedStepSpec& spec, const hw::ClusterSpec& cluster, int 
     timed.peak_bytes = std::max(timed.peak_bytes, price.peak_bytes);
     timed.host_peak_bytes = std::max(timed.host_peak_bytes, price.host_peak_bytes);
   }
-  timed.fits = timed.peak_bytes <= cluster.tensor_capacity_bytes() &&
-               timed.host_peak_bytes <= cluster.gpu.host_memory_bytes;
+  timed.fits = cluster.holds(timed.peak_bytes, timed.host_peak_bytes);
   return timed;
 }
 

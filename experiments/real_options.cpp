@@ -1,5 +1,6 @@
 #include "experiments/real_options.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "common/errors.hpp"
@@ -105,7 +106,8 @@ real::RunRequest RealRunOptions::request(const ModelSpec& spec) const {
   r.warmup_steps = warmup;
   r.cuda = device == "cuda";
   if (gloo_on_device && !r.cuda) throw InputError("--gloo-on-device", 0, "", "expected with --device cuda");
-  if (r.cuda && evaluation::parse_recompute_flag(recompute) == Recompute::offload)
+  if (r.cuda && std::any_of(r.plan.begin(), r.plan.end(),
+                            [](const LayerChoice& layer) { return layer.recompute == Recompute::offload; }))
     throw InputError(
         "--recompute", 0, "",
         "activation offload is priced and simulated, but not yet run on CUDA devices: expected none, "

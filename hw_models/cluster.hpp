@@ -193,6 +193,11 @@ struct ClusterSpec {
   }
   // Bytes a rank may allocate for tensors: HBM minus what CUDA and NCCL reserve.
   double tensor_capacity_bytes() const { return gpu.hbm_bytes - gpu.reserved_bytes; }
+  // Whether a rank that holds `peak_bytes` on its GPU and `host_peak_bytes` of offloaded activations in
+  // host memory fits.
+  bool holds(double peak_bytes, double host_peak_bytes) const {
+    return peak_bytes <= tensor_capacity_bytes() && host_peak_bytes <= gpu.host_memory_bytes;
+  }
 };
 
 // Throws InputError naming "oversubscription" when the cluster's spine_oversubscription is below 1, or

@@ -229,8 +229,7 @@ GroupCosts::Price GroupCosts::held(const Plan& plan, const costmodel::ProgramPri
   result.plan = plan;
   result.seconds = program.seconds - program.optimizer_s;
   result.peak_bytes = program.peak_bytes + (prefetch ? prefetch_bytes_ : 0);
-  result.fits = result.peak_bytes <= cluster_.tensor_capacity_bytes() &&
-                program.host_peak_bytes <= cluster_.gpu.host_memory_bytes;
+  result.fits = cluster_.holds(result.peak_bytes, program.host_peak_bytes);
   result.prefetch = prefetch;
   return result;
 }
