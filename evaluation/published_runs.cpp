@@ -42,7 +42,7 @@ PublishedRun read_run(const Object& run, const std::string& source, const TableM
   run.require_keys(
       {"name", "table", "cluster", "model", "strategy", "degree", "seq", "measure", "measured_s"},
       {"framework", "attention_kernel", "loss_kernel", "recompute", "data_parallel", "batch", "micro_batches",
-       "gradients_clipped"});
+       "gradients_clipped", "gradient_reduce_dtype"});
   PublishedRun r;
   r.name = run.string("name");
   r.source = source;
@@ -98,6 +98,16 @@ PublishedRun read_run(const Object& run, const std::string& source, const TableM
   if (r.data_parallel > 1 && r.measure != PublishedMeasure::iteration)
     run.fail("measure",
              "expected iteration for a run of several data-parallel groups, got '" + measure + "'");
+  if (run.has("gradient_reduce_dtype")) {
+    const std::string dtype = run.string("gradient_reduce_dtype");
+    if (dtype != "bf16" && dtype != "fp32")
+      run.fail("gradient_reduce_dtype", "expected bf16 or fp32, got '" + dtype + "'");
+    if (r.data_parallel < 2)
+      run.fail("gradient_reduce_dtype",
+               "expected only on a run of several data-parallel groups (data_parallel of 2 or more), whose "
+               "step reduce-scatters each layer's gradient");
+    r.gradient_reduce_dtype = dtype == "fp32" ? DType::fp32 : DType::bf16;
+  }
   r.measured_s = run.positive_number("measured_s");
   return r;
 }
@@ -187,6 +197,7 @@ Priced price_data_parallel(const PublishedRun& run, const ModelSpec& model) {
   for (int group = 0; group < run.data_parallel; ++group)
     round.push_back({group * run.degree, run.degree, micro_batch});
   spec.rounds.assign(static_cast<std::size_t>(run.micro_batches), round);
+  spec.gradient_reduce_dtype = run.gradient_reduce_dtype;
   check_grouped_step(spec, job);
   const costmodel::OpTimer timer(cluster, job);
   const costmodel::ProgramPrice price = costmodel::price_program(

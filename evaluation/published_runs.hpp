@@ -48,6 +48,8 @@ struct PublishedRun {
   int64_t batch = 1;
   int64_t micro_batches = 1;
   bool gradients_clipped = false;  // the measured steps scaled their gradients (their norm above the limit)
+  // What a data-parallel run sums and reduce-scatters its gradients in (GroupedStepSpec).
+  DType gradient_reduce_dtype = DType::bf16;
   PublishedMeasure measure = PublishedMeasure::iteration;
   double measured_s = 0;
 };

@@ -31,6 +31,8 @@ std::string configuration(const evaluation::PublishedRun& run) {
   text += run.data_parallel > 1
               ? fmt::format(", {} ×{} groups of {}", run.cluster, run.data_parallel, run.degree)
               : fmt::format(", {} ×{}", run.cluster, run.degree);
+  if (run.data_parallel > 1 && run.gradient_reduce_dtype == DType::fp32)
+    text += ", gradients reduced in fp32";
   if (run.attention_kernel) text += fmt::format(", {} attention", to_string(*run.attention_kernel));
   if (run.loss_kernel) text += fmt::format(", {} loss", to_string(*run.loss_kernel));
   return text;

@@ -45,8 +45,8 @@ Tensor summed_shard(Backend& be, const Tensor& gradient) {
 // The job's shards, gathered layer by layer (grouped_step.hpp).
 class JobShards final : public WeightSource {
  public:
-  JobShards(ModelShards& shards, const ModelSpec& model, int num_layers)
-      : shards_(shards), model_(model), num_layers_(num_layers) {}
+  JobShards(ModelShards& shards, const ModelSpec& model, int num_layers, DType reduce_dtype)
+      : shards_(shards), model_(model), num_layers_(num_layers), reduce_dtype_(reduce_dtype) {}
 
   // Whether the next round's gathers are prefetched; between rounds, when none is in flight.
   void prefetch(bool on) {
@@ -58,7 +58,8 @@ class JobShards final : public WeightSource {
     return be.shard_all_gather(head ? shards_.head : shards_.embedding, 0);
   }
   void add_table_grad(Backend& be, bool head, const Tensor& d_table) override {
-    be.add_(head ? shards_.head_grad : shards_.embedding_grad, summed_shard(be, d_table));
+    be.add_(head ? shards_.head_grad : shards_.embedding_grad,
+            summed_shard(be, d_table.dtype() == reduce_dtype_ ? d_table : be.cast(d_table, reduce_dtype_)));
   }
   bool tables_sharded_over_group() const override { return false; }  // over the shard group
 
@@ -80,7 +81,7 @@ class JobShards final : public WeightSource {
   }
 
   LayerWeights& layer_grads(Backend& be, int, const Strategy& strategy) override {
-    grad_flat_ = be.zeros({layout_.padded(be.shard_degree())}, DType::bf16);
+    grad_flat_ = be.zeros({layout_.padded(be.shard_degree())}, reduce_dtype_);
     whole_grads_ = whole_views(be, layout_, grad_flat_);
     if (takes_whole(be, strategy) && !strategy.replicates_tokens()) return whole_grads_;
     shard_grads_ = LayerWeights{};
@@ -110,17 +111,17 @@ class JobShards final : public WeightSource {
     be.begin_phase(Phase::head, -1);
     const bool head = !model_.tied_embeddings;
     table(be, head);
-    add_table_grad(be, head, be.zeros(table_shape, DType::bf16));
+    add_table_grad(be, head, be.zeros(table_shape, reduce_dtype_));
     for (int layer = num_layers_ - 1; layer >= 0; --layer) {
       be.begin_phase(Phase::layer_backward, layer);
       const auto l = static_cast<std::size_t>(layer);
       gathered(be, {layer, true});
       be.label("idle");
       be.add_(shards_.flat_layer_grads[l],
-              summed_shard(be, be.zeros({layout_.padded(be.shard_degree())}, DType::bf16)));
+              summed_shard(be, be.zeros({layout_.padded(be.shard_degree())}, reduce_dtype_)));
     }
     be.begin_phase(Phase::embedding_backward, -1);
-    add_table_grad(be, false, be.zeros(table_shape, DType::bf16));
+    add_table_grad(be, false, be.zeros(table_shape, reduce_dtype_));
   }
 
   void layer_done(Backend& be, int layer, const Strategy& strategy, bool backward) override {
@@ -187,6 +188,7 @@ class JobShards final : public WeightSource {
   ModelShards& shards_;
   const ModelSpec& model_;
   const int num_layers_;
+  const DType reduce_dtype_;
   bool prefetch_ = true;
   const LayerFlatLayout layout_ = layer_flat_layout(model_);
   Pending next_;  // the prefetched gather of next_use_
@@ -217,6 +219,8 @@ void check_grouped_step(const GroupedStepSpec& spec, int job_degree) {
                      "expected a shard group of ranks that divides the job's " + std::to_string(job_degree) +
                          ", got " + std::to_string(shard));
   if (spec.rounds.empty()) throw InputError("", 0, "rounds", "expected at least one round");
+  PARADYSE_CHECK(spec.gradient_reduce_dtype == DType::bf16 || spec.gradient_reduce_dtype == DType::fp32,
+                 "gradients are reduced in bf16 or fp32");
   for (const std::size_t round : spec.rounds_without_prefetch)
     if (round >= spec.rounds.size())
       throw InputError("", 0, "rounds without prefetch",
@@ -260,7 +264,7 @@ Tensor grouped_training_step(Backend& be, const GroupedStepSpec& spec, ModelShar
                      be.shard_degree() == spec.shard_degree_of(job),
                  "a grouped step runs on shards laid out over its shard group, one per layer");
   StepTotals totals = step_totals(be, spec.clip_grad_norm);
-  JobShards weights(shards, *spec.model, spec.num_layers);
+  JobShards weights(shards, *spec.model, spec.num_layers, spec.gradient_reduce_dtype);
   for (std::size_t r = 0; r < spec.rounds.size(); ++r) {
     const GroupWork& group = group_of(spec.rounds[r], be.job_rank());
     weights.prefetch(spec.prefetches(r));

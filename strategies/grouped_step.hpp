@@ -7,12 +7,12 @@
 // tensor (layer_flat_layout), 1/S of it on each of the shard group's S ranks, gathered whole over the
 // shard group before the layer's forward and again before its backward; the layer's whole gradient is
 // reduce-scattered over the shard group after its backward, in bf16 as the ZeRO-3 strategies here
-// reduce theirs (DeepSpeed ZeRO-3 and FSDP reduce in the parameters' dtype by default), and added
-// into the rank's fp32 gradient shard. The shard group is the whole job (FSDP's FULL_SHARD), or one
-// node (HYBRID_SHARD: every node holds a replica, the gathers stay on NVLink, and each reduce-scattered
-// gradient shard is then all-reduced over its replicas across the nodes, as FSDP does). These
-// collectives are the same, layer by layer, whatever each group runs, so the groups of a round go
-// through the layers together.
+// reduce theirs (DeepSpeed ZeRO-3 and FSDP reduce in the parameters' dtype by default) or in fp32
+// (GroupedStepSpec::gradient_reduce_dtype), and added into the rank's fp32 gradient shard. The shard
+// group is the whole job (FSDP's FULL_SHARD), or one node (HYBRID_SHARD: every node holds a replica,
+// the gathers stay on NVLink, and each reduce-scattered gradient shard is then all-reduced over its
+// replicas across the nodes, as FSDP does). These collectives are the same, layer by layer, whatever
+// each group runs, so the groups of a round go through the layers together.
 //
 // What a group of degree d does with a layer's whole weights:
 // - a strategy that gathers whole weights anyway (ZeRO-3: megatron_cz, ulysses_z, colossal_z) uses
@@ -70,6 +70,11 @@ struct GroupedStepSpec {
   // Rounds (indices into `rounds`) that gather each layer only when they use it: memory relief for a
   // round in which a group's fastest plan fits only without the prefetch's one more layer of weights.
   std::vector<std::size_t> rounds_without_prefetch;
+  // The element type in which each layer's whole gradient (and the tables') is summed and
+  // reduce-scattered: bf16, the weights' (DeepSpeed ZeRO-3's default, and FSDP's when its mixed precision
+  // names no reduce dtype), or fp32 (FSDP with reduce_dtype float32, as Composer's DEFAULT mixed
+  // precision and TorchTitan's default set it): twice the bytes on the wire and in the gradient buffer.
+  DType gradient_reduce_dtype = DType::bf16;
 
   int shard_degree_of(int job_degree) const { return shard_degree == 0 ? job_degree : shard_degree; }
   bool prefetches(std::size_t round) const;

@@ -98,6 +98,11 @@ TEST_CASE("published runs: a bad table names its file and field", "[evaluation]"
        "selective"},
       {"{" + kRun + R"(, "gradients_clipped": "yes", "measure": "iteration", "measured_s": 1})",
        "runs[0].gradients_clipped", "true or false"},
+      {"{" + kRun + R"(, "data_parallel": 2, "gradient_reduce_dtype": "fp16", "measure": "iteration",
+          "measured_s": 1})",
+       "runs[0].gradient_reduce_dtype", "bf16 or fp32"},
+      {"{" + kRun + R"(, "gradient_reduce_dtype": "fp32", "measure": "iteration", "measured_s": 1})",
+       "runs[0].gradient_reduce_dtype", "data_parallel"},
       {"", "runs", "non-empty"}};
   for (const Case& c : cases) {
     INFO(c.runs);

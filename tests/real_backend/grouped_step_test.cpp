@@ -49,12 +49,14 @@ struct GroupedResult {
 // backward leaves them. Every replica of a shard must end with the same gradient: the first shard
 // group's are returned.
 GroupedResult run_grouped(const ModelSpec& model, const std::vector<std::vector<GroupInputs>>& rounds,
-                          int shard_degree = kJob, double clip_grad_norm = 0) {
+                          int shard_degree = kJob, double clip_grad_norm = 0,
+                          DType gradient_reduce_dtype = DType::bf16) {
   GroupedStepSpec spec;
   spec.model = &model;
   spec.num_layers = kLayers;
   spec.clip_grad_norm = clip_grad_norm;
   spec.shard_degree = shard_degree;
+  spec.gradient_reduce_dtype = gradient_reduce_dtype;
   for (const auto& works : rounds) {
     Round round;
     for (const GroupInputs& work : works)
@@ -208,6 +210,19 @@ TEST_CASE("groups training different micro-batches with different plans compute 
          inputs(model, 2, 2, {"colossal_z", "megatron_ts"}, 1, {20})}};
     check_against(run_grouped(model, rounds, shard), reference_of(model, rounds, shard));
   }
+}
+
+TEST_CASE("gradients summed and reduce-scattered in fp32 (FSDP's reduce_dtype) are the one device's too",
+          "[real][numerics]") {
+  // The tables' gradients are cast to fp32 before their reduction; the layers' are summed in fp32.
+  const ModelSpec model = tiny_model(false, true, kLayers);
+  at::manual_seed(5);
+  const int shard = GENERATE(values({kJob, 2}));
+  INFO("weights sharded over " << shard << " ranks");
+  const std::vector<std::vector<GroupInputs>> rounds{
+      {inputs(model, 0, 2, {"megatron_ts", "ulysses_z"}, 1, {8, 8}), inputs(model, 2, 1, {}, 1, {}),
+       inputs(model, 3, 1, {"metp", "megatron_cz"}, 1, {12})}};
+  check_against(run_grouped(model, rounds, shard, 0, DType::fp32), reference_of(model, rounds, shard));
 }
 
 TEST_CASE("hybrid sharding: gradients clipped by the norm of the whole gradient, each shard counted once",

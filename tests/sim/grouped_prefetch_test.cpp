@@ -169,3 +169,40 @@ TEST_CASE("grouped step prefetch: a round without it gathers each layer as it us
   CHECK_THROWS_WITH(check_grouped_step(spec, job),
                     Catch::Contains("rounds without prefetch") && Catch::Contains("got round 2"));
 }
+
+TEST_CASE(
+    "grouped step: gradients reduced in fp32 carry twice the bytes of bf16, in the buffer and on the wire",
+    "[sim]") {
+  const ModelSpec model = load_model("llama-8l");
+  const int job = 8;
+  const auto flat_elements = static_cast<double>(layer_flat_layout(model).padded(job));
+  GroupedStepSpec bf16 = one_group(model, ulysses_z(), 4, 16384, job, true);
+  GroupedStepSpec fp32 = bf16;
+  fp32.gradient_reduce_dtype = DType::fp32;
+  // Every layer's whole gradient is reduce-scattered over the shard group once, in the chosen type.
+  const auto layer_reductions = [&](const Program& program, double bytes) {
+    int count = 0;
+    for (const Op& op : program.ops)
+      if (op.kind == OpKind::reduce_scatter && op.group == CommGroup::shard && op.size_bytes == bytes)
+        ++count;
+    return count;
+  };
+  for (const int rank : {0, 5}) {  // a rank that trains, and an idle one
+    INFO("rank " << rank);
+    const Program in_bf16 = trace_grouped_step(bf16, rank, job);
+    const Program in_fp32 = trace_grouped_step(fp32, rank, job);
+    CHECK(layer_reductions(in_bf16, flat_elements * 2) == model.num_layers);
+    CHECK(layer_reductions(in_fp32, flat_elements * 4) == model.num_layers);
+    CHECK(layer_reductions(in_fp32, flat_elements * 2) == 0);
+  }
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100", 1);
+  const costmodel::OpTimer timer(cluster, job);
+  const double static_bytes = steps::static_memory_bytes(model, job, WeightLayout::job);
+  const costmodel::ProgramPrice priced_bf16 =
+      costmodel::price_program(trace_grouped_step(bf16, 0, job), timer, static_bytes, 0);
+  const costmodel::ProgramPrice priced_fp32 =
+      costmodel::price_program(trace_grouped_step(fp32, 0, job), timer, static_bytes, 0);
+  CAPTURE(priced_bf16.peak_bytes, priced_fp32.peak_bytes, flat_elements);
+  CHECK(priced_fp32.peak_bytes - priced_bf16.peak_bytes == Approx(flat_elements * 2).epsilon(1e-9));
+  CHECK(priced_fp32.seconds > priced_bf16.seconds);
+}
