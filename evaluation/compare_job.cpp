@@ -118,6 +118,7 @@ CheckedCompareJob check_compare_job(const CompareJob& job) {
   checked.set = job.policies.build(job.machine, job.cluster ? &*job.cluster : nullptr);
   const PolicySet& set = checked.set;
   checked.shard_degree = parse_shard_group(job.shard_group, set.cluster, set.degree);
+  checked.gradient_reduce_dtype = parse_gradient_reduce_dtype(job.gradient_reduce_dtype);
   if (!checked.group_policies.empty()) {
     try {
       selector::check_group_job(set.model, set.cluster, set.degree, checked.shard_degree);
@@ -131,6 +132,11 @@ CheckedCompareJob check_compare_job(const CompareJob& job) {
     throw InputError("--group-sizes", 0, "", "group sizes are for --group-policies, and there are none");
   } else if (job.shard_group != "job") {
     throw InputError("--shard-group", 0, "", "a shard group is for --group-policies, and there are none");
+  } else if (job.gradient_reduce_dtype != "bf16") {
+    throw InputError(
+        "--gradient-reduce-dtype", 0, "",
+        "the type of the grouped step's gradient reduction is for --group-policies, and there are "
+        "none (the static strategies reduce in bf16)");
   }
   checked.quantum = SequenceLayout::required_multiple(set.degree, set.model.causal);
   if (!job.tune_budgets.empty()) {
@@ -179,7 +185,8 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
     costs.push_back(group_costs(group_policy, engine,
                                 {.recompute_choices = job.policies.recompute_choices,
                                  .degrees = job.group_sizes,
-                                 .shard_degree = checked.shard_degree},
+                                 .shard_degree = checked.shard_degree,
+                                 .gradient_reduce_dtype = checked.gradient_reduce_dtype},
                                 checked.largest_step_tokens));
   std::vector<selector::Policy*> policies;
   std::vector<std::string> names;
@@ -243,7 +250,10 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
   description.model = set.model.name;
   description.cluster = set.cluster.name;
   description.degree = set.degree;
-  if (!group_policies.empty()) description.shard_degree = checked.shard_degree;
+  if (!group_policies.empty()) {
+    description.shard_degree = checked.shard_degree;
+    description.gradient_reduce_dtype = job.gradient_reduce_dtype;
+  }
   description.global_batch = job.global_batch;
   description.global_batch_tokens = checked.global_batch_tokens;
   description.micro_batch_tokens = checked.micro_batch_tokens;

@@ -39,6 +39,8 @@ struct CompareJob {
   std::string group_policies;
   std::vector<int> group_sizes;     // the degrees their groups may have; empty: every power of two
   std::string shard_group = "job";  // what their weights are sharded over (parse_shard_group)
+  // What their gradients are reduced in (parse_gradient_reduce_dtype).
+  std::string gradient_reduce_dtype = "bf16";
   // Packed training: micro-batch budgets, comma-separated, at which every static policy runs again
   // (tuned_statics.hpp); "": none.
   std::string tune_budgets;
@@ -72,6 +74,7 @@ struct CheckedCompareJob {
   PolicySet set;
   std::vector<GroupPolicy> group_policies;
   int shard_degree = 0;
+  DType gradient_reduce_dtype = DType::bf16;
   int64_t global_batch = 1;         // sequences a step, when not packed
   int64_t global_batch_tokens = 0;  // 0: not packed
   int64_t micro_batch_tokens = 0;

@@ -208,12 +208,13 @@ std::string steps_text(const RunDescription& run) {
 
 std::string shard_group_text(const RunDescription& run) {
   if (run.shard_degree == 0) return "";
+  const std::string reduced = fmt::format(", gradients reduced in {}", run.gradient_reduce_dtype);
   if (run.shard_degree == run.degree)
-    return fmt::format("group policies shard every weight over the job's {} GPUs (fully sharded)",
-                       run.degree);
+    return fmt::format("group policies shard every weight over the job's {} GPUs (fully sharded){}",
+                       run.degree, reduced);
   return fmt::format(
-      "group policies shard every weight over each shard group of {} GPUs, {} replicas (hybrid sharding)",
-      run.shard_degree, run.degree / run.shard_degree);
+      "group policies shard every weight over each shard group of {} GPUs, {} replicas (hybrid sharding){}",
+      run.shard_degree, run.degree / run.shard_degree, reduced);
 }
 
 void to_json(nlohmann::json& j, const PolicyResult& policy) {

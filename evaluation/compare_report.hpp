@@ -26,18 +26,20 @@ struct RunDescription {
   // Packed training: tokens a step and padded tokens a micro-batch (0: not packed).
   int64_t global_batch_tokens = 0;
   int64_t micro_batch_tokens = 0;
-  int shard_degree = 0;     // group policies: the GPUs each weight is sharded over (0: no group policies)
-  std::string trace;        // name or path
-  std::string trace_about;  // where it comes from
-  std::string preparation;  // order, cap rule, limit: what was trained
-  bool sorted = false;      // cumulative time is drawn against length when sorted, else against position
+  int shard_degree = 0;  // group policies: the GPUs each weight is sharded over (0: no group policies)
+  std::string gradient_reduce_dtype = "";  // group policies: bf16 or fp32 ("": no group policies)
+  std::string trace;                       // name or path
+  std::string trace_about;                 // where it comes from
+  std::string preparation;                 // order, cap rule, limit: what was trained
+  bool sorted = false;  // cumulative time is drawn against length when sorted, else against position
   double wall_s = 0;
 };
 
 // What summary.json says of the run: not `sorted` (it only shapes a plot) nor the wall time (which
 // would make two identical runs' summaries differ).
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RunDescription, model, cluster, degree, global_batch, global_batch_tokens,
-                                   micro_batch_tokens, shard_degree, trace, trace_about, preparation)
+                                   micro_batch_tokens, shard_degree, gradient_reduce_dtype, trace,
+                                   trace_about, preparation)
 
 // "one sequence per training step", how many a global batch holds, or how it is packed.
 std::string steps_text(const RunDescription& run);

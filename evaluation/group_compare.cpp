@@ -90,6 +90,7 @@ PlannedStep plan_grouped_step(const ModelSpec& model, int job, const std::vector
   planned.spec.model = &model;
   planned.spec.num_layers = static_cast<int>(model.num_layers);
   planned.spec.shard_degree = costs.shard_degree();
+  planned.spec.gradient_reduce_dtype = costs.gradient_reduce_dtype();
   for (const selector::SolvedRound& round : schedule.rounds) {
     Round groups;
     int covered = 0;

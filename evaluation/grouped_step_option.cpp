@@ -77,4 +77,10 @@ int parse_shard_group(const std::string& name, const hw::ClusterSpec& cluster, i
   throw InputError("--shard-group", 0, "", "expected job or node, got '" + name + "'");
 }
 
+DType parse_gradient_reduce_dtype(const std::string& name) {
+  if (name == "bf16") return DType::bf16;
+  if (name == "fp32") return DType::fp32;
+  throw InputError("--gradient-reduce-dtype", 0, "", "expected bf16 or fp32, got '" + name + "'");
+}
+
 }  // namespace paradyse::evaluation

@@ -23,4 +23,8 @@ GroupedStepSpec parse_grouped_step(const std::string& text, const ModelSpec& mod
 // --shard-group otherwise.
 int parse_shard_group(const std::string& name, const hw::ClusterSpec& cluster, int job);
 
+// The type a grouped step reduces its gradients in (GroupedStepSpec::gradient_reduce_dtype): "bf16" or
+// "fp32". InputError naming --gradient-reduce-dtype otherwise.
+DType parse_gradient_reduce_dtype(const std::string& name);
+
 }  // namespace paradyse::evaluation

@@ -36,7 +36,8 @@ const std::vector<std::string> kAxes = {"cluster",
                                         "global_batch",
                                         "global_batch_tokens",
                                         "micro_batch_tokens",
-                                        "shard_group"};
+                                        "shard_group",
+                                        "gradient_reduce_dtype"};
 const std::vector<std::string> kBaseKeys = {"model",
                                             "cluster",
                                             "framework",
@@ -57,6 +58,7 @@ const std::vector<std::string> kBaseKeys = {"model",
                                             "micro_batch_tokens",
                                             "group_policies",
                                             "shard_group",
+                                            "gradient_reduce_dtype",
                                             "tune_statics",
                                             "mode",
                                             "plan_lengths"};
@@ -299,6 +301,7 @@ CompareJob SweepSpec::job(const SweepPoint& point) const {
   job.micro_batch_tokens = length_text("micro_batch_tokens", job.micro_batch_tokens);
   job.group_policies = settings.value("group_policies", job.group_policies);
   job.shard_group = settings.value("shard_group", job.shard_group);
+  job.gradient_reduce_dtype = settings.value("gradient_reduce_dtype", job.gradient_reduce_dtype);
   job.tune_budgets = settings.value("tune_statics", job.tune_budgets);
   if (settings.value("mode", "compare") == "plan") {
     job.engine = "analytic";

@@ -139,6 +139,14 @@ void add_compare_command(CLI::App& app) {
                    "divide the GPUs (default: every one)")
       ->delimiter(',');
   command
+      ->add_option(
+          "--gradient-reduce-dtype", options->job.gradient_reduce_dtype,
+          "group policies: what each layer's gradient is summed and reduce-scattered in, bf16 (the "
+          "weights' type, as the static strategies and DeepSpeed ZeRO-3 reduce) or fp32 (FSDP with an "
+          "fp32 reduce_dtype, as Composer's DEFAULT mixed precision and TorchTitan's default): twice "
+          "the bytes on the wire and in the gradient buffer")
+      ->capture_default_str();
+  command
       ->add_option("--shard-group", options->job.shard_group,
                    "group policies: what each weight is sharded over, job (every GPU holds 1/N of it, "
                    "gathered over all N for every layer: FSDP's FULL_SHARD) or node (every node holds a "

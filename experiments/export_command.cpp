@@ -20,6 +20,7 @@ struct ExportOptions {
   StepFlags step;
   std::string groups;
   std::string shard_group = "job";
+  std::string gradient_reduce_dtype = "bf16";
   std::string out;
   std::string comm_group_file;
 };
@@ -41,13 +42,16 @@ void run(const ExportOptions& options, const CLI::App& command) {
     GroupedStepSpec spec = evaluation::parse_grouped_step(options.groups, model, plan);
     spec.shard_degree =
         evaluation::parse_shard_group(options.shard_group, cluster, steps::grouped_step_job(spec));
+    spec.gradient_reduce_dtype = evaluation::parse_gradient_reduce_dtype(options.gradient_reduce_dtype);
     step = steps::trace_grouped_step_programs(spec, cluster);
-    metadata.description =
-        fmt::format("{}, plan {}, grouped step {} (weights sharded over the {}), on {}", model.name,
-                    plan_name(plan), options.groups, options.shard_group, cluster.name);
+    metadata.description = fmt::format(
+        "{}, plan {}, grouped step {} (weights sharded over the {}, gradients reduced in {}), on {}",
+        model.name, plan_name(plan), options.groups, options.shard_group, options.gradient_reduce_dtype,
+        cluster.name);
   } else {
-    if (command.count("--shard-group") > 0)
-      throw InputError("--shard-group", 0, "", "expected --shard-group only with --groups");
+    for (const char* flag : {"--shard-group", "--gradient-reduce-dtype"})
+      if (command.count(flag) > 0)
+        throw InputError(flag, 0, "", std::string("expected ") + flag + " only with --groups");
     const steps::EstimateRequest request = parse_step_request(options.step);
     step = steps::trace_plan_step(model, cluster, plan, request);
     metadata.description = fmt::format("{}, plan {}, seq {}", model.name, plan_name(plan), request.tokens);
@@ -95,6 +99,12 @@ void add_export_command(CLI::App& app) {
       ->add_option("--shard-group", options->shard_group,
                    "with --groups: what the weights are sharded over, job or node (each node a replica: "
                    "hybrid sharding)")
+      ->capture_default_str();
+  command
+      ->add_option(
+          "--gradient-reduce-dtype", options->gradient_reduce_dtype,
+          "with --groups: what each layer's gradient is summed and reduce-scattered in, bf16 or fp32 "
+          "(FSDP's reduce_dtype float32: twice the bytes)")
       ->capture_default_str();
   command->add_option("--out", options->out, "the traces' path prefix: writes <out>.0.et, <out>.1.et, ...")
       ->required();

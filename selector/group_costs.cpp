@@ -81,6 +81,7 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
       cluster_(cluster),
       job_(job),
       shard_degree_(options.shard_degree == 0 ? job : options.shard_degree),
+      gradient_reduce_dtype_(options.gradient_reduce_dtype),
       causal_(model.causal),
       candidates_(
           all_candidates(options.recompute_choices, false, cluster.gpu.host_link_bytes_per_second > 0)) {
@@ -102,6 +103,7 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
     idle.num_layers = static_cast<int>(model_.num_layers);
     idle.rounds = {{{0, job, nothing}}};
     idle.shard_degree = shard_degree_;
+    idle.gradient_reduce_dtype = gradient_reduce_dtype_;
     const costmodel::ProgramPrice price =
         costmodel::price_program(trace_grouped_step(idle, 0, job), costmodel::OpTimer(cluster_, job), 0, 0);
     round_s_ = price.seconds - price.optimizer_s;
@@ -317,6 +319,7 @@ costmodel::ProgramPrice GroupCosts::price_round(const MicroBatch& micro_batch, i
   }
   spec.rounds = {round};
   spec.shard_degree = shard_degree_;
+  spec.gradient_reduce_dtype = gradient_reduce_dtype_;
   spec.prefetch_gathers = prefetch;
   return costmodel::price_program(trace_grouped_step(spec, 0, job_), at(degree).timer, static_bytes_,
                                   cluster_.gpu.allocator_fragmentation);

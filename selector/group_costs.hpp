@@ -55,6 +55,8 @@ struct GroupPricingOptions {
   // The ranks each weight is sharded over (GroupedStepSpec::shard_degree): 0 for the whole job, a node's
   // GPUs for hybrid sharding.
   int shard_degree = 0;
+  // What the gradients are summed and reduce-scattered in (GroupedStepSpec::gradient_reduce_dtype).
+  DType gradient_reduce_dtype = DType::bf16;
 };
 
 // Throws InputError naming --group-sizes unless every degree is a power of two that divides `job`.
@@ -71,6 +73,7 @@ class GroupCosts {
 
   int job() const { return job_; }
   int shard_degree() const { return shard_degree_; }  // never 0: the job's when it shards over the job
+  DType gradient_reduce_dtype() const { return gradient_reduce_dtype_; }
   const std::vector<int>& degrees() const { return degrees_; }
   // The problem of one global batch of sequences of these lengths (its tokens padded as the job's
   // layout pads them, so that capacity holds on any group); times cached per length.
@@ -127,6 +130,7 @@ class GroupCosts {
   hw::ClusterSpec cluster_;
   int job_;
   int shard_degree_;
+  DType gradient_reduce_dtype_;
   bool causal_;
   std::vector<CandidateKey> candidates_;  // kSwitching's
   double static_bytes_ = 0;               // per GPU, the weights sharded over the shard group

@@ -46,6 +46,7 @@ TEST_CASE("summary.json: the run, the engine and each policy's totals", "[evalua
                                                 "global_batch_tokens",
                                                 "micro_batch_tokens",
                                                 "shard_degree",
+                                                "gradient_reduce_dtype",
                                                 "trace",
                                                 "trace_about",
                                                 "engine",

@@ -197,6 +197,11 @@ TEST_CASE("compare: bad inputs fail with a clear message, a non-zero exit and no
        "--group-policies groups --group-sizes 2,3",
        "--group-sizes: a group of 3 GPUs does not divide the job's 8 GPUs"},
       {"--trace github-code-like --group-sizes 2", "--group-sizes: group sizes are for --group-policies"},
+      {"--trace github-code-like --gradient-reduce-dtype fp32",
+       "--gradient-reduce-dtype: the type of the grouped step's gradient reduction is for --group-policies"},
+      {"--trace github-code-like --max-len 1M --global-batch-tokens 1M --micro-batch-tokens 64K "
+       "--group-policies groups --gradient-reduce-dtype fp16",
+       "--gradient-reduce-dtype: expected bf16 or fp32, got 'fp16'"},
       {"--trace github-code-like --per-sequence parquet", "--per-sequence: expected csv, csv.gz or none"},
       {"--trace github-code-like --max-len 1M --global-batch-tokens 1M --micro-batch-tokens 64K "
        "--group-policies groups --group-sizes 2,x",
@@ -238,5 +243,35 @@ TEST_CASE("compare --engine sim: two processes write the same files, byte for by
   };
   CHECK(without_wall_time(read_text(dir / "second" / "report.md")) ==
         without_wall_time(read_text(dir / "first" / "report.md")));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE(
+    "compare --gradient-reduce-dtype fp32: the group policies' steps reduce in fp32, the statics as before",
+    "[experiments]") {
+  const auto dir = temp_dir();
+  const auto run = [&](const std::string& dtype) {
+    const std::string out = (dir / dtype).string();
+    const RunResult r = run_paradyse(
+        "compare --trace github-code-like --limit 300 --max-len 64K --global-batch-tokens 256K "
+        "--micro-batch-tokens 64K --group-policies groups --engine analytic --policy static:ulysses_z "
+        "--per-sequence none --gradient-reduce-dtype " +
+        dtype + " --out " + out);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    std::ifstream report(out + "/report.md");
+    const std::string text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+    CHECK_THAT(text, Catch::Contains("gradients reduced in " + dtype));
+    return nlohmann::json::parse(std::ifstream(out + "/summary.json"));
+  };
+  const nlohmann::json bf16 = run("bf16"), fp32 = run("fp32");
+  CHECK(bf16.at("gradient_reduce_dtype") == "bf16");
+  CHECK(fp32.at("gradient_reduce_dtype") == "fp32");
+  const auto total_s = [](const nlohmann::json& j, const char* policy) {
+    return j.at("policies").at(policy).at("total_time_s").get<double>();
+  };
+  // Twice the bytes in each layer's reduce-scatter over the job; the static strategies are untouched.
+  CHECK(total_s(fp32, "groups") > total_s(bf16, "groups"));
+  CHECK(total_s(fp32, "static:ulysses_z") == total_s(bf16, "static:ulysses_z"));
   std::filesystem::remove_all(dir);
 }

@@ -71,7 +71,8 @@ GroupProblem random_problem(std::mt19937& rng, int job, int sequences, bool pack
 // One round of a grouped step in which all `job` ranks train a sequence of `length` by `plan`, priced
 // on rank 0 (as GroupCosts prices a micro-batch), with the gathers prefetched or not.
 costmodel::ProgramPrice one_group_round(const ModelSpec& model, const hw::ClusterSpec& cluster, int job,
-                                        const Plan& plan, int64_t length, bool prefetch) {
+                                        const Plan& plan, int64_t length, bool prefetch,
+                                        DType gradient_reduce_dtype = DType::bf16) {
   StepSpec micro;
   micro.model = &model;
   micro.tokens = SequenceLayout::padded_length(length, job, model.causal);
@@ -81,6 +82,7 @@ costmodel::ProgramPrice one_group_round(const ModelSpec& model, const hw::Cluste
   step.num_layers = static_cast<int>(model.num_layers);
   step.rounds = {{{0, job, micro}}};
   step.prefetch_gathers = prefetch;
+  step.gradient_reduce_dtype = gradient_reduce_dtype;
   return costmodel::price_program(trace_grouped_step(step, 0, job), costmodel::OpTimer(cluster, job),
                                   steps::static_memory_bytes(model, job, WeightLayout::job),
                                   cluster.gpu.allocator_fragmentation);
@@ -291,6 +293,30 @@ TEST_CASE("group costs: group sizes that do not divide the job, or are not power
   const selector::GroupCosts costs(model, cluster, 8, selector::GroupCosts::kSwitching, 1 << 14,
                                    {.degrees = {2, 8}});
   CHECK(costs.degrees() == std::vector<int>{2, 8});
+}
+
+TEST_CASE("group costs: gradients reduced in fp32 are priced on the program that reduces them in fp32",
+          "[selector]") {
+  const ModelSpec model = load_model("llama-8l");
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  const int job = 8;
+  selector::GroupCosts bf16(model, cluster, job, selector::GroupCosts::kSwitching, 1 << 17, {.degrees = {8}});
+  selector::GroupCosts fp32(model, cluster, job, selector::GroupCosts::kSwitching, 1 << 17,
+                            {.degrees = {8}, .gradient_reduce_dtype = DType::fp32});
+  CHECK(fp32.gradient_reduce_dtype() == DType::fp32);
+  const int64_t length = 16384;
+  const selector::GroupCosts::Price priced = fp32.price(MicroBatch::sequence(length), job);
+  REQUIRE(priced.fits);
+  const costmodel::ProgramPrice program =
+      one_group_round(model, cluster, job, priced.plan, length, false, DType::fp32);
+  CHECK(priced.seconds == Approx(program.seconds - program.optimizer_s).epsilon(1e-12));
+  CHECK(priced.peak_bytes ==
+        Approx(program.peak_bytes + prefetch_layer_bytes(model, cluster, job)).epsilon(1e-12));
+  // Twice the bytes to reduce-scatter and to hold: a round costs more and holds fewer tokens.
+  const selector::GroupProblem in_bf16 = bf16.problem({length});
+  const selector::GroupProblem in_fp32 = fp32.problem({length});
+  CHECK(in_fp32.round_s > in_bf16.round_s);
+  CHECK(in_fp32.capacity_tokens[0] <= in_bf16.capacity_tokens[0]);
 }
 
 TEST_CASE("group costs: switching mixes a faster strategy into a leaner one where the faster does not fit",
