@@ -1,6 +1,7 @@
 #include "selector/group_solver.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -138,10 +139,11 @@ GroupSchedule solve_groups_greedy(const GroupProblem& problem) {
     }
   }
   choices.push_back(fastest);
-  GroupSchedule best = place(problem, choices.front());
-  for (std::size_t c = 1; c < choices.size(); ++c) {
+  GroupSchedule best;
+  for (std::size_t c = 0; c < choices.size(); ++c) {
     GroupSchedule schedule = place(problem, choices[c]);
-    if (schedule.seconds < best.seconds) best = std::move(schedule);
+    improve_schedule(problem, schedule);
+    if (c == 0 || schedule.seconds < best.seconds) best = std::move(schedule);
   }
   // Each round takes round_s and at least its largest group's work beyond the most any degree hides.
   if (best.unplaced.size() < n) {
@@ -152,6 +154,133 @@ GroupSchedule solve_groups_greedy(const GroupProblem& problem) {
     best.lower_bound_s = bound;
   }
   return best;
+}
+
+namespace {
+
+std::size_t degree_index(const GroupProblem& problem, int degree) {
+  return static_cast<std::size_t>(std::find(problem.degrees.begin(), problem.degrees.end(), degree) -
+                                  problem.degrees.begin());
+}
+
+// A round's three slowest groups by their work beyond what their degrees hide, so that the round's time
+// with one or two of its groups changed is known without a pass over them all.
+struct RoundTop {
+  static constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+  std::array<std::size_t, 3> group{kNone, kNone, kNone};
+  std::array<double, 3> beyond_s{};
+  std::size_t groups = 0;
+};
+
+// What a move changes of a group: its work, or that it loses its last sequence.
+struct WorkChange {
+  std::size_t group = RoundTop::kNone;
+  double beyond_s = 0;
+  bool emptied = false;
+};
+
+}  // namespace
+
+void improve_schedule(const GroupProblem& problem, GroupSchedule& schedule) {
+  const auto index_of = [&](const GroupInRound& g) { return degree_index(problem, g.degree); };
+  const auto beyond = [&](const GroupInRound& g, double work_s) {
+    return problem.beyond_round_s(index_of(g), work_s);
+  };
+  const auto top_of = [&](const SolvedRound& round) {
+    RoundTop top;
+    top.groups = round.groups.size();
+    for (std::size_t g = 0; g < round.groups.size(); ++g) {
+      const double b = beyond(round.groups[g], round.groups[g].seconds);
+      for (std::size_t k = 0; k < 3; ++k)
+        if (top.group[k] == RoundTop::kNone || b > top.beyond_s[k]) {
+          for (std::size_t m = 2; m > k; --m) {
+            top.group[m] = top.group[m - 1];
+            top.beyond_s[m] = top.beyond_s[m - 1];
+          }
+          top.group[k] = g;
+          top.beyond_s[k] = b;
+          break;
+        }
+    }
+    return top;
+  };
+  // The round's time with changes `a` and `b` (to different groups, or none): round_s plus the slowest
+  // group's work beyond what it hides; 0 when no group is left.
+  const auto round_s = [&](const RoundTop& top, const WorkChange& a, const WorkChange& b) {
+    const std::size_t emptied = (a.emptied ? 1 : 0) + (b.emptied ? 1 : 0);
+    if (top.groups == emptied) return 0.0;
+    double slowest = 0;
+    for (std::size_t k = 0; k < 3; ++k)
+      if (top.group[k] != RoundTop::kNone && top.group[k] != a.group && top.group[k] != b.group) {
+        slowest = top.beyond_s[k];
+        break;
+      }
+    for (const WorkChange* change : {&a, &b})
+      if (change->group != RoundTop::kNone && !change->emptied) slowest = std::max(slowest, change->beyond_s);
+    return problem.round_s + slowest;
+  };
+  std::vector<RoundTop> tops;
+  std::vector<std::vector<int64_t>> tokens;  // per round and group
+  for (const SolvedRound& round : schedule.rounds) {
+    tops.push_back(top_of(round));
+    std::vector<int64_t>& of_round = tokens.emplace_back();
+    for (const GroupInRound& g : round.groups) of_round.push_back(micro_batch_tokens(problem, g));
+  }
+  constexpr double kGain = 1e-9;  // a move must shorten the step by more: each does, so the moves end
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (std::size_t r = 0; r < schedule.rounds.size() && !moved; ++r) {
+      SolvedRound& from = schedule.rounds[r];
+      if (from.groups.empty()) continue;
+      const std::size_t slow = tops[r].group[0];
+      GroupInRound& source = from.groups[slow];
+      const std::size_t i = index_of(source);
+      const double from_before = round_s(tops[r], {}, {});
+      for (std::size_t k = 0; k < source.sequences.size() && !moved; ++k) {
+        const std::size_t s = source.sequences[k];
+        const WorkChange out{slow, beyond(source, source.seconds - problem.seconds[s][i]),
+                             source.sequences.size() == 1};
+        const double saved = from_before - round_s(tops[r], out, {});
+        if (saved <= kGain) continue;
+        // Into another group, of this round or another, that holds it: the first that shortens the step.
+        for (std::size_t r2 = 0; r2 < schedule.rounds.size() && !moved; ++r2) {
+          SolvedRound& to = schedule.rounds[r2];
+          const double to_before = round_s(tops[r2], {}, {});
+          for (std::size_t h = 0; h < to.groups.size() && !moved; ++h) {
+            if (r2 == r && h == slow) continue;
+            GroupInRound& target = to.groups[h];
+            const std::size_t j = index_of(target);
+            if (!std::isfinite(problem.seconds[s][j]) || problem.tokens[s] > problem.capacity_tokens[j] ||
+                tokens[r2][h] + problem.tokens[s] > problem.micro_batch_limit(j, target.sequences.size() + 1))
+              continue;
+            const WorkChange in{h, beyond(target, target.seconds + problem.seconds[s][j]), false};
+            const double gain = r2 == r ? from_before - round_s(tops[r], out, in)
+                                        : saved - (round_s(tops[r2], in, {}) - to_before);
+            if (gain <= kGain) continue;
+            target.sequences.push_back(s);
+            target.seconds += problem.seconds[s][j];
+            tokens[r2][h] += problem.tokens[s];
+            source.sequences.erase(source.sequences.begin() + static_cast<std::ptrdiff_t>(k));
+            source.seconds -= problem.seconds[s][i];
+            tokens[r][slow] -= problem.tokens[s];
+            if (source.sequences.empty()) {
+              from.groups.erase(from.groups.begin() + static_cast<std::ptrdiff_t>(slow));
+              tokens[r].erase(tokens[r].begin() + static_cast<std::ptrdiff_t>(slow));
+            }
+            tops[r] = top_of(from);
+            tops[r2] = top_of(to);
+            moved = true;
+          }
+        }
+      }
+    }
+  }
+  std::erase_if(schedule.rounds, [](const SolvedRound& round) { return round.groups.empty(); });
+  schedule.seconds = 0;
+  for (SolvedRound& round : schedule.rounds) {
+    round.seconds = round_s(top_of(round), {}, {}) - problem.round_s;
+    schedule.seconds += problem.round_s + round.seconds;
+  }
 }
 
 namespace {

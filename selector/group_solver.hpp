@@ -14,15 +14,20 @@
 // cost (the gathers prefetched under its layers' compute), if any; the step is the sum of its rounds.
 //
 // The greedy:
-//  1. each sequence takes a degree, chosen several ways, each placed as in 2, the fastest schedule
-//     kept: the degree where it costs the fewest GPU-seconds (degree × time), or, if its time there
-//     exceeds the step's lower bound (the larger of the GPU-seconds over N and the slowest sequence at
-//     its fastest degree), the smallest degree that brings it under the bound, or its fastest; the
-//     fewest GPU-seconds among degrees of at least k, for each allowed k; its fastest degree;
+//  1. each sequence takes a degree, chosen several ways, each placed as in 2 and improved as in 3,
+//     the fastest schedule kept: the degree where it costs the fewest GPU-seconds (degree × time),
+//     or, if its time there exceeds the step's lower bound (the larger of the GPU-seconds over N and
+//     the slowest sequence at its fastest degree), the smallest degree that brings it under the
+//     bound, or its fastest; the fewest GPU-seconds among degrees of at least k, for each allowed k;
+//     its fastest degree;
 //  2. slowest first, each sequence goes where it adds least to the step's time: into a group of its
 //     degree that has room in the degree's capacity, into a new group on the lowest free aligned ranks
 //     of a round, or into a new round (list scheduling; on a tie, the earlier round, and an existing
-//     group before a new one, which keeps ranks free for what comes later).
+//     group before a new one, which keeps ranks free for what comes later);
+//  3. single sequences move out of a round's slowest group into other groups with room, at those
+//     groups' degrees, while a move shortens the step (a local search: list scheduling places the
+//     short sequences last, where they can leave a round's slowest group with work that another
+//     group has slack for).
 #pragma once
 
 #include <algorithm>
@@ -92,6 +97,10 @@ struct GroupSchedule {
 // job, a table of the wrong shape).
 void check_group_problem(const GroupProblem& problem);
 GroupSchedule solve_groups_greedy(const GroupProblem& problem);
+// Step 3 of the greedy, on any schedule of `problem`: while moving one sequence out of a round's slowest
+// group into another group, of that round or another, that holds it shortens the step, the first such
+// move is made; a round left without sequences is dropped, and the schedule's times are recomputed.
+void improve_schedule(const GroupProblem& problem, GroupSchedule& schedule);
 // The problem's objective for a schedule: the sum over rounds of the slowest group's time (with the
 // round's fixed cost); throws
 // when the schedule breaks a rule of the model (overlapping or misaligned groups, capacity, a

@@ -96,6 +96,74 @@ double prefetch_layer_bytes(const ModelSpec& model, const hw::ClusterSpec& clust
 
 }  // namespace
 
+// Two ranks, one group size: sequences of one token each, `seconds` each; a round costs 0.5 s besides.
+GroupProblem two_single_ranks(const std::vector<double>& seconds, int64_t micro_batch_tokens = 100) {
+  GroupProblem p;
+  p.job = 2;
+  p.degrees = {1};
+  p.capacity_tokens = {micro_batch_tokens};
+  p.round_s = 0.5;
+  for (const double s : seconds) {
+    p.tokens.push_back(1);
+    p.seconds.push_back({s});
+  }
+  return p;
+}
+
+selector::GroupInRound group_of(int rank, std::vector<std::size_t> sequences, double seconds) {
+  return {rank, 1, std::move(sequences), seconds};
+}
+
+TEST_CASE("group solver's local search: a sequence leaves a round's slowest group for one with slack",
+          "[selector]") {
+  SECTION("within its round") {
+    const GroupProblem problem = two_single_ranks({3, 1, 1});
+    selector::GroupSchedule schedule;
+    schedule.rounds = {{{group_of(0, {0, 1}, 4), group_of(1, {2}, 1)}, 4}};
+    schedule.seconds = 4.5;
+    selector::improve_schedule(problem, schedule);
+    REQUIRE(schedule.rounds.size() == 1);
+    CHECK(schedule.rounds[0].groups[0].sequences == std::vector<std::size_t>{0});
+    CHECK(schedule.rounds[0].groups[1].sequences == std::vector<std::size_t>{2, 1});
+    CHECK(schedule.seconds == Approx(3.5));
+    CHECK(selector::schedule_seconds(problem, schedule) == Approx(3.5));
+  }
+  SECTION("into another round, which leaves its own round empty") {
+    const GroupProblem problem = two_single_ranks({3, 2, 1});
+    selector::GroupSchedule schedule;
+    schedule.rounds = {{{group_of(0, {0}, 3), group_of(1, {1}, 2)}, 3}, {{group_of(0, {2}, 1)}, 1}};
+    schedule.seconds = 5;
+    selector::improve_schedule(problem, schedule);
+    REQUIRE(schedule.rounds.size() == 1);
+    CHECK(schedule.rounds[0].groups[1].sequences == std::vector<std::size_t>{1, 2});
+    CHECK(schedule.seconds == Approx(3.5));
+    CHECK(selector::schedule_seconds(problem, schedule) == Approx(3.5));
+  }
+  SECTION("only where the micro-batch has room for its tokens") {
+    // Rank 1's micro-batch is full (2 of 2 tokens): the sequence goes to rank 0's, which is slower but
+    // still shortens the step (4.5 s against 3.5 + 1.5).
+    GroupProblem problem = two_single_ranks({3, 2, 1}, 2);
+    problem.tokens = {1, 2, 1};
+    selector::GroupSchedule schedule;
+    schedule.rounds = {{{group_of(0, {0}, 3), group_of(1, {1}, 2)}, 3}, {{group_of(0, {2}, 1)}, 1}};
+    schedule.seconds = 5;
+    selector::improve_schedule(problem, schedule);
+    REQUIRE(schedule.rounds.size() == 1);
+    CHECK(schedule.rounds[0].groups[0].sequences == std::vector<std::size_t>{0, 2});
+    CHECK(schedule.seconds == Approx(4.5));
+    CHECK(selector::schedule_seconds(problem, schedule) == Approx(4.5));
+  }
+  SECTION("and never where no move shortens the step") {
+    const GroupProblem problem = two_single_ranks({3, 3, 2, 2, 2});
+    selector::GroupSchedule schedule;  // list scheduling's 7 s against the best 6: no single move helps
+    schedule.rounds = {{{group_of(0, {0, 2, 4}, 7), group_of(1, {1, 3}, 5)}, 7}};
+    schedule.seconds = 7.5;
+    selector::improve_schedule(problem, schedule);
+    CHECK(schedule.rounds[0].groups[0].sequences == std::vector<std::size_t>{0, 2, 4});
+    CHECK(schedule.seconds == Approx(7.5));
+  }
+}
+
 TEST_CASE("group solver: the long sequence on every rank, then the short ones one per rank", "[selector]") {
   const GroupProblem problem = hand_worked();
   // GPU-seconds: 1 for a short sequence alone (1.2 on 2, 1.6 on 4), 8 for the long one on 2; the
