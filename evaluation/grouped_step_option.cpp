@@ -78,8 +78,7 @@ int parse_shard_group(const std::string& name, const hw::ClusterSpec& cluster, i
 }
 
 DType parse_gradient_reduce_dtype(const std::string& name) {
-  if (name == "bf16") return DType::bf16;
-  if (name == "fp32") return DType::fp32;
+  if (const std::optional<DType> dtype = gradient_reduce_dtype_named(name)) return *dtype;
   throw InputError("--gradient-reduce-dtype", 0, "", "expected bf16 or fp32, got '" + name + "'");
 }
 

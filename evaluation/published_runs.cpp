@@ -99,14 +99,14 @@ PublishedRun read_run(const Object& run, const std::string& source, const TableM
     run.fail("measure",
              "expected iteration for a run of several data-parallel groups, got '" + measure + "'");
   if (run.has("gradient_reduce_dtype")) {
-    const std::string dtype = run.string("gradient_reduce_dtype");
-    if (dtype != "bf16" && dtype != "fp32")
-      run.fail("gradient_reduce_dtype", "expected bf16 or fp32, got '" + dtype + "'");
+    const std::string name = run.string("gradient_reduce_dtype");
+    const std::optional<DType> dtype = gradient_reduce_dtype_named(name);
+    if (!dtype) run.fail("gradient_reduce_dtype", "expected bf16 or fp32, got '" + name + "'");
     if (r.data_parallel < 2)
       run.fail("gradient_reduce_dtype",
                "expected only on a run of several data-parallel groups (data_parallel of 2 or more), whose "
                "step reduce-scatters each layer's gradient");
-    r.gradient_reduce_dtype = dtype == "fp32" ? DType::fp32 : DType::bf16;
+    r.gradient_reduce_dtype = *dtype;
   }
   r.measured_s = run.positive_number("measured_s");
   return r;

@@ -199,6 +199,12 @@ class JobShards final : public WeightSource {
 
 }  // namespace
 
+std::optional<DType> gradient_reduce_dtype_named(std::string_view name) {
+  if (name == "bf16") return DType::bf16;
+  if (name == "fp32") return DType::fp32;
+  return std::nullopt;
+}
+
 bool GroupedStepSpec::prefetches(std::size_t round) const {
   return prefetch_gathers && std::find(rounds_without_prefetch.begin(), rounds_without_prefetch.end(),
                                        round) == rounds_without_prefetch.end();

@@ -37,7 +37,9 @@
 // over the rounds, and one optimizer step follows the last.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "program/program.hpp"
@@ -79,6 +81,10 @@ struct GroupedStepSpec {
   int shard_degree_of(int job_degree) const { return shard_degree == 0 ? job_degree : shard_degree; }
   bool prefetches(std::size_t round) const;
 };
+
+// The gradient reduction type a name gives (GroupedStepSpec::gradient_reduce_dtype): "bf16" or "fp32";
+// none for any other name.
+std::optional<DType> gradient_reduce_dtype_named(std::string_view name);
 
 // Throws InputError when the shard group does not divide the job, the rounds' groups do not cover the
 // job's `job_degree` ranks exactly, in order, or a plan has another length, a strategy cannot run at its
