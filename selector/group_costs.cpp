@@ -98,14 +98,9 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
   {
     StepSpec nothing;
     nothing.model = &model_;
-    GroupedStepSpec idle;
-    idle.model = &model_;
-    idle.num_layers = static_cast<int>(model_.num_layers);
-    idle.rounds = {{{0, job, nothing}}};
-    idle.shard_degree = shard_degree_;
-    idle.gradient_reduce_dtype = gradient_reduce_dtype_;
     const costmodel::ProgramPrice price =
-        costmodel::price_program(trace_grouped_step(idle, 0, job), costmodel::OpTimer(cluster_, job), 0, 0);
+        costmodel::price_program(trace_grouped_step(one_round({{0, job, nothing}}, true), 0, job),
+                                 costmodel::OpTimer(cluster_, job), 0, 0);
     round_s_ = price.seconds - price.optimizer_s;
   }
   const int64_t longest = grid_tokens(max_tokens);
@@ -308,21 +303,25 @@ costmodel::ProgramPrice GroupCosts::price_round(const MicroBatch& micro_batch, i
   for (const int64_t length : padded) micro.tokens += length;
   if (padded.size() > 1) micro.documents = padded;
   micro.plan = plan;
-  GroupedStepSpec spec;
-  spec.model = &model_;
-  spec.num_layers = static_cast<int>(model_.num_layers);
   Round round{{0, degree, micro}};
   if (degree < job_) {
     StepSpec idle;
     idle.model = &model_;
     round.push_back({degree, job_ - degree, idle});
   }
-  spec.rounds = {round};
+  return costmodel::price_program(trace_grouped_step(one_round(std::move(round), prefetch), 0, job_),
+                                  at(degree).timer, static_bytes_, cluster_.gpu.allocator_fragmentation);
+}
+
+GroupedStepSpec GroupCosts::one_round(Round round, bool prefetch) const {
+  GroupedStepSpec spec;
+  spec.model = &model_;
+  spec.num_layers = static_cast<int>(model_.num_layers);
+  spec.rounds = {std::move(round)};
   spec.shard_degree = shard_degree_;
   spec.gradient_reduce_dtype = gradient_reduce_dtype_;
   spec.prefetch_gathers = prefetch;
-  return costmodel::price_program(trace_grouped_step(spec, 0, job_), at(degree).timer, static_bytes_,
-                                  cluster_.gpu.allocator_fragmentation);
+  return spec;
 }
 
 GroupCosts::SequencePrice GroupCosts::sequence_s(int64_t length, int degree) {

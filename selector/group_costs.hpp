@@ -38,6 +38,7 @@
 #include "selector/cost_source.hpp"
 #include "selector/group_solver.hpp"
 #include "selector/policy.hpp"
+#include "strategies/grouped_step.hpp"
 
 namespace paradyse::selector {
 
@@ -109,6 +110,8 @@ class GroupCosts {
   // limit with the prefetch's layer or without it.
   using PlanPricer = std::function<Price(const Plan& plan, bool prefetch)>;
   Price held(const Plan& plan, const costmodel::ProgramPrice& program, bool prefetch) const;
+  // A step of this one round, its weights sharded and its gradients reduced as this job's.
+  GroupedStepSpec one_round(Round round, bool prefetch) const;
   // Rank 0's program of a round in which ranks [0, degree) train `micro_batch` by `plan`, priced.
   costmodel::ProgramPrice price_round(const MicroBatch& micro_batch, int degree, const Plan& plan,
                                       bool prefetch);
