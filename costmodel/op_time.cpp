@@ -162,9 +162,9 @@ double OpTimer::compute_s(const Op& op) const {
     case OpKind::attention_backward: {
       // FlashAttention's throughput depends on the key length of the block and on whether a causal
       // mask cuts it (the FlashAttention-2 benchmark charts of Dao-AILab/flash-attention: on A100, head
-      // dim 128, forward+backward, 151 TFLOP/s at 512 tokens and 203 at 16K, causal 99 and 189).
-      const hw::Curve& efficiency =
-          op.partially_masked ? gpu.causal_attention_efficiency_by_seq : gpu.attention_efficiency_by_seq;
+      // dim 128, forward+backward, 151 TFLOP/s at 512 tokens and 203 at 16K, causal 99 and 189), and on
+      // which implementation of it the framework runs (its Triton one: 78 and 95, causal 50 and 80).
+      const hw::Curve& efficiency = cluster_.attention_efficiency_by_seq(op.partially_masked);
       arithmetic = op.flops / (gpu.bf16_flops_per_second * efficiency.at(static_cast<double>(op.dims[2])));
       // Dropout inside the kernel draws a random number per computed score (measured where known).
       if (op.drops_out && !gpu.attention_dropout_time_factor_by_seq.points().empty())

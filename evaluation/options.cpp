@@ -35,6 +35,7 @@ ModelSpec MachineOptions::load_model() const {
 hw::ClusterSpec MachineOptions::load_cluster() const {
   hw::ClusterSpec spec = hw::load_cluster(cluster, nodes);
   if (!framework.empty()) hw::use_framework(spec, hw::load_framework(framework));
+  hw::use_attention_implementation(spec, attention_implementation, "--attention-implementation");
   return spec;
 }
 

@@ -29,6 +29,8 @@ struct MachineOptions {
   std::string cluster = "dgx-a100";
   int nodes = 1;
   std::string framework;  // "": the cluster's own (its preset's, or its file's host block)
+  // "": the GPU's own attention curves; else one of its attention_implementations.
+  std::string attention_implementation;
 
   ModelSpec load_model() const;
   hw::ClusterSpec load_cluster() const;

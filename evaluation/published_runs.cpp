@@ -41,14 +41,16 @@ using TableModels = std::map<std::string, std::shared_ptr<const std::string>, st
 PublishedRun read_run(const Object& run, const std::string& source, const TableModels& models) {
   run.require_keys(
       {"name", "table", "cluster", "model", "strategy", "degree", "seq", "measure", "measured_s"},
-      {"framework", "attention_kernel", "loss_kernel", "recompute", "data_parallel", "batch", "micro_batches",
-       "gradients_clipped", "gradient_reduce_dtype"});
+      {"framework", "attention_kernel", "attention_implementation", "loss_kernel", "recompute",
+       "data_parallel", "batch", "micro_batches", "gradients_clipped", "gradient_reduce_dtype"});
   PublishedRun r;
   r.name = run.string("name");
   r.source = source;
   r.table = run.string("table");
   r.cluster = run.string("cluster");
   if (run.has("framework")) r.framework = hw::non_empty_string(run, "framework");
+  if (run.has("attention_implementation"))
+    r.attention_implementation = hw::non_empty_string(run, "attention_implementation");
   r.model = run.string("model");
   if (const auto own = models.find(r.model); own != models.end()) r.table_model = own->second;
   if (run.has("attention_kernel")) {
@@ -170,6 +172,14 @@ ModelSpec run_model(const PublishedRun& run) {
                          : load_model(run.model, overrides);
 }
 
+// The run's cluster, `nodes` nodes of its preset, as its framework and attention implementation run it.
+hw::ClusterSpec run_cluster(const PublishedRun& run, int nodes = 1) {
+  hw::ClusterSpec cluster = hw::load_cluster(run.cluster, nodes);
+  if (!run.framework.empty()) hw::use_framework(cluster, hw::load_framework(run.framework));
+  hw::use_attention_implementation(cluster, run.attention_implementation, "attention_implementation");
+  return cluster;
+}
+
 struct Priced {
   double seconds = 0, host_bound_s = 0;
   bool fits = false;
@@ -182,8 +192,7 @@ struct Priced {
 Priced price_data_parallel(const PublishedRun& run, const ModelSpec& model) {
   const int job = run.data_parallel * run.degree;
   const int gpus_per_node = hw::load_cluster(run.cluster).gpus_per_node;
-  hw::ClusterSpec cluster = hw::load_cluster(run.cluster, (job + gpus_per_node - 1) / gpus_per_node);
-  if (!run.framework.empty()) hw::use_framework(cluster, hw::load_framework(run.framework));
+  hw::ClusterSpec cluster = run_cluster(run, (job + gpus_per_node - 1) / gpus_per_node);
   GroupedStepSpec spec;
   spec.model = &model;
   spec.num_layers = static_cast<int>(model.num_layers);
@@ -247,9 +256,10 @@ std::vector<PublishedRun> load_published_runs(const std::string& path) {
 
 std::vector<PublishedPrediction> predict_published_runs(const std::vector<PublishedRun>& runs) {
   std::vector<PublishedPrediction> out;
-  // Runs of one model, kernel, cluster and framework share an estimator, and so its traced layers.
+  // Runs of one model, kernel, cluster, framework and attention implementation share an estimator, and so its
+  // traced layers.
   std::map<std::tuple<std::string, std::optional<AttentionKernel>, std::optional<LossKernel>, std::string,
-                      std::string>,
+                      std::string, std::string>,
            std::unique_ptr<steps::Estimator>>
       estimators;
   for (const PublishedRun& run : runs) {
@@ -268,12 +278,9 @@ std::vector<PublishedPrediction> predict_published_runs(const std::vector<Publis
       // A table's own model is the table's: another table may give the name another model.
       const std::string model_key = run.table_model ? run.file + ": " + run.model : run.model;
       std::unique_ptr<steps::Estimator>& found =
-          estimators[{model_key, run.attention_kernel, run.loss_kernel, run.cluster, run.framework}];
-      if (!found) {
-        hw::ClusterSpec cluster = hw::load_cluster(run.cluster);
-        if (!run.framework.empty()) hw::use_framework(cluster, hw::load_framework(run.framework));
-        found = std::make_unique<steps::Estimator>(run_model(run), std::move(cluster));
-      }
+          estimators[{model_key, run.attention_kernel, run.loss_kernel, run.cluster, run.framework,
+                      run.attention_implementation}];
+      if (!found) found = std::make_unique<steps::Estimator>(run_model(run), run_cluster(run));
       steps::Estimator& estimator = *found;
       const steps::EstimateRequest request{.tokens = run.seq,
                                            .degree = run.degree,

@@ -3,10 +3,10 @@
 // A table is a JSON file: its "source" (the paper, or the repository), the "setup" the runs share,
 // optional "models" (name → the text of a Hugging Face config.json, for models that are no preset),
 // "runs", each naming the configuration in paradyse's terms (cluster, framework, model, attention
-// kernel, strategy, recompute, degree, data-parallel groups, seq, batch, micro-batches, whether the
-// gradients were clipped) and what was measured: one layer's forward or backward, or a whole
-// iteration, in seconds; and optional "unexpressed": the source's rows paradyse cannot express, each
-// with the reason, so that none is dropped silently. These rows validate the model; no constant is
+// kernel and its implementation, strategy, recompute, degree, data-parallel groups, seq, batch,
+// micro-batches, whether the gradients were clipped) and what was measured: one layer's forward or backward,
+// or a whole iteration, in seconds; and optional "unexpressed": the source's rows paradyse cannot express,
+// each with the reason, so that none is dropped silently. These rows validate the model; no constant is
 // fitted to them (hardware constants come from component measurements, hw_models/presets).
 #pragma once
 
@@ -33,6 +33,8 @@ struct PublishedRun {
   std::string place;
   std::string cluster;
   std::string framework;  // a preset or file that issued the run's calls; empty: the cluster's own
+  // The fused attention kernel the run ran, one the cluster's GPU has figures for; empty: its own curves.
+  std::string attention_implementation;
   std::string model;
   // The table's own model named `model`, if any: its config.json's text, read as load_model reads a file.
   std::shared_ptr<const std::string> table_model;

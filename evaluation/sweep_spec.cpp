@@ -24,6 +24,7 @@ using OrderedJson = nlohmann::ordered_json;
 
 const std::vector<std::string> kAxes = {"cluster",
                                         "framework",
+                                        "attention_implementation",
                                         "nodes",
                                         "degree",
                                         "nvlink_scale",
@@ -41,6 +42,7 @@ const std::vector<std::string> kAxes = {"cluster",
 const std::vector<std::string> kBaseKeys = {"model",
                                             "cluster",
                                             "framework",
+                                            "attention_implementation",
                                             "nodes",
                                             "degree",
                                             "trace",
@@ -280,6 +282,7 @@ CompareJob SweepSpec::job(const SweepPoint& point) const {
   job.machine.cluster = settings.value("cluster", job.machine.cluster);
   job.machine.nodes = settings.value("nodes", 1);
   job.machine.framework = settings.value("framework", std::string());
+  job.machine.attention_implementation = settings.value("attention_implementation", std::string());
   job.policies.degree = settings.value("degree", 0);
   job.policies.policies = settings.value("policies", job.policies.policies);
   job.trace = settings.value("trace", job.trace);

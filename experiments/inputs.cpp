@@ -69,6 +69,11 @@ void add_machine_options(CLI::App& command, evaluation::MachineOptions& options)
                      fmt::format("how the host issues the step's calls: a framework preset ({}) or a "
                                  "framework JSON file (default: the cluster's; docs/inputs.md#frameworks)",
                                  fmt::join(hw::framework_preset_names(), ", ")));
+  command.add_option("--attention-implementation", options.attention_implementation,
+                     "the fused attention kernel the framework runs, where the cluster's GPU has measured "
+                     "figures for it (dgx-a100 and the H100 presets: flash-attention-triton, the Triton "
+                     "FlashAttention that MPT ran); default: the GPU's own curves, FlashAttention-2 "
+                     "(docs/inputs.md#clusters)");
 }
 
 void add_degree_and_batch_options(CLI::App& command, int& degree, int64_t& batch) {
@@ -169,9 +174,12 @@ std::vector<MicroBatch> parse_micro_batches(const std::string& lengths, const st
 }
 
 std::string framework_text(const hw::ClusterSpec& cluster) {
-  if (!cluster.framework.empty()) return cluster.framework;
-  return cluster.host.dispatches_at_a_cost() || cluster.host.synchronous ? "the cluster file's host block"
-                                                                         : "none: calls issue at no cost";
+  std::string text = !cluster.framework.empty() ? cluster.framework
+                     : cluster.host.dispatches_at_a_cost() || cluster.host.synchronous
+                         ? "the cluster file's host block"
+                         : "none: calls issue at no cost";
+  if (!cluster.attention_implementation.empty()) text += ", attention " + cluster.attention_implementation;
+  return text;
 }
 
 CLI::Option* add_step_flags(CLI::App& command, StepFlags& flags, const std::string& plan_help) {

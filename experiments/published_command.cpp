@@ -34,6 +34,7 @@ std::string configuration(const evaluation::PublishedRun& run) {
   if (run.data_parallel > 1 && run.gradient_reduce_dtype == DType::fp32)
     text += ", gradients reduced in fp32";
   if (run.attention_kernel) text += fmt::format(", {} attention", to_string(*run.attention_kernel));
+  if (!run.attention_implementation.empty()) text += ", attention by " + run.attention_implementation;
   if (run.loss_kernel) text += fmt::format(", {} loss", to_string(*run.loss_kernel));
   return text;
 }
@@ -66,6 +67,7 @@ void print_json(const std::vector<evaluation::PublishedTable>& tables,
                            {"error", p.error},
                            {"fits", p.fits},
                            {"framework", p.framework},
+                           {"attention_implementation", p.run.attention_implementation},
                            {"host_bound_share", p.host_bound_share}});
   out["mean_abs_error_pct"] = errors.mean_pct();
   out["max_abs_error_pct"] = errors.max_pct();

@@ -198,13 +198,29 @@ GpuSpec::AttentionOccupancy read_attention_occupancy(const Object& factors) {
           factor_curve(factors, "causal_forward"), factor_curve(factors, "causal_backward")};
 }
 
+// "attention_implementations": {"NAME": {"attention_efficiency_by_seq": [...],
+//                                         "causal_attention_efficiency_by_seq": [...], "source": {...}}}
+std::map<std::string, GpuSpec::AttentionCurves, std::less<>> read_attention_implementations(
+    const Object& implementations) {
+  std::map<std::string, GpuSpec::AttentionCurves, std::less<>> result;
+  for (const auto& [name, value] : implementations.json().items()) {
+    if (name.empty()) implementations.fail(name, "expected a kernel's name as the key, got \"\"");
+    const Object curves = implementations.object(name);
+    curves.require_keys({"attention_efficiency_by_seq", "causal_attention_efficiency_by_seq", "source"});
+    require_sources(curves, {"attention_efficiency_by_seq", "causal_attention_efficiency_by_seq"});
+    result[name] = {efficiency_curve(curves, "attention_efficiency_by_seq"),
+                    efficiency_curve(curves, "causal_attention_efficiency_by_seq")};
+  }
+  return result;
+}
+
 GpuSpec read_gpu(const Object& gpu) {
-  gpu.require_keys(
-      {"name", "bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second", "attention_efficiency_by_seq",
-       "causal_attention_efficiency_by_seq", "kernel_launch_seconds", "reserved_bytes",
-       "allocator_fragmentation", "source"},
-      {"gemm_tiles", "gemm_efficiency_by_flops", "kernels", "attention_dropout_time_factor_by_seq",
-       "attention_time_factor_by_blocks_per_sm", "host_link_bytes_per_second", "host_memory_bytes"});
+  gpu.require_keys({"name", "bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second",
+                    "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq",
+                    "kernel_launch_seconds", "reserved_bytes", "allocator_fragmentation", "source"},
+                   {"gemm_tiles", "gemm_efficiency_by_flops", "kernels",
+                    "attention_dropout_time_factor_by_seq", "attention_time_factor_by_blocks_per_sm",
+                    "attention_implementations", "host_link_bytes_per_second", "host_memory_bytes"});
   const bool tiles = gpu.has("gemm_tiles");
   if (tiles == gpu.has("gemm_efficiency_by_flops"))
     gpu.fail("gemm_tiles", "expected exactly one of gemm_tiles (a GPU's SMs) and gemm_efficiency_by_flops");
@@ -236,6 +252,8 @@ GpuSpec read_gpu(const Object& gpu) {
   spec.causal_attention_efficiency_by_seq = efficiency_curve(gpu, "causal_attention_efficiency_by_seq");
   if (gpu.has("attention_dropout_time_factor_by_seq"))
     spec.attention_dropout_time_factor_by_seq = factor_curve(gpu, "attention_dropout_time_factor_by_seq");
+  if (gpu.has("attention_implementations"))
+    spec.attention_implementations = read_attention_implementations(gpu.object("attention_implementations"));
   if (gpu.has("attention_time_factor_by_blocks_per_sm"))
     spec.attention_occupancy = read_attention_occupancy(gpu.object("attention_time_factor_by_blocks_per_sm"));
   spec.kernel_launch_s = gpu.number_in("kernel_launch_seconds", 0, 1e-2, "s");
@@ -377,6 +395,23 @@ ClusterSpec read_cluster(const json_input::Json& json, const std::string& source
 void use_framework(ClusterSpec& cluster, const FrameworkSpec& framework) {
   cluster.host = framework.host;
   cluster.framework = framework.name;
+}
+
+void use_attention_implementation(ClusterSpec& cluster, const std::string& name, const std::string& field) {
+  const auto& known = cluster.gpu.attention_implementations;
+  if (!name.empty() && !known.contains(name)) {
+    std::vector<std::string_view> names;
+    for (const auto& [each, curves] : known) names.push_back(each);
+    throw InputError(
+        "", 0, field,
+        fmt::format(
+            "expected an attention implementation that {}'s GPU ({}) has measured figures for ({}), "
+            "got '{}'",
+            cluster.name, cluster.gpu.name,
+            names.empty() ? "it has none besides its own curves" : fmt::format("{}", fmt::join(names, ", ")),
+            name));
+  }
+  cluster.attention_implementation = name;
 }
 
 std::vector<std::string> cluster_preset_names() {

@@ -59,6 +59,13 @@ struct GpuSpec {
   Curve gemm_efficiency_by_flops;            // fraction of peak reached by one GEMM of that many FLOPs
   Curve attention_efficiency_by_seq;         // FlashAttention fwd+bwd, fraction of peak, by key length
   Curve causal_attention_efficiency_by_seq;  // same, causal mask
+  // Optional ("attention_implementations"): other fused attention kernels a framework may run in place
+  // of the one the curves above measure (FlashAttention-2 on the GPU presets), each by its own curves
+  // on this GPU, by name ("flash-attention-triton"). A cluster runs one (ClusterSpec).
+  struct AttentionCurves {
+    Curve attention_efficiency_by_seq, causal_attention_efficiency_by_seq;
+  };
+  std::map<std::string, AttentionCurves, std::less<>> attention_implementations;
   // FlashAttention with dropout on the probabilities over without, time ratio by key length; empty: 1
   // (no measurement).
   Curve attention_dropout_time_factor_by_seq;
@@ -155,6 +162,9 @@ struct ClusterSpec {
   // "host" block; with neither, ops issue at no cost. --framework replaces it (use_framework).
   HostSpec host;
   std::string framework;  // the name of the framework `host` came from; "" for the cluster's own
+  // The fused attention kernel the step runs: one of gpu.attention_implementations, or "" for the one
+  // the GPU's own curves measure (use_attention_implementation).
+  std::string attention_implementation;
 
   std::optional<CalibrationReference> calibration;  // optional "calibration" block
   FabricSpec intra_node;
@@ -173,6 +183,13 @@ struct ClusterSpec {
   int pod_nodes = 0;
 
   int num_gpus() const { return num_nodes * gpus_per_node; }
+  // Fused attention's forward+backward efficiency by key length, of the kernel the step runs.
+  const Curve& attention_efficiency_by_seq(bool causal) const {
+    if (attention_implementation.empty())
+      return causal ? gpu.causal_attention_efficiency_by_seq : gpu.attention_efficiency_by_seq;
+    const GpuSpec::AttentionCurves& curves = gpu.attention_implementations.at(attention_implementation);
+    return causal ? curves.causal_attention_efficiency_by_seq : curves.attention_efficiency_by_seq;
+  }
   // The fabric a group of GPUs first_gpu, first_gpu + stride, … (gpus of them) communicates over: the
   // NICs when it spans nodes, else NVLink.
   const FabricSpec& fabric_of(int first_gpu, int gpus, int stride = 1) const {
@@ -210,6 +227,9 @@ ClusterSpec load_cluster(const std::string& name_or_path, int num_nodes = 1);
 std::vector<std::string> cluster_preset_names();  // sorted
 // The cluster's host issues calls as `framework` does (--framework).
 void use_framework(ClusterSpec& cluster, const FrameworkSpec& framework);
+// The step runs the GPU's attention implementation `name` (--attention-implementation); "" for the
+// GPU's own curves. Throws InputError naming `field` and the implementations the GPU has otherwise.
+void use_attention_implementation(ClusterSpec& cluster, const std::string& name, const std::string& field);
 // A preset's JSON text as embedded in the binary, the starting point of a custom cluster file;
 // throws InputError if `name` is no preset.
 std::string_view cluster_preset_text(const std::string& name);

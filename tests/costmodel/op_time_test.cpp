@@ -250,6 +250,35 @@ TEST_CASE("OpTimer: a measured kernel that is no backend call is an InputError",
   }
 }
 
+TEST_CASE("OpTimer: fused attention runs at the speed of the implementation the cluster runs",
+          "[costmodel]") {
+  // Dao-AILab/flash-attention's A100 chart, forward+backward, head dim 128: FlashAttention-2 against its
+  // Triton FlashAttention, TFLOP/s at 2K tokens causal and 8K non-causal.
+  struct Point {
+    int64_t keys;
+    bool causal;
+    double flash_attention_2, triton;
+  };
+  const Point points[] = {{2048, true, 155, 68}, {8192, false, 201, 95}};
+  hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  for (const Point& p : points) {
+    Op op;
+    op.kind = OpKind::attention_backward;
+    op.kernel = Kernel::attention_backward;
+    op.partially_masked = p.causal;
+    op.flops = 1e12;  // arithmetic-bound: no memory traffic
+    op.dims = {16, p.keys, p.keys, 128};
+    hw::use_attention_implementation(cluster, "", "--attention-implementation");
+    const double flash_attention_2_s =
+        costmodel::OpTimer(cluster, 8).seconds(op) - cluster.gpu.kernel_launch_s;
+    hw::use_attention_implementation(cluster, "flash-attention-triton", "--attention-implementation");
+    const double triton_s = costmodel::OpTimer(cluster, 8).seconds(op) - cluster.gpu.kernel_launch_s;
+    INFO(p.keys << " keys, causal " << p.causal);
+    CHECK(op.flops / flash_attention_2_s == Approx(p.flash_attention_2 * 1e12).epsilon(1e-3));
+    CHECK(op.flops / triton_s == Approx(p.triton * 1e12).epsilon(1e-3));
+  }
+}
+
 TEST_CASE(
     "OpTimer: a call or a communication kind with its own host cost is issued at it, the others at the "
     "default",

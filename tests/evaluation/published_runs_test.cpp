@@ -39,6 +39,7 @@ TEST_CASE("published runs: a layer's predicted time is what one more layer adds 
     const steps::EstimateRequest request{.tokens = run.seq, .degree = run.degree, .batch = run.batch};
     hw::ClusterSpec cluster = hw::load_cluster(run.cluster);
     if (!run.framework.empty()) hw::use_framework(cluster, hw::load_framework(run.framework));
+    hw::use_attention_implementation(cluster, run.attention_implementation, "attention_implementation");
     const steps::Estimate whole =
         steps::Estimator(model, cluster).estimate(*run.strategy, request, run.recompute);
     model.num_layers -= 1;
@@ -115,6 +116,33 @@ TEST_CASE("published runs: a bad table names its file and field", "[evaluation]"
       CHECK_THAT(what, Catch::Contains(path) && Catch::Contains(c.field) && Catch::Contains(c.expected));
     }
   }
+}
+
+TEST_CASE(
+    "published runs: a run names the attention kernel it ran, which its cluster's GPU must have figures for",
+    "[evaluation]") {
+  const testing::TempDir dir;
+  std::string run = kRun;
+  run.replace(run.find("\"seq\": 4096"), 11, "\"seq\": 16384");
+  const auto predicted_s = [&](const std::string& extra) {
+    const std::string path =
+        write_table(dir, "{" + run + extra + R"(, "measure": "iteration", "measured_s": 1})");
+    return predict_published_runs(load_published_runs(path)).at(0).predicted_s;
+  };
+  const std::string triton = R"(, "attention_implementation": "flash-attention-triton")";
+  CHECK(predicted_s(triton) > predicted_s(""));
+  // A data-parallel run prices its grouped step with the same kernel.
+  CHECK(predicted_s(triton + R"(, "data_parallel": 2)") > predicted_s(R"(, "data_parallel": 2)"));
+
+  const std::string path = write_table(
+      dir, "{" + run + R"(, "attention_implementation": "cudnn", "measure": "iteration", "measured_s": 1})");
+  CHECK_THROWS_WITH(predict_published_runs(load_published_runs(path)),
+                    Catch::Contains(path) && Catch::Contains("runs[0]") &&
+                        Catch::Contains("attention_implementation") &&
+                        Catch::Contains("flash-attention-triton"));
+  const std::string empty = write_table(
+      dir, "{" + run + R"(, "attention_implementation": "", "measure": "iteration", "measured_s": 1})");
+  CHECK_THROWS_WITH(load_published_runs(empty), Catch::Contains("runs[0].attention_implementation"));
 }
 
 TEST_CASE("published runs: a configuration paradyse cannot express is refused with the reason",

@@ -123,3 +123,33 @@ TEST_CASE("estimate --framework: the host that issues a short step's calls sets 
       run_paradyse("estimate --strategy megatron_ts --seq 1K,64K --framework no-host-cost");
   CHECK_THAT(table.out, Catch::Contains("framework no-host-cost") && Catch::Contains("host_%"));
 }
+
+TEST_CASE(
+    "estimate --attention-implementation: a slower fused attention kernel, where the GPU has its figures",
+    "[experiments]") {
+  // 64K tokens over 8 GPUs: attention is most of the step, so the Triton kernel (about half
+  // FlashAttention-2's speed on the A100) lengthens it.
+  const std::string args = "estimate --model gpt-8l --strategy ulysses_z --seq 64K";
+  const auto total_s = [&](const std::string& extra) {
+    const RunResult r = run_paradyse(args + " --json" + extra);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.out).at("time_s").at("total").get<double>();
+  };
+  const double flash_attention_2 = total_s("");
+  const double triton = total_s(" --attention-implementation flash-attention-triton");
+  CHECK(triton > 1.3 * flash_attention_2);
+  CHECK(triton < 2.6 * flash_attention_2);  // no more than the kernel's own ratio (203/95 to 189/80)
+  CHECK_THAT(run_paradyse(args + " --attention-implementation flash-attention-triton").out,
+             Catch::Contains("attention flash-attention-triton"));
+
+  const RunResult unknown = run_paradyse(args + " --attention-implementation flash-attention-3");
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.out.empty());
+  CHECK_THAT(unknown.err, Catch::Contains("--attention-implementation") &&
+                              Catch::Contains("flash-attention-triton") &&
+                              Catch::Contains("flash-attention-3"));
+  const RunResult h200 =
+      run_paradyse(args + " --cluster dgx-h200 --attention-implementation flash-attention-triton");
+  CHECK(h200.exit_code == 2);
+  CHECK_THAT(h200.err, Catch::Contains("none besides its own curves"));
+}

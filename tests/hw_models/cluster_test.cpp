@@ -449,6 +449,55 @@ TEST_CASE("load_cluster: the optional attention dropout factor, by key length, w
   CHECK_THAT(load_error(unsourced).what(), Contains("gpu.source.attention_dropout_time_factor_by_seq"));
 }
 
+TEST_CASE("load_cluster: other attention implementations, each with both curves and their sources, by name",
+          "[hw_models]") {
+  TempDir dir;
+  ClusterSpec a100 = load_cluster("dgx-a100");
+  REQUIRE(a100.gpu.attention_implementations.contains("flash-attention-triton"));
+  // Its Triton kernel at 16K tokens, causal, on the chart that gives the GPU's own curves: 80 of 312 TFLOP/s.
+  CHECK(a100.gpu.attention_implementations.at("flash-attention-triton")
+            .causal_attention_efficiency_by_seq.at(16384) == Approx(80.0 / 312).epsilon(1e-4));
+  for (const char* h100 : {"dgx-h100", "dgx-h100-superpod", "dgx-h100-superpod-16k"})
+    CHECK(load_cluster(h100).gpu.attention_implementations.contains("flash-attention-triton"));
+  CHECK(load_cluster("dgx-h200").gpu.attention_implementations.empty());
+  CHECK(a100.attention_implementation.empty());
+  CHECK(&a100.attention_efficiency_by_seq(true) == &a100.gpu.causal_attention_efficiency_by_seq);
+  use_attention_implementation(a100, "flash-attention-triton", "--attention-implementation");
+  CHECK(&a100.attention_efficiency_by_seq(false) ==
+        &a100.gpu.attention_implementations.at("flash-attention-triton").attention_efficiency_by_seq);
+
+  try {
+    use_attention_implementation(a100, "flash-attention-3", "--attention-implementation");
+    FAIL("an implementation the GPU has no figures for was taken");
+  } catch (const InputError& e) {
+    CHECK(e.field() == "--attention-implementation");
+    CHECK_THAT(e.message(), Contains("A100-SXM4-80GB") && Contains("flash-attention-triton") &&
+                                Contains("got 'flash-attention-3'"));
+  }
+  CHECK(a100.attention_implementation == "flash-attention-triton");  // unchanged by the refusal
+  ClusterSpec h200 = load_cluster("dgx-h200");
+  CHECK_THROWS_WITH(use_attention_implementation(h200, "flash-attention-triton", "x"),
+                    Contains("it has none besides its own curves"));
+
+  const auto with_implementation = [&](const std::string& name, bool causal, bool sourced) {
+    return write_edited_a100(dir, name, [&](auto& json) {
+      auto& curves = json["gpu"]["attention_implementations"]["mine"];
+      curves["attention_efficiency_by_seq"] = {{512, 0.2}, {16384, 0.3}};
+      if (causal) curves["causal_attention_efficiency_by_seq"] = {{512, 0.1}, {16384, 0.25}};
+      curves["source"] = {{"attention_efficiency_by_seq", "measured"}};
+      if (sourced) curves["source"]["causal_attention_efficiency_by_seq"] = "measured";
+    });
+  };
+  CHECK(load_cluster(with_implementation("mine.json", true, true))
+            .gpu.attention_implementations.at("mine")
+            .causal_attention_efficiency_by_seq.at(16384) == 0.25);
+  CHECK_THAT(
+      load_error(with_implementation("no-causal.json", false, true)).what(),
+      Contains("gpu.attention_implementations.mine") && Contains("causal_attention_efficiency_by_seq"));
+  CHECK_THAT(load_error(with_implementation("unsourced.json", true, false)).what(),
+             Contains("gpu.attention_implementations.mine.source.causal_attention_efficiency_by_seq"));
+}
+
 TEST_CASE("load_cluster: the host link and host memory of activation offload come together, sourced",
           "[hw_models]") {
   TempDir dir;
