@@ -249,6 +249,8 @@ CompareJobResult run_compare_job(const CompareJob& job, const Progress& progress
   RunDescription& description = out.description;
   description.model = set.model.name;
   description.cluster = set.cluster.name;
+  description.framework = set.cluster.framework;
+  description.attention_implementation = set.cluster.attention_implementation;
   description.degree = set.degree;
   if (!group_policies.empty()) {
     description.shard_degree = checked.shard_degree;

@@ -21,6 +21,8 @@ namespace paradyse::evaluation {
 struct RunDescription {
   std::string model;
   std::string cluster;
+  std::string framework = "";  // the framework that issues the calls ("": the cluster file's host)
+  std::string attention_implementation = "";  // the fused attention kernel ("": the GPU's own curves)
   int degree = 0;
   int64_t global_batch = 1;  // sequences a step
   // Packed training: tokens a step and padded tokens a micro-batch (0: not packed).
@@ -37,9 +39,9 @@ struct RunDescription {
 
 // What summary.json says of the run: not `sorted` (it only shapes a plot) nor the wall time (which
 // would make two identical runs' summaries differ).
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RunDescription, model, cluster, degree, global_batch, global_batch_tokens,
-                                   micro_batch_tokens, shard_degree, gradient_reduce_dtype, trace,
-                                   trace_about, preparation)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RunDescription, model, cluster, framework, attention_implementation,
+                                   degree, global_batch, global_batch_tokens, micro_batch_tokens,
+                                   shard_degree, gradient_reduce_dtype, trace, trace_about, preparation)
 
 // "one sequence per training step", how many a global batch holds, or how it is packed.
 std::string steps_text(const RunDescription& run);

@@ -41,6 +41,8 @@ TEST_CASE("summary.json: the run, the engine and each policy's totals", "[evalua
 
   const std::set<std::string> run_and_engine = {"model",
                                                 "cluster",
+                                                "framework",
+                                                "attention_implementation",
                                                 "degree",
                                                 "global_batch",
                                                 "global_batch_tokens",

@@ -275,3 +275,32 @@ TEST_CASE(
   CHECK(total_s(fp32, "static:ulysses_z") == total_s(bf16, "static:ulysses_z"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE(
+    "compare --attention-implementation: every policy's attention runs the named kernel, and the run says so",
+    "[experiments]") {
+  const auto dir = temp_dir();
+  const auto run = [&](const std::string& name, const std::string& flags) {
+    const std::string out = (dir / name).string();
+    const RunResult r = run_paradyse(
+        "compare --trace github-code-like --limit 100 --max-len 64K --engine analytic "
+        "--policy static:ulysses_z,paradyse --per-sequence none --framework no-host-cost --out " +
+        out + flags);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    std::ifstream report(out + "/report.md");
+    const std::string text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+    CHECK_THAT(text, Catch::Contains("- Framework: no-host-cost"));
+    return std::make_pair(nlohmann::json::parse(std::ifstream(out + "/summary.json")), text);
+  };
+  const auto [own, own_report] = run("own", "");
+  const auto [triton, triton_report] = run("triton", " --attention-implementation flash-attention-triton");
+  CHECK(own.at("framework") == "no-host-cost");
+  CHECK(own.at("attention_implementation") == "");
+  CHECK(triton.at("attention_implementation") == "flash-attention-triton");
+  CHECK_THAT(triton_report, Catch::Contains("attention by flash-attention-triton"));
+  for (const char* policy : {"static:ulysses_z", "paradyse"})
+    CHECK(triton.at("policies").at(policy).at("total_time_s").get<double>() >
+          own.at("policies").at(policy).at("total_time_s").get<double>());
+  std::filesystem::remove_all(dir);
+}
