@@ -73,7 +73,7 @@ void add_machine_options(CLI::App& command, evaluation::MachineOptions& options)
                      "the fused attention kernel the framework runs, where the cluster's GPU has measured "
                      "figures for it (dgx-a100 and the H100 presets: flash-attention-triton, the Triton "
                      "FlashAttention that MPT ran); default: the GPU's own curves, FlashAttention-2 "
-                     "(docs/inputs.md#clusters)");
+                     "(docs/inputs.md#attention-implementations)");
 }
 
 void add_degree_and_batch_options(CLI::App& command, int& degree, int64_t& batch) {
