@@ -235,6 +235,8 @@ void to_json(nlohmann::json& j, const PolicyResult& policy) {
     j["rounds"] = policy.rounds;
     j["mean_imbalance"] = policy.mean_imbalance;
     j["solve_s"] = policy.solve_s;
+    j["solver_predicted_s"] = policy.solver_predicted_s;
+    j["solver_lower_bound_s"] = policy.solver_lower_bound_s;
   }
 }
 

@@ -36,8 +36,10 @@ struct SequenceResult {
   double host_bound_s = 0;  // of `seconds`, the GPUs waiting for their hosts (mean over ranks)
   double peak_bytes = 0;    // the engine's
   bool fits = false;
-  // Group policies, per step: its slowest group over the mean group (per round, averaged), and the
+  // Group policies, per step: the solver's lower bound on the step in its own model (predicted_s is
+  // its schedule's time there), its slowest group over the mean group (per round, averaged), and the
   // solver's time; 0 for other policies.
+  double lower_bound_s = 0;
   double imbalance = 0;
   double solve_s = 0;
 };
@@ -85,11 +87,14 @@ struct PolicyResult {
   int64_t steps = 0;  // optimizer steps: global batches with a trained micro-batch
   // Group policies (group_compare.hpp): their micro-batches, one per group of each round (`results`
   // counts one per step), the rounds, the mean over steps of the rounds' mean imbalance (slowest group
-  // over the mean group), and the solver's time.
+  // over the mean group), the solver's time, and over the solved steps the sums of the solver's step
+  // times in its own model and of its lower bounds on them (how far a better schedule could go there).
   int64_t group_micro_batches = 0;
   int64_t rounds = 0;
   double mean_imbalance = 0;
   double solve_s = 0;
+  double solver_predicted_s = 0;
+  double solver_lower_bound_s = 0;
   PolicyCurves curves{};
   int64_t micro_batches() const { return group_micro_batches > 0 ? group_micro_batches : results; }
 };

@@ -226,10 +226,13 @@ void GroupPolicyRun::run(const traces::TrainingSchedule& chunk, const Progress& 
                           .model_flops = planned.model_flops,
                           .plan = layout_text(solved),
                           .predicted_s = solved.seconds,
+                          .lower_bound_s = solved.lower_bound_s,
                           .imbalance = solved.mean_imbalance(),
                           .solve_s = solve_s};
     totals.group_micro_batches += planned.micro_batches;
     totals.rounds += static_cast<int64_t>(solved.rounds.size());
+    totals.solver_predicted_s += solved.seconds;
+    totals.solver_lower_bound_s += solved.lower_bound_s;
     imbalance_sum_ += solved.mean_imbalance();
     ++solved_steps_;
     if (planned.fits) {  // else a group's micro-batch fits no plan: the step is out of memory

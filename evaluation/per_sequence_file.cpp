@@ -28,6 +28,7 @@ constexpr const char* kHeader[] = {"policy",
                                    "predicted_peak_bytes",
                                    "peak_bytes",
                                    "fits",
+                                   "lower_bound_s",
                                    "imbalance",
                                    "solve_s"};
 // Rows are handed to the file this many bytes at a time.
@@ -156,6 +157,8 @@ void PerSequenceFile::write(std::size_t policy, const SequenceResult& s) {
   append_number(row_, s.peak_bytes);
   row_ += s.fits ? "1," : "0,";
   // Empty where a policy has no groups.
+  if (s.lower_bound_s > 0) fmt::format_to(std::back_inserter(row_), "{}", s.lower_bound_s);
+  row_ += ',';
   if (s.imbalance > 0) fmt::format_to(std::back_inserter(row_), "{}", s.imbalance);
   row_ += ',';
   if (s.solve_s > 0) fmt::format_to(std::back_inserter(row_), "{}", s.solve_s);

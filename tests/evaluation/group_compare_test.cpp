@@ -40,11 +40,19 @@ TEST_CASE("group policies: every step's tokens trained or out of memory, on both
       CHECK(r.total_s > 0);
       CHECK(r.rounds >= schedule.steps);
       CHECK(r.mean_imbalance >= 1);
+      // No schedule beats the solver's bound on a step in its own model, its own schedule included.
+      CHECK(r.solver_lower_bound_s > 0);
+      CHECK(r.solver_lower_bound_s <= r.solver_predicted_s);
+      double predicted_s = 0;
       for (const evaluation::SequenceResult& step : log[0]) {
         CHECK_FALSE(step.plan.empty());
         CHECK(step.imbalance >= 1);
         CHECK(step.solve_s > 0);
+        CHECK(step.lower_bound_s > 0);
+        CHECK(step.lower_bound_s <= step.predicted_s * (1 + 1e-12));
+        predicted_s += step.predicted_s;
       }
+      CHECK(r.solver_predicted_s == Approx(predicted_s).epsilon(1e-12));
     }
   }
 }

@@ -21,17 +21,17 @@ struct Row {
 
 // per_sequence.csv:
 // policy,index,step,documents,seq,padded_seq,plan,layer_switches,predicted_time_s,time_s,
-// predicted_peak_bytes,peak_bytes,fits,imbalance,solve_s
+// predicted_peak_bytes,peak_bytes,fits,lower_bound_s,imbalance,solve_s
 std::vector<Row> read_rows(const std::filesystem::path& path) {
   const std::string text = read_text(path);
   paradyse::csv::Reader reader(text, path.string());
   std::vector<std::string> cells;
   REQUIRE(reader.next(cells));
-  REQUIRE(cells.size() == 15);
+  REQUIRE(cells.size() == 16);
   REQUIRE(cells[6] == "plan");
   std::vector<Row> rows;
   while (reader.next(cells)) {
-    REQUIRE(cells.size() == 15);
+    REQUIRE(cells.size() == 16);
     rows.push_back(
         {cells[0], std::stoll(cells[1]), std::stoll(cells[4]), std::stod(cells[9]), cells[12] == "1"});
   }
