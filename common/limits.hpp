@@ -29,6 +29,10 @@ inline constexpr int64_t kMaxMicroBatches = 1024;
 inline constexpr int64_t kMaxSettingsFileBytes = int64_t{64} << 20;
 inline constexpr int64_t kMaxTraceFileBytes = int64_t{4} << 30;
 inline constexpr int64_t kMaxTraceLineBytes = int64_t{16} << 20;
+// The least fraction of its peak a cluster file's GEMM or attention curve may give: a thousandth. No
+// kernel of a training step runs slower, and a smaller figure is a typo or a timing taken while the
+// machine stalled (calibrate raises such a point to it, and says so).
+inline constexpr double kLowestEfficiency = 1e-3;
 // JSON nesting: no file paradyse reads nests deeper than 6; past 64 the input is not one of them, and
 // nlohmann's printing and destruction of a value recurse once per level.
 inline constexpr int kMaxJsonDepth = 64;

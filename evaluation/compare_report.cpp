@@ -343,7 +343,8 @@ void CompareOutputs::finish(const CompareResult& result, const RunDescription& r
   report += fmt::format("- Machine: {} GPUs of {}, degree {}, {}.\n", run.degree, run.cluster, run.degree,
                         steps_text(run));
   report += fmt::format(
-      "- Framework: {}{}.\n", run.framework.empty() ? "the cluster file's host" : run.framework,
+      "- Framework: {}{}.\n",
+      run.framework.empty() ? "the cluster file's own host block, or none" : run.framework,
       run.attention_implementation.empty() ? "" : ", attention by " + run.attention_implementation);
   if (const std::string shards = shard_group_text(run); !shards.empty())
     report += fmt::format("- Groups: {}.\n", shards);

@@ -21,8 +21,10 @@ namespace paradyse::evaluation {
 struct RunDescription {
   std::string model;
   std::string cluster;
-  std::string framework = "";  // the framework that issues the calls ("": the cluster file's host)
-  std::string attention_implementation = "";  // the fused attention kernel ("": the GPU's own curves)
+  // The framework that issues the calls ("": the cluster file's own host block, or none), and the
+  // fused attention kernel ("": the GPU's own curves).
+  std::string framework = "";
+  std::string attention_implementation = "";
   int degree = 0;
   int64_t global_batch = 1;  // sequences a step
   // Packed training: tokens a step and padded tokens a micro-batch (0: not packed).

@@ -2,7 +2,9 @@
 
 #include <fmt/core.h>
 
+#include <filesystem>
 #include <memory>
+#include <string>
 
 #include "common/atomic_file.hpp"
 #include "common/errors.hpp"
@@ -48,7 +50,13 @@ void calibrate(CalibrateOptions options) {
         real::calibrate_on_rank(env, model, cuda, calibration, std::chrono::seconds(options.timeout_s));
     if (!json) return;
     write_file_atomically(options.out, [&](std::ostream& out) { out << *json << "\n"; });
-    const hw::ClusterSpec cluster = hw::load_cluster(options.out);  // what validate will read
+    hw::ClusterSpec cluster;
+    try {
+      cluster = hw::load_cluster(options.out);  // what validate will read
+    } catch (const InputError& e) {             // a figure outside the schema: calibrate's own bug
+      std::filesystem::remove(options.out);
+      throw InternalError(std::string("calibrate wrote a cluster file that paradyse refuses: ") + e.what());
+    }
     fmt::print("wrote {}: {} ranks, GEMM peak {:.1f} GFLOP/s, copy {:.1f} GB/s, all-reduce bus {:.2f} GB/s\n",
                options.out, cluster.gpus_per_node, cluster.gpu.bf16_flops_per_second / 1e9,
                cluster.gpu.hbm_bytes_per_second / 1e9, cluster.intra_node.peak_bus_bandwidth() / 1e9);

@@ -26,6 +26,7 @@
 
 #include "common/errors.hpp"
 #include "common/json_input.hpp"
+#include "common/limits.hpp"
 #include "hw_models/figure_sources.hpp"
 
 namespace paradyse::hw {
@@ -148,9 +149,9 @@ Curve positive_curve(const Object& block, std::string_view key, double low, doub
   return Curve(std::move(points));
 }
 
-// A fraction of peak by size: y in (0, 1]; below a thousandth of peak no kernel or collective runs.
+// A fraction of peak by size: y from kLowestEfficiency to 1.
 Curve efficiency_curve(const Object& block, std::string_view key) {
-  return positive_curve(block, key, 1e-3, 1, "of peak");
+  return positive_curve(block, key, kLowestEfficiency, 1, "of peak");
 }
 
 // A bandwidth by size, in bytes/s.

@@ -2,6 +2,7 @@
 
 #include "common/errors.hpp"
 #include "common/input_file.hpp"
+#include "common/limits.hpp"
 #include "common/statistics.hpp"
 #include "common/units.hpp"
 #include "real_backend/device.hpp"
@@ -424,8 +425,7 @@ double rounded(double value) {
   return std::stod(text);
 }
 
-// A fraction of peak as the schema wants it: in (0, 1]. Above 1 can happen when attention (computed
-// in float32) outruns the GEMMs of the timed element type.
+// The all-to-all's bus bandwidth over the all-reduce's, in (0, 1].
 double fraction(double value) {
   return std::clamp(rounded(value), 1e-4, 1.0);
 }
@@ -610,6 +610,21 @@ std::vector<std::vector<int>> passes_at_speed(const std::vector<std::vector<doub
   return kept;
 }
 
+MeasuredCurve efficiency_of_peak(const MeasuredCurve& flops_per_second, double peak_flops,
+                                 const std::string& what, std::vector<std::string>& raised) {
+  MeasuredCurve fractions;
+  for (const auto& [x, y] : flops_per_second) {
+    const double fraction = y / peak_flops;
+    if (fraction < kLowestEfficiency) {
+      char text[128];
+      std::snprintf(text, sizeof text, "%s %.0f at %.3f %%", what.c_str(), x, 100 * fraction);
+      raised.emplace_back(text);
+    }
+    fractions.emplace_back(x, std::clamp(fraction, kLowestEfficiency, 1.0));
+  }
+  return fractions;
+}
+
 std::string calibrate_local(Communicator& communicator, const ModelSpec& model,
                             const CalibrationOptions& options) {
   const RankTimer timer(communicator, std::max(1, options.repeats));
@@ -680,7 +695,6 @@ std::string calibrate_local(Communicator& communicator, const ModelSpec& model,
   auto measured = [&](const std::string& what) { return "measured by paradyse calibrate: " + what + where; };
   const double gemm_peak = peak(m.gemm);
   const int64_t largest_n = std::llround(std::cbrt(m.gemm.back().first / 2));
-  auto of_peak = [&](double flops_per_second) { return fraction(flops_per_second / gemm_peak); };
   const std::string attention_what =
       "TorchBackend attention forward + backward (scores in float32), q [1, s, " +
       std::to_string(shape.heads) + ", " + std::to_string(shape.head_dim) + "], " +
@@ -692,9 +706,23 @@ std::string calibrate_local(Communicator& communicator, const ModelSpec& model,
   gpu["bf16_flops_per_second"] = rounded(gemm_peak);
   gpu["hbm_bytes"] = device_memory_bytes(device) / (on_gpu ? 1 : ranks);
   gpu["hbm_bytes_per_second"] = rounded(m.copy);
-  gpu["gemm_efficiency_by_flops"] = curve(m.gemm, of_peak);
-  gpu["attention_efficiency_by_seq"] = curve(m.attention, of_peak);
-  gpu["causal_attention_efficiency_by_seq"] = curve(m.causal, of_peak);
+  std::vector<std::string> raised;
+  const auto efficiency = [&](const Points& flops_per_second, const std::string& what) {
+    return curve(efficiency_of_peak(flops_per_second, gemm_peak, what, raised), rounded);
+  };
+  gpu["gemm_efficiency_by_flops"] = efficiency(m.gemm, "GEMM of FLOPs");
+  gpu["attention_efficiency_by_seq"] = efficiency(m.attention, "attention of tokens");
+  gpu["causal_attention_efficiency_by_seq"] = efficiency(m.causal, "causal attention of tokens");
+  const std::string stalled =
+      raised.empty() ? "" : "; points timed below a thousandth of the peak written as a thousandth";
+  if (!raised.empty() && options.note) {
+    std::string text;
+    for (const std::string& point : raised) text += (text.empty() ? "" : "; ") + point;
+    options.note(
+        "timed below a thousandth of the GEMM peak, so written as a thousandth (the machine "
+        "stalled while they ran; calibrate again on a quiet machine for their own figures): " +
+        text);
+  }
   gpu["kernel_launch_seconds"] = rounded(m.launch_s);
   gpu["reserved_bytes"] = 0;
   gpu["allocator_fragmentation"] = 0;
@@ -717,9 +745,11 @@ std::string calibrate_local(Communicator& communicator, const ModelSpec& model,
                            : "sysconf: the machine's physical memory (" + host + ") divided by its " +
                                  std::to_string(ranks) + " ranks"},
       {"hbm_bytes_per_second", measured("copy_ of a 64 MiB tensor, bytes read + written per second")},
-      {"gemm_efficiency_by_flops", measured("at::mm of n x n matrices (2 n^3 FLOPs), FLOP/s over the peak")},
-      {"attention_efficiency_by_seq", measured(attention_what + ", non-causal, by s")},
-      {"causal_attention_efficiency_by_seq", measured(attention_what + ", causal (s(s+1)/2 pairs), by s")},
+      {"gemm_efficiency_by_flops",
+       measured("at::mm of n x n matrices (2 n^3 FLOPs), FLOP/s over the peak") + stalled},
+      {"attention_efficiency_by_seq", measured(attention_what + ", non-causal, by s") + stalled},
+      {"causal_attention_efficiency_by_seq",
+       measured(attention_what + ", causal (s(s+1)/2 pairs), by s") + stalled},
       {"kernel_launch_seconds",
        on_gpu ? measured("CUDA events around 100 at::add of two 1-element tensors queued behind 8192 x 8192 "
                          "bf16 GEMMs, so that the device runs them back to back, per add")

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/statistics.hpp"
 #include "real_backend/calibration_options.hpp"
 #include "real_backend/communicator.hpp"
 #include "real_backend/torch_backend.hpp"
@@ -25,6 +26,13 @@ namespace paradyse::real {
 // group fails.
 std::string calibrate_local(Communicator& communicator, const ModelSpec& model,
                             const CalibrationOptions& options);
+
+// A GEMM or attention curve in FLOP/s as fractions of `peak_flops`, as a cluster file takes them: at
+// most 1 (attention, computed in float32, can outrun the GEMMs of the timed element type) and at least
+// kLowestEfficiency, below which a point was timed while the machine stalled: such a point is raised to
+// it and named in `raised` ("GEMM of FLOPs 524288 at 0.015 %").
+MeasuredCurve efficiency_of_peak(const MeasuredCurve& flops_per_second, double peak_flops,
+                                 const std::string& what, std::vector<std::string>& raised);
 
 // The machine's own speed, as the speed reference's time, from passes whose reference was timed at
 // `reference_s[pass]`: the speed it ran at most, the median of the largest set of timings within

@@ -2,6 +2,8 @@
 // FlashAttention charts), curves read in log(x), multi-node variants, and every kind of bad cluster input
 // fails with an InputError naming the field.
 #include "hw_models/cluster.hpp"
+
+#include "common/limits.hpp"
 #include "tests/hw_models/network_files.hpp"
 #include "tests/temp_dir.hpp"
 
@@ -447,6 +449,24 @@ TEST_CASE("load_cluster: the optional attention dropout factor, by key length, w
     json["gpu"]["attention_dropout_time_factor_by_seq"] = {{512, 1.1}};
   });
   CHECK_THAT(load_error(unsourced).what(), Contains("gpu.source.attention_dropout_time_factor_by_seq"));
+}
+
+TEST_CASE(
+    "load_cluster: an efficiency curve takes points down to the lowest efficiency, and refuses below it",
+    "[hw_models]") {
+  // calibrate writes a point timed while the machine stalled at kLowestEfficiency: the file must load.
+  TempDir dir;
+  const auto with_gemm_point = [&](const std::string& name, double efficiency) {
+    return write_edited_a100(dir, name, [&](auto& json) {
+      json["gpu"].erase("gemm_tiles");
+      json["gpu"]["gemm_efficiency_by_flops"] = {{524288, efficiency}, {268435456, 0.9}};
+      json["gpu"]["source"]["gemm_efficiency_by_flops"] = "measured";
+    });
+  };
+  CHECK(load_cluster(with_gemm_point("floor.json", paradyse::kLowestEfficiency))
+            .gpu.gemm_efficiency_by_flops.at(524288) == paradyse::kLowestEfficiency);
+  CHECK_THAT(load_error(with_gemm_point("below.json", paradyse::kLowestEfficiency / 2)).what(),
+             Contains("gpu.gemm_efficiency_by_flops") && Contains("0.001"));
 }
 
 TEST_CASE("load_cluster: other attention implementations, each with both curves and their sources, by name",
