@@ -309,8 +309,8 @@ std::vector<PublishedPrediction> predict_published_runs(const std::vector<Publis
   return out;
 }
 
-std::vector<RankAgreement> rank_agreement(const std::vector<PublishedPrediction>& predictions) {
-  std::vector<RankAgreement> out;
+std::vector<SourceAgreement> agreement_by_source(const std::vector<PublishedPrediction>& predictions) {
+  std::vector<SourceAgreement> out;
   std::vector<std::string> sources;  // in the order of their first run
   for (const PublishedPrediction& p : predictions)
     if (std::find(sources.begin(), sources.end(), p.run.source) == sources.end())
@@ -318,13 +318,16 @@ std::vector<RankAgreement> rank_agreement(const std::vector<PublishedPrediction>
   for (const std::string& source : sources)
     for (PublishedMeasure measure : kMeasures) {
       std::vector<double> measured, predicted;
+      double abs_errors = 0;
       for (const PublishedPrediction& p : predictions)
         if (p.run.source == source && p.run.measure == measure) {
           measured.push_back(p.run.measured_s);
           predicted.push_back(p.predicted_s);
+          abs_errors += std::abs(p.error);
         }
       if (measured.size() < 2) continue;
-      out.push_back({source, measure, static_cast<int>(measured.size()), spearman(measured, predicted)});
+      const int runs = static_cast<int>(measured.size());
+      out.push_back({source, measure, runs, spearman(measured, predicted), abs_errors / runs});
     }
   return out;
 }

@@ -92,13 +92,15 @@ struct PublishedPrediction {
 // expressed (its cluster, model or strategy at that degree).
 std::vector<PublishedPrediction> predict_published_runs(const std::vector<PublishedRun>& runs);
 
-// Whether the predictions order the runs of one measure of one source as the measurements do.
-struct RankAgreement {
+// How the predictions of one measure of one source (of two runs or more) agree with the measurements:
+// in order, and in size.
+struct SourceAgreement {
   std::string source;
   PublishedMeasure measure;
   int runs = 0;
-  double spearman = 0;  // Spearman's ρ of predicted against measured times (ties: average ranks)
+  double spearman = 0;        // Spearman's ρ of predicted against measured times (ties: average ranks)
+  double mean_abs_error = 0;  // the mean of |error| (a fraction)
 };
-std::vector<RankAgreement> rank_agreement(const std::vector<PublishedPrediction>& predictions);
+std::vector<SourceAgreement> agreement_by_source(const std::vector<PublishedPrediction>& predictions);
 
 }  // namespace paradyse::evaluation

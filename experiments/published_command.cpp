@@ -46,7 +46,7 @@ std::string time_text(double s, double scale_s) {
 
 void print_json(const std::vector<evaluation::PublishedTable>& tables,
                 const std::vector<evaluation::PublishedPrediction>& predictions,
-                const PercentageErrors& errors, const std::vector<evaluation::RankAgreement>& ranks) {
+                const PercentageErrors& errors, const std::vector<evaluation::SourceAgreement>& ranks) {
   nlohmann::json out;
   out["runs"] = nlohmann::json::array();
   for (const evaluation::PublishedPrediction& p : predictions)
@@ -71,13 +71,14 @@ void print_json(const std::vector<evaluation::PublishedTable>& tables,
                            {"host_bound_share", p.host_bound_share}});
   out["mean_abs_error_pct"] = errors.mean_pct();
   out["max_abs_error_pct"] = errors.max_pct();
-  out["rank_agreement"] = nlohmann::json::array();
-  for (const evaluation::RankAgreement& r : ranks)
-    out["rank_agreement"].push_back(
+  out["agreement_by_source"] = nlohmann::json::array();
+  for (const evaluation::SourceAgreement& r : ranks)
+    out["agreement_by_source"].push_back(
         {{"source", r.source},
          {"measure", to_string(r.measure)},
          {"runs", r.runs},
-         {"spearman", std::isnan(r.spearman) ? nlohmann::json() : nlohmann::json(r.spearman)}});
+         {"spearman", std::isnan(r.spearman) ? nlohmann::json() : nlohmann::json(r.spearman)},
+         {"mean_abs_error_pct", 100 * r.mean_abs_error}});
   out["unexpressed"] = nlohmann::json::array();
   for (const evaluation::PublishedTable& table : tables)
     for (const evaluation::UnexpressedRows& rows : table.unexpressed)
@@ -87,7 +88,7 @@ void print_json(const std::vector<evaluation::PublishedTable>& tables,
 
 void print_table(const std::vector<evaluation::PublishedTable>& tables,
                  const std::vector<evaluation::PublishedPrediction>& predictions,
-                 const PercentageErrors& errors, const std::vector<evaluation::RankAgreement>& ranks) {
+                 const PercentageErrors& errors, const std::vector<evaluation::SourceAgreement>& ranks) {
   std::string source;
   for (const evaluation::PublishedPrediction& p : predictions) {
     if (p.run.source != source) {
@@ -104,8 +105,9 @@ void print_table(const std::vector<evaluation::PublishedTable>& tables,
   }
   fmt::print("\n{} runs: mean |error| {:.1f}%, max |error| {:.1f}%\n", errors.count(), errors.mean_pct(),
              errors.max_pct());
-  for (const evaluation::RankAgreement& r : ranks)
-    fmt::print("order of the {} {} runs of {}: Spearman {}\n", r.runs, to_string(r.measure), r.source,
+  for (const evaluation::SourceAgreement& r : ranks)
+    fmt::print("the {} {} runs of {}: mean |error| {:.1f}%, order Spearman {}\n", r.runs,
+               to_string(r.measure), r.source, 100 * r.mean_abs_error,
                std::isnan(r.spearman) ? std::string("n/a (the measurements are all equal)")
                                       : fmt::format("{:+.2f}", r.spearman));
   for (const evaluation::PublishedTable& table : tables)
@@ -127,7 +129,7 @@ void run(const PublishedOptions& options) {
   const std::vector<evaluation::PublishedPrediction> predictions = evaluation::predict_published_runs(runs);
   PercentageErrors errors;
   for (const evaluation::PublishedPrediction& p : predictions) errors.add(p.predicted_s, p.run.measured_s);
-  const std::vector<evaluation::RankAgreement> ranks = evaluation::rank_agreement(predictions);
+  const std::vector<evaluation::SourceAgreement> ranks = evaluation::agreement_by_source(predictions);
   if (options.json)
     print_json(tables, predictions, errors, ranks);
   else

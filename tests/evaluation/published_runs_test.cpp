@@ -66,21 +66,51 @@ TEST_CASE("published runs: the bundled tables are expressible and have every mea
   }
   // Each source's measures ordered on their own: Korthikanti's three, llm-foundry's iterations on H100s
   // and on A100s, torchtitan's on A100s.
-  const std::vector<RankAgreement> ranks = rank_agreement(predictions);
+  const std::vector<SourceAgreement> ranks = agreement_by_source(predictions);
   REQUIRE(ranks.size() == 6);
-  for (const RankAgreement& r : ranks) {
+  for (const SourceAgreement& r : ranks) {
     CHECK(r.runs >= 2);
     CHECK(r.spearman >= -1);
     CHECK(r.spearman <= 1);
   }
 }
 
-TEST_CASE("published runs: a measure with one run has no rank agreement", "[evaluation]") {
+TEST_CASE("published runs: a measure with one run has no agreement of its own", "[evaluation]") {
   const testing::TempDir dir;
   const std::string path = write_table(dir, "{" + kRun + R"(, "measure": "iteration", "measured_s": 0.3})");
   const std::vector<PublishedPrediction> predictions = predict_published_runs(load_published_runs(path));
   REQUIRE(predictions.size() == 1);
-  CHECK(rank_agreement(predictions).empty());
+  CHECK(agreement_by_source(predictions).empty());
+}
+
+TEST_CASE("published runs: each source's measure gets its own mean |error| beside its order",
+          "[evaluation]") {
+  const auto prediction = [](const std::string& source, PublishedMeasure measure, double measured_s,
+                             double predicted_s) {
+    PublishedPrediction p;
+    p.run.source = source;
+    p.run.measure = measure;
+    p.run.measured_s = measured_s;
+    p.predicted_s = predicted_s;
+    p.error = predicted_s / measured_s - 1;
+    return p;
+  };
+  // A: +10 % and -20 %, in order; B: +50 % and 0 %, out of order; B's one layer forward has no entry.
+  const std::vector<PublishedPrediction> predictions{
+      prediction("A", PublishedMeasure::iteration, 1.0, 1.1),
+      prediction("B", PublishedMeasure::iteration, 2.0, 3.0),
+      prediction("A", PublishedMeasure::iteration, 2.0, 1.6),
+      prediction("B", PublishedMeasure::iteration, 2.5, 2.5),
+      prediction("B", PublishedMeasure::layer_forward, 0.1, 0.3)};
+  const std::vector<SourceAgreement> agreement = agreement_by_source(predictions);
+  REQUIRE(agreement.size() == 2);
+  CHECK(agreement[0].source == "A");
+  CHECK(agreement[0].runs == 2);
+  CHECK(agreement[0].mean_abs_error == Approx(0.15));
+  CHECK(agreement[0].spearman == Approx(1.0));
+  CHECK(agreement[1].source == "B");
+  CHECK(agreement[1].mean_abs_error == Approx(0.25));
+  CHECK(agreement[1].spearman == Approx(-1.0));
 }
 
 TEST_CASE("published runs: a bad table names its file and field", "[evaluation]") {
