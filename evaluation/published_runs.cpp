@@ -303,6 +303,9 @@ std::vector<PublishedPrediction> predict_published_runs(const std::vector<Publis
       out.push_back(std::move(p));
     } catch (const InputError& e) {
       if (run.file.empty()) throw;
+      // A run's own field, refused when priced, is named under the run: "runs[1].attention_implementation".
+      if (e.file().empty() && !e.field().empty() && !e.field().starts_with("--"))
+        throw InputError(run.file, 0, run.place + "." + e.field(), e.message());
       throw InputError(run.file, 0, run.place, e.what());
     }
   }

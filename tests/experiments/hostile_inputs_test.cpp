@@ -231,9 +231,9 @@ TEST_CASE("hostile inputs: a published table's run that cannot be priced names t
                                        R"(, "seq": 4096, "measure": "iteration", "measured_s": 1.0}]})");
   };
   check_hostile_refused(run_paradyse("published --table " + table("nowhere", 8)),
-                        "table.json: field 'runs[0]'");
+                        "table.json: field 'runs[0].cluster'");
   check_hostile_refused(run_paradyse("published --table " + table("dgx-a100", 64)),
-                        "table.json: field 'runs[0]'");
+                        "table.json: field 'runs[0].degree'");
 }
 
 TEST_CASE("hostile inputs: an ablation whose profile cannot be fitted fails before profiling",
