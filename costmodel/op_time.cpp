@@ -87,6 +87,12 @@ OpTimer::OpTimer(const hw::ClusterSpec& cluster, int degree,
   dispatch_s_.fill(cluster.host.kernel_dispatch_s);
   for (const auto& [name, seconds] : cluster.host.kernel_dispatch_s_by_call)
     dispatch_s_[compute_call(cluster, "host.kernel_dispatch_seconds_by_call", name)] = seconds;
+  // A call the framework runs as eager kernels costs the host each kernel's issue.
+  for (const auto& [name, eager] : cluster.eager_calls) {
+    const std::size_t call = compute_call(cluster, "eager_calls", name);
+    eager_[call] = &eager;
+    dispatch_s_[call] = eager.kernels * cluster.host.kernel_dispatch_s;
+  }
   communication_dispatch_s_.fill(cluster.host.communication_dispatch_s);
   for (const auto& [name, seconds] : cluster.host.communication_dispatch_s_by_kind)
     communication_dispatch_s_[communication_kind(cluster, "host.communication_dispatch_seconds_by_kind",
@@ -145,6 +151,9 @@ std::vector<double> OpTimer::issue_s(const Program& program) const {
 
 double OpTimer::compute_s(const Op& op) const {
   if (op.duration_s >= 0) return op.duration_s;  // recorded, not priced (Op::duration_s)
+  // An op read from a trace that does not count its elements is priced as the fused call.
+  if (const hw::EagerCall* eager = eager_[static_cast<std::size_t>(op.kernel)]; eager && op.dims[0] > 0)
+    return eager_s(*eager, op);
   // A measured call's time includes its launch and every pass it makes.
   if (const hw::KernelRate* rate = measured_[static_cast<std::size_t>(op.kernel)])
     return rate->seconds(rate->by_flops ? op.flops : op.memory_bytes);
@@ -188,6 +197,17 @@ double OpTimer::compute_s(const Op& op) const {
   }
   // A kernel is bound by its arithmetic or by its memory traffic, whichever is slower (roofline).
   return gpu.kernel_launch_s + std::max(arithmetic, memory);
+}
+
+double OpTimer::eager_s(const hw::EagerCall& eager, const Op& op) const {
+  // Each kernel streams its share of the bytes as an elementwise kernel does: at the measured rate of
+  // the GPU's `add` where it has one (launch included), else at HBM bandwidth after a launch.
+  const double kernel_bytes = static_cast<double>(op.dims[0]) * eager.bytes_per_element / eager.kernels;
+  const hw::KernelRate* elementwise = measured_[static_cast<std::size_t>(Kernel::add)];
+  const double kernel_s =
+      elementwise ? elementwise->seconds(kernel_bytes)
+                  : cluster_.gpu.kernel_launch_s + kernel_bytes / cluster_.gpu.hbm_bytes_per_second;
+  return eager.kernels * kernel_s;
 }
 
 int OpTimer::group_size(const Op& op) const {

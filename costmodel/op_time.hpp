@@ -70,7 +70,9 @@ class OpTimer {
   double compute_contention(const Op& op) const;
 
  private:
-  int group_size(const Op& op) const;           // its own group's, or else the degree's
+  int group_size(const Op& op) const;  // its own group's, or else the degree's
+  // A call the framework runs as eager kernels (hw::EagerCall), by the bytes they move.
+  double eager_s(const hw::EagerCall& eager, const Op& op) const;
   double unsynchronized_s(const Op& op) const;  // communication_s less its fabric's synchronization_s
   // How much slower than its NICs a collective streams behind an oversubscribed spine.
   double spine_factor(const Op& op, int group_size) const;
@@ -79,6 +81,7 @@ class OpTimer {
   int degree_;
   std::shared_ptr<const RoutedCollectiveTimer> routed_;
   std::array<const hw::KernelRate*, kKernelCount> measured_{};   // by Kernel; null: the roofline
+  std::array<const hw::EagerCall*, kKernelCount> eager_{};       // by Kernel; null: the fused call
   std::array<double, kKernelCount> dispatch_s_{};                // by Kernel: the host's cost to issue it
   std::array<double, kOpKindCount> communication_dispatch_s_{};  // by OpKind, for communication
 };

@@ -396,6 +396,7 @@ ClusterSpec read_cluster(const json_input::Json& json, const std::string& source
 void use_framework(ClusterSpec& cluster, const FrameworkSpec& framework) {
   cluster.host = framework.host;
   cluster.framework = framework.name;
+  cluster.eager_calls = framework.eager_calls;
 }
 
 void use_attention_implementation(ClusterSpec& cluster, const std::string& name, const std::string& field) {

@@ -162,6 +162,7 @@ struct ClusterSpec {
   // "host" block; with neither, ops issue at no cost. --framework replaces it (use_framework).
   HostSpec host;
   std::string framework;  // the name of the framework `host` came from; "" for the cluster's own
+  std::map<std::string, EagerCall> eager_calls;  // the framework's (FrameworkSpec::eager_calls)
   // The fused attention kernel the step runs: one of gpu.attention_implementations, or "" for the one
   // the GPU's own curves measure (use_attention_implementation).
   std::string attention_implementation;

@@ -1,5 +1,6 @@
 #include "hw_models/framework.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
@@ -102,18 +103,63 @@ HostSpec read_host(const Object& host) {
 
 namespace {
 
+std::map<std::string, EagerCall> read_eager_calls(const Object& block) {
+  std::map<std::string, EagerCall> calls;
+  for (const auto& [name, value] : block.json().items()) {
+    if (std::find(kEagerCallNames.begin(), kEagerCallNames.end(), name) == kEagerCallNames.end())
+      block.fail(name, fmt::format("expected a call whose elements the tracer counts ({})",
+                                   fmt::join(kEagerCallNames, ", ")));
+    const Object call = block.object(name);
+    call.require_keys({"kernels", "bytes_per_element", "source"});
+    non_empty_string(call, "source");
+    const int64_t kernels = call.positive_integer("kernels");
+    if (kernels > 1000)
+      call.fail("kernels", "expected at most 1000 kernels for one call" + got(call, "kernels"));
+    calls[name] = {static_cast<int>(kernels), call.number_in("bytes_per_element", 0, 1e4, "bytes")};
+  }
+  return calls;
+}
+
+FrameworkSpec load_preset(const std::string& name);
+
 FrameworkSpec read_framework(const json_input::Json& json, const std::string& source) {
   if (!json.is_object())
     throw InputError(source, 0, "",
                      "expected a JSON object describing a framework, got " + std::string(json.type_name()));
   const Object top(json, source);
-  top.require_keys({"name", "description", "host_machine", "host"});
+  constexpr std::string_view kHostFrom = "host_from";
+  top.require_keys({"name", "description"}, {"host_machine", "host", kHostFrom, "eager_calls"});
   FrameworkSpec spec;
   spec.name = non_empty_string(top, "name");
   spec.description = top.string("description");
-  spec.host_machine = non_empty_string(top, "host_machine");
   spec.source = source;
-  spec.host = read_host(top.object("host"));
+  if (top.has(kHostFrom)) {
+    // Another preset's host, so that its measured figures and their sources live in one file.
+    for (std::string_view own : {"host", "host_machine"})
+      if (top.has(own)) top.fail(own, "expected either host_from or host and host_machine, not both");
+    const std::string base = non_empty_string(top, kHostFrom);
+    if (!framework_preset_files().contains(base))
+      top.fail(kHostFrom, fmt::format("expected a framework preset ({}){}",
+                                      fmt::join(framework_preset_names(), ", "), got(top, kHostFrom)));
+    const FrameworkSpec host = load_preset(base);
+    if (!host.host_from.empty())
+      top.fail(kHostFrom, "expected a preset with a host block of its own" + got(top, kHostFrom));
+    spec.host_from = base;
+    spec.host = host.host;
+    spec.host_machine = host.host_machine + " (the host of preset " + base + ")";
+  } else {
+    top.require_keys({"name", "description", "host_machine", "host"}, {"eager_calls"});
+    spec.host_machine = non_empty_string(top, "host_machine");
+    spec.host = read_host(top.object("host"));
+  }
+  if (top.has("eager_calls")) spec.eager_calls = read_eager_calls(top.object("eager_calls"));
+  return spec;
+}
+
+FrameworkSpec load_preset(const std::string& name) {
+  const std::string source = "preset " + name;
+  FrameworkSpec spec = read_framework(json_input::parse(framework_preset_files().at(name), source), source);
+  PARADYSE_CHECK(spec.name == name, "preset " + name + " calls itself '" + spec.name + "'");
   return spec;
 }
 
@@ -128,12 +174,7 @@ std::vector<std::string> framework_preset_names() {
 FrameworkSpec load_framework(const std::string& name_or_path) {
   const auto& presets = framework_preset_files();
   // A preset name wins over a file of the same name in the working directory.
-  if (const auto preset = presets.find(name_or_path); preset != presets.end()) {
-    const std::string source = "preset " + name_or_path;
-    FrameworkSpec spec = read_framework(json_input::parse(preset->second, source), source);
-    PARADYSE_CHECK(spec.name == name_or_path, "preset " + name_or_path + " calls itself '" + spec.name + "'");
-    return spec;
-  }
+  if (presets.contains(name_or_path)) return load_preset(name_or_path);
   std::error_code no_file;
   if (std::filesystem::is_regular_file(name_or_path, no_file))
     return read_framework(json_input::load_file(name_or_path), name_or_path);

@@ -8,7 +8,10 @@
 //
 // {"name", "description", "host_machine", "host": {"kernel_dispatch_seconds", "communication_dispatch_
 //  seconds", "synchronous", "kernel_dispatch_seconds_by_call" (optional), "communication_dispatch_
-//  seconds_by_kind" (optional), "layer_calls" (optional, LayerCalls), "source": {...}}}
+//  seconds_by_kind" (optional), "layer_calls" (optional, LayerCalls), "source": {...}},
+//  "eager_calls" (optional, EagerCall by call name)}
+// A framework whose host is another preset's names it with "host_from": NAME in place of "host" and
+// "host_machine".
 #pragma once
 
 #include <algorithm>
@@ -81,12 +84,28 @@ struct HostSpec {
   }
 };
 
+// How a framework's model code runs one of paradyse's fused calls on the device: as `kernels` eager
+// PyTorch kernels that together read and write `bytes_per_element` bytes per element of the call
+// (counted from that code: tools/measure/eager_kernels.py). An element is one of the call's input x
+// for norm_forward, norm_backward, gelu and gelu_backward, one of its output for swiglu and
+// swiglu_backward (tokens × ffn_hidden): the calls an "eager_calls" block may name.
+//
+// "eager_calls": {CALL: {"kernels": n, "bytes_per_element": B, "source": "..."}, ...}
+struct EagerCall {
+  int kernels = 1;
+  double bytes_per_element = 0;
+};
+inline constexpr std::array<std::string_view, 6> kEagerCallNames{
+    "norm_forward", "norm_backward", "gelu", "gelu_backward", "swiglu", "swiglu_backward"};
+
 struct FrameworkSpec {
   std::string name;
   std::string description;   // one line: the framework and how it issues calls
   std::string host_machine;  // the CPU and software the host figures were measured on, or why none
   std::string source;        // "preset NAME" or the file's path
+  std::string host_from;     // the preset whose host this one takes ("host_from"), or ""
   HostSpec host;
+  std::map<std::string, EagerCall> eager_calls;  // by call name; the others run as paradyse prices them
 };
 
 // A "host" block of a framework or cluster file; InputError naming the file and field otherwise.

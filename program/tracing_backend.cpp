@@ -497,6 +497,7 @@ NormOutput TracingBackend::norm_forward(const Tensor& x, const Tensor& gamma, co
                     allocate({leading(x), kind == NormKind::layer_norm ? 2 : 1}, DType::fp32)};
   Op& op = record(Kernel::norm_forward, {&x});
   op.memory_bytes = static_cast<double>(x.bytes() + result.y.bytes() + result.stats.bytes());
+  op.dims = {x.numel(), 0, 0, 0};
   produced_by(result.y, recorder_->next_op() - 1);
   produced_by(result.stats, recorder_->next_op() - 1);
   return result;
@@ -508,6 +509,7 @@ NormGrads TracingBackend::norm_backward(const Tensor& d_y, const Tensor& x, cons
                   kind == NormKind::layer_norm ? allocate(gamma.shape(), DType::fp32) : Tensor()};
   Op& op = record(Kernel::norm_backward, {&d_y, &x, &saved.stats});
   op.memory_bytes = static_cast<double>(d_y.bytes() + x.bytes() + saved.stats.bytes() + grads.d_x.bytes());
+  op.dims = {x.numel(), 0, 0, 0};
   const OpId id = recorder_->next_op() - 1;
   produced_by(grads.d_x, id);
   produced_by(grads.d_gamma, id);
@@ -527,6 +529,7 @@ Tensor TracingBackend::gelu(const Tensor& x) {
   Tensor y = allocate(x.shape(), DType::bf16);
   Op& op = record(Kernel::gelu, {&x});
   op.memory_bytes = static_cast<double>(x.bytes() + y.bytes());
+  op.dims = {x.numel(), 0, 0, 0};
   produced_by(y, recorder_->next_op() - 1);
   return y;
 }
@@ -535,6 +538,7 @@ Tensor TracingBackend::gelu_backward(const Tensor& d_y, const Tensor& x) {
   Tensor d_x = allocate(x.shape(), DType::bf16);
   Op& op = record(Kernel::gelu_backward, {&d_y, &x});
   op.memory_bytes = static_cast<double>(d_y.bytes() + x.bytes() + d_x.bytes());
+  op.dims = {x.numel(), 0, 0, 0};
   produced_by(d_x, recorder_->next_op() - 1);
   return d_x;
 }
@@ -544,6 +548,7 @@ Tensor TracingBackend::swiglu(const Tensor& x) {
   Tensor y = allocate(with_last(x.shape(), x.size(-1) / 2), DType::bf16);
   Op& op = record(Kernel::swiglu, {&x});
   op.memory_bytes = static_cast<double>(x.bytes() + y.bytes());
+  op.dims = {y.numel(), 0, 0, 0};
   produced_by(y, recorder_->next_op() - 1);
   return y;
 }
@@ -552,6 +557,7 @@ Tensor TracingBackend::swiglu_backward(const Tensor& d_y, const Tensor& x) {
   Tensor d_x = allocate(x.shape(), DType::bf16);
   Op& op = record(Kernel::swiglu_backward, {&d_y, &x});
   op.memory_bytes = static_cast<double>(d_y.bytes() + x.bytes() + d_x.bytes());
+  op.dims = {d_y.numel(), 0, 0, 0};
   produced_by(d_x, recorder_->next_op() - 1);
   return d_x;
 }

@@ -6,6 +6,8 @@
 #include <map>
 
 #include "common/errors.hpp"
+#include "hw_models/framework.hpp"
+#include "program/tracing_backend.hpp"
 
 using namespace paradyse;
 
@@ -405,4 +407,83 @@ TEST_CASE("OpTimer: the small-message times meet the bandwidth curve without a s
     if (previous_s > 0) REQUIRE(std::abs(seconds / previous_s - 1) <= 0.03);
     previous_s = seconds;
   }
+}
+
+TEST_CASE(
+    "OpTimer: a call the framework runs as eager kernels moves their counted bytes, each kernel launched "
+    "and issued",
+    "[costmodel]") {
+  constexpr int64_t kElements = 100'000'000;  // of x: 256 tokens x 8192 hidden, times 48
+  Op norm;
+  norm.kind = OpKind::memory_bound;
+  norm.kernel = Kernel::norm_forward;
+  norm.memory_bytes = 4.0 * kElements;  // the fused kernel reads x and writes y in bf16
+  norm.dims = {kElements, 0, 0, 0};
+  // torchtitan's RMSNorm: 8 kernels moving 36 bytes an element
+  // (hw_models/frameworks/torchtitan-rmsnorm.json).
+  hw::ClusterSpec a100 = hw::load_cluster("dgx-a100");
+  const double fused_s = costmodel::OpTimer(a100, 8).seconds(norm);
+  hw::use_framework(a100, hw::load_framework("torchtitan-rmsnorm"));
+  const costmodel::OpTimer eager(a100, 8);
+  // No measured rates on the A100: each kernel a launch and its bytes at HBM bandwidth.
+  CHECK(eager.seconds(norm) ==
+        Approx(8 * a100.gpu.kernel_launch_s + 36.0 * kElements / a100.gpu.hbm_bytes_per_second));
+  CHECK(eager.seconds(norm) / fused_s == Approx(9.0).epsilon(0.01));  // 36 bytes against 4, launches aside
+  CHECK(eager.dispatch_s(norm) == Approx(8 * a100.host.kernel_dispatch_s));
+  // A call the framework runs fused, and an op that does not count its elements, keep their price.
+  Op gelu = norm;
+  gelu.kernel = Kernel::gelu;
+  CHECK(eager.seconds(gelu) == Approx(fused_s));
+  Op uncounted = norm;
+  uncounted.dims = {};
+  CHECK(eager.seconds(uncounted) == Approx(fused_s));
+
+  // Where the GPU measured its elementwise add, each kernel streams at that rate.
+  hw::ClusterSpec h100 = hw::load_cluster("dgx-h100");
+  hw::use_framework(h100, hw::load_framework("torchtitan-rmsnorm"));
+  Op add;
+  add.kind = OpKind::memory_bound;
+  add.kernel = Kernel::add;
+  add.memory_bytes = 36.0 * kElements / 8;
+  const costmodel::OpTimer h100_timer(h100, 8);
+  CHECK(h100_timer.seconds(norm) == Approx(8 * h100_timer.seconds(add)));
+}
+
+TEST_CASE("the tracer counts the elements of the calls a framework may run as eager kernels", "[costmodel]") {
+  constexpr int64_t kTokens = 2 * 512, kHidden = 256, kFfn = 688;
+  TracingBackend be(0, 1);
+  be.begin_phase(Phase::layer_forward, 0);
+  const Tensor x = be.parameter("x", {2, 512, kHidden}, 0);
+  const Tensor gamma = be.parameter("gamma", {kHidden}, 0);
+  const Tensor gate_up = be.parameter("gate_up", {2, 512, 2 * kFfn}, 0);
+  const NormOutput norm = be.norm_forward(x, gamma, Tensor(), NormKind::rms_norm);
+  be.norm_backward(x, x, gamma, norm, NormKind::rms_norm);
+  be.gelu(x);
+  be.gelu_backward(x, x);
+  const Tensor product = be.swiglu(gate_up);
+  be.swiglu_backward(product, gate_up);
+  std::map<Kernel, int64_t> elements;
+  for (const Op& op : be.program().ops) elements[op.kernel] = op.dims[0];
+  for (Kernel k : {Kernel::norm_forward, Kernel::norm_backward, Kernel::gelu, Kernel::gelu_backward}) {
+    INFO(to_string(k));
+    CHECK(elements.at(k) == kTokens * kHidden);
+  }
+  CHECK(elements.at(Kernel::swiglu) == kTokens * kFfn);
+  CHECK(elements.at(Kernel::swiglu_backward) == kTokens * kFfn);
+
+  // torchtitan's SwiGLU: its eager product moves 10 bytes an element in 2 kernels, its backward 18 in 3.
+  hw::ClusterSpec a100 = hw::load_cluster("dgx-a100");
+  hw::use_framework(a100, hw::load_framework("torchtitan-fused-rmsnorm"));
+  const costmodel::OpTimer timer(a100, 1);
+  const auto priced = [&](Kernel kernel) {
+    for (const Op& op : be.program().ops)
+      if (op.kernel == kernel) return timer.seconds(op);
+    FAIL("no " << to_string(kernel));
+    return 0.0;
+  };
+  const double launch_s = a100.gpu.kernel_launch_s, hbm = a100.gpu.hbm_bytes_per_second;
+  CHECK(priced(Kernel::swiglu) == Approx(2 * launch_s + 10.0 * kTokens * kFfn / hbm));
+  CHECK(priced(Kernel::swiglu_backward) == Approx(3 * launch_s + 18.0 * kTokens * kFfn / hbm));
+  // Its RMSNorm is its fused Triton kernel: the norm keeps the fused price.
+  CHECK(priced(Kernel::norm_forward) == Approx(launch_s + (4.0 * kTokens * kHidden + 4.0 * kTokens) / hbm));
 }

@@ -272,3 +272,27 @@ TEST_CASE("published runs: a data-parallel run measures iterations, and unexpres
   CHECK(table.unexpressed[0].rows == "line 3");
   CHECK(table.unexpressed[0].reason == "FP8");
 }
+
+TEST_CASE("published runs: torchtitan's eager RMSNorm and SwiGLU add their counted bytes to a 70B step",
+          "[evaluation]") {
+  std::vector<PublishedRun> runs;
+  for (const PublishedRun& run : bundled_published_runs())
+    if (run.name == "llama3-70b 8192, 64 GPUs, batch 1, full recompute") runs.push_back(run);
+  REQUIRE(runs.size() == 1);
+  REQUIRE(runs[0].framework == "torchtitan-rmsnorm");
+  runs.push_back(runs[0]);
+  runs[1].framework = "eager-pytorch-h100-host";  // the same host, every call fused
+  const std::vector<PublishedPrediction> predictions = predict_published_runs(runs);
+  REQUIRE(predictions.size() == 2);
+  // Llama 3 70B: 80 layers, hidden 8192, SwiGLU 28672; 8192 tokens a GPU; each layer's forward twice
+  // (full recomputation) and its backward once. Per element: RMSNorm 36 bytes forward and 92 backward
+  // eager against 4 and 6 fused, two a layer and the final one; SwiGLU 10 and 18 against 6 and 10 on
+  // the product. All of it on the compute stream of a compute-bound step.
+  const double tokens = 8192, norm_elements = tokens * 8192, product_elements = tokens * 28672;
+  const double layer_bytes =
+      2 * norm_elements * (2 * (36 - 4) + (92 - 6)) + product_elements * (2 * (10 - 6) + (18 - 10));
+  const double final_norm_bytes = norm_elements * ((36 - 4) + (92 - 6));
+  const double added_s =
+      (80 * layer_bytes + final_norm_bytes) / hw::load_cluster("dgx-a100").gpu.hbm_bytes_per_second;
+  CHECK(predictions[0].predicted_s - predictions[1].predicted_s == Approx(added_s).epsilon(0.02));
+}

@@ -55,9 +55,18 @@ TEST_CASE("framework presets: each loads under its file's name and says which ho
     const paradyse::hw::FrameworkSpec framework = load_framework(name);
     CHECK(framework.name == name);
     CHECK(framework.source == "preset " + name);
-    CHECK(framework.host_machine == framework_preset_file(name)["host_machine"].get<std::string>());
-    CHECK(framework.host.kernel_dispatch_s ==
-          framework_preset_file(name)["host"]["kernel_dispatch_seconds"].get<double>());
+    // A framework that takes another preset's host takes its figures and names it.
+    const auto file = framework_preset_file(name);
+    const std::string host_from = file.value("host_from", "");
+    const auto host_file = host_from.empty() ? file : framework_preset_file(host_from);
+    CHECK(framework.host_from == host_from);
+    CHECK_THAT(framework.host_machine, Contains(host_file["host_machine"].get<std::string>()));
+    if (!host_from.empty()) CHECK_THAT(framework.host_machine, Contains("preset " + host_from));
+    CHECK(framework.host.kernel_dispatch_s == host_file["host"]["kernel_dispatch_seconds"].get<double>());
+    CHECK(framework.host.kernel_dispatch_s_by_call.size() ==
+          host_file["host"]
+              .value("kernel_dispatch_seconds_by_call", paradyse::json_input::Json::object())
+              .size());
   }
   // The ideal host costs nothing for any call.
   CHECK_FALSE(load_framework("no-host-cost").host.dispatches_at_a_cost());
@@ -173,4 +182,65 @@ TEST_CASE(
   const std::string no_rerun =
       write_edited_megatron("no-rerun.json", [](auto& calls) { calls.erase("layer_rerun"); });
   CHECK_THAT(framework_load_error(no_rerun), Contains("host.layer_calls.layer_rerun") && Contains("missing"));
+}
+
+TEST_CASE("framework files: eager calls need their counts and a source, of a call whose elements are counted",
+          "[hw_models]") {
+  TempDir dir;
+  const auto write_edited_torchtitan = [&dir](const std::string& name,
+                                              const std::function<void(paradyse::json_input::Json&)>& edit) {
+    auto json = framework_preset_file("torchtitan-rmsnorm");
+    edit(json);
+    return dir.write(name, json.dump(2));
+  };
+  // The preset as a file loads as the preset does.
+  const paradyse::hw::FrameworkSpec as_file =
+      load_framework(write_edited_torchtitan("same.json", [](auto&) {}));
+  const paradyse::hw::FrameworkSpec preset = load_framework("torchtitan-rmsnorm");
+  REQUIRE(as_file.eager_calls.size() == 4);
+  CHECK(as_file.eager_calls.at("norm_backward").kernels == preset.eager_calls.at("norm_backward").kernels);
+  CHECK(as_file.eager_calls.at("norm_backward").bytes_per_element == 92.0);
+
+  const std::string unsourced = write_edited_torchtitan(
+      "unsourced.json", [](auto& json) { json["eager_calls"]["swiglu"].erase("source"); });
+  CHECK_THAT(framework_load_error(unsourced),
+             Contains(unsourced) && Contains("eager_calls.swiglu.source") && Contains("missing"));
+  const std::string empty_source = write_edited_torchtitan(
+      "empty-source.json", [](auto& json) { json["eager_calls"]["swiglu"]["source"] = ""; });
+  CHECK_THAT(framework_load_error(empty_source), Contains("eager_calls.swiglu.source"));
+  const std::string no_elements = write_edited_torchtitan(
+      "no-elements.json", [](auto& json) { json["eager_calls"]["linear"] = json["eager_calls"]["swiglu"]; });
+  CHECK_THAT(
+      framework_load_error(no_elements),
+      Contains("eager_calls.linear") &&
+          Contains("expected a call whose elements the tracer counts (norm_forward, norm_backward, gelu, "
+                   "gelu_backward, swiglu, swiglu_backward)"));
+  const std::string no_kernels = write_edited_torchtitan(
+      "no-kernels.json", [](auto& json) { json["eager_calls"]["swiglu"]["kernels"] = 0; });
+  CHECK_THAT(framework_load_error(no_kernels), Contains("eager_calls.swiglu.kernels"));
+  const std::string negative = write_edited_torchtitan(
+      "negative.json", [](auto& json) { json["eager_calls"]["norm_forward"]["bytes_per_element"] = -4; });
+  CHECK_THAT(framework_load_error(negative), Contains("eager_calls.norm_forward.bytes_per_element"));
+}
+
+TEST_CASE("framework files: a host from another preset, which has a host of its own, and not a host as well",
+          "[hw_models]") {
+  TempDir dir;
+  auto json = framework_preset_file("torchtitan-rmsnorm");
+  json["host_from"] = "pytorch";
+  const std::string unknown = dir.write("unknown.json", json.dump(2));
+  CHECK_THAT(framework_load_error(unknown), Contains(unknown) && Contains("host_from") &&
+                                                Contains("expected a framework preset (") &&
+                                                Contains("got \"pytorch\""));
+  json["host_from"] = "torchtitan-fused-rmsnorm";
+  const std::string chained = dir.write("chained.json", json.dump(2));
+  CHECK_THAT(framework_load_error(chained), Contains("host_from") && Contains("a host block of its own"));
+  json["host_from"] = "eager-pytorch-h100-host";
+  json["host"] = framework_preset_file("eager-pytorch-h100-host")["host"];
+  const std::string both = dir.write("both.json", json.dump(2));
+  CHECK_THAT(framework_load_error(both), Contains("either host_from or host"));
+  json.erase("host");
+  json.erase("host_from");
+  const std::string neither = dir.write("neither.json", json.dump(2));
+  CHECK_THAT(framework_load_error(neither), Contains("host") && Contains("missing"));
 }
