@@ -87,16 +87,17 @@ struct HostSpec {
 // How a framework's model code runs one of paradyse's fused calls on the device: as `kernels` eager
 // PyTorch kernels that together read and write `bytes_per_element` bytes per element of the call
 // (counted from that code: tools/measure/eager_kernels.py). An element is one of the call's input x
-// for norm_forward, norm_backward, gelu and gelu_backward, one of its output for swiglu and
-// swiglu_backward (tokens × ffn_hidden): the calls an "eager_calls" block may name.
+// for norm_forward, norm_backward, gelu, gelu_backward, rotary and rotary_backward, one of its output
+// for swiglu and swiglu_backward (tokens × ffn_hidden): the calls an "eager_calls" block may name.
 //
 // "eager_calls": {CALL: {"kernels": n, "bytes_per_element": B, "source": "..."}, ...}
 struct EagerCall {
   int kernels = 1;
   double bytes_per_element = 0;
 };
-inline constexpr std::array<std::string_view, 6> kEagerCallNames{
-    "norm_forward", "norm_backward", "gelu", "gelu_backward", "swiglu", "swiglu_backward"};
+inline constexpr std::array<std::string_view, 8> kEagerCallNames{
+    "norm_forward", "norm_backward",   "gelu",   "gelu_backward",
+    "swiglu",       "swiglu_backward", "rotary", "rotary_backward"};
 
 struct FrameworkSpec {
   std::string name;

@@ -51,4 +51,13 @@ struct AttentionMask {
   mutable std::optional<Counts> counted_ = std::nullopt;  // counts() once counted. Never set otherwise.
 };
 
+// Where each token of a q or k tensor's sequence dim sits for the rotary position embedding: its
+// global position (`tokens`, as Positions lays them out) counted from the start of its document, so a
+// packed document is rotated as it would be alone. `theta` is the model's rope_theta.
+struct RotaryPositions {
+  Positions tokens;
+  std::shared_ptr<const DocumentEnds> document_ends;  // null: one document
+  double theta = 10000;
+};
+
 }  // namespace paradyse

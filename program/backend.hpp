@@ -219,6 +219,11 @@ class Compute {
   // x [..., 2f] holds (gate, up) → silu(gate) · up [..., f].
   virtual Tensor swiglu(const Tensor& x) = 0;
   virtual Tensor swiglu_backward(const Tensor& d_y, const Tensor& x) = 0;
+  // Rotary position embedding of q or k [b, s, heads, d], its s tokens at `at`: the pair (i, i + d/2)
+  // of each head rotated by position · θ^(−2i/d) (the Llama family's rotate_half form); its backward
+  // rotates the gradient back.
+  virtual Tensor rotary(const Tensor& x, const RotaryPositions& at) = 0;
+  virtual Tensor rotary_backward(const Tensor& d_y, const RotaryPositions& at) = 0;
   // `stream`: where the mask's random bits come from (MaskStream).
   virtual DropoutOutput dropout(const Tensor& x, double probability, MaskStream stream) = 0;
   virtual Tensor dropout_backward(const Tensor& d_y, const Tensor& mask, double probability) = 0;

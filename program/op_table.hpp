@@ -78,6 +78,8 @@ enum class CallProbe : uint8_t {
   X(gelu_backward, OpKind::memory_bound, CallSize::bytes, CallProbe::rate)             \
   X(swiglu, OpKind::memory_bound, CallSize::bytes, CallProbe::rate)                    \
   X(swiglu_backward, OpKind::memory_bound, CallSize::bytes, CallProbe::rate)           \
+  X(rotary, OpKind::memory_bound, CallSize::bytes, CallProbe::rate)                    \
+  X(rotary_backward, OpKind::memory_bound, CallSize::bytes, CallProbe::rate)           \
   X(dropout, OpKind::memory_bound, CallSize::bytes, CallProbe::rate)                   \
   X(dropout_backward, OpKind::memory_bound, CallSize::bytes, CallProbe::rate)          \
   X(add, OpKind::memory_bound, CallSize::bytes, CallProbe::rate)                       \

@@ -64,7 +64,8 @@ struct Op {
   int16_t send_to = -1;  // send_recv
   int16_t recv_from = -1;
   // GEMMs {m, n, k}; attention and score GEMMs as OpKind says; the elementwise calls a framework may
-  // run as eager kernels (hw::EagerCall) {elements}: of x for norms and GELU, of the output for SwiGLU.
+  // run as eager kernels (hw::EagerCall) {elements}: of x for norms, GELU and rotary embeddings, of the
+  // output for SwiGLU.
   std::array<int64_t, 4> dims{};
   // A compute time recorded elsewhere (an op read from a Chakra trace, chakra/import.hpp): when ≥ 0,
   // the op takes this long on any cluster instead of its price (costmodel::OpTimer::compute_s).

@@ -562,6 +562,25 @@ Tensor TracingBackend::swiglu_backward(const Tensor& d_y, const Tensor& x) {
   return d_x;
 }
 
+// Reads x and writes its rotation; the angles' table is a few KB and not counted.
+Tensor TracingBackend::rotary(const Tensor& x, const RotaryPositions&) {
+  Tensor y = allocate(x.shape(), DType::bf16);
+  Op& op = record(Kernel::rotary, {&x});
+  op.memory_bytes = static_cast<double>(x.bytes() + y.bytes());
+  op.dims = {x.numel(), 0, 0, 0};
+  produced_by(y, recorder_->next_op() - 1);
+  return y;
+}
+
+Tensor TracingBackend::rotary_backward(const Tensor& d_y, const RotaryPositions&) {
+  Tensor d_x = allocate(d_y.shape(), DType::bf16);
+  Op& op = record(Kernel::rotary_backward, {&d_y});
+  op.memory_bytes = static_cast<double>(d_y.bytes() + d_x.bytes());
+  op.dims = {d_y.numel(), 0, 0, 0};
+  produced_by(d_x, recorder_->next_op() - 1);
+  return d_x;
+}
+
 DropoutOutput TracingBackend::dropout(const Tensor& x, double, MaskStream) {
   DropoutOutput result{allocate(x.shape(), DType::bf16), allocate(x.shape(), DType::u8)};
   Op& op = record(Kernel::dropout, {&x});

@@ -115,6 +115,15 @@ std::vector<KernelProbe> kernel_probes(const ModelSpec& model, int degree, int64
   add(Kernel::swiglu_backward, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, d = mlp(be, s, 1), t = mlp(be, s, 2)] { be.swiglu_backward(d, t); };
   });
+  auto rotary_at = [theta = model.rope_theta](int64_t s) {
+    return RotaryPositions{{TokenRange{0, s}}, nullptr, theta};
+  };
+  add(Kernel::rotary, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, t = heads(be, s), at = rotary_at(s)] { be.rotary(t, at); };
+  });
+  add(Kernel::rotary_backward, [=](Backend& be, int64_t s) -> KernelCall {
+    return [&be, d = heads(be, s), at = rotary_at(s)] { be.rotary_backward(d, at); };
+  });
   add(Kernel::dropout, [=](Backend& be, int64_t s) -> KernelCall {
     return [&be, t = hidden(be, s)] { be.dropout(t, 0.1, MaskStream::per_rank); };
   });

@@ -64,6 +64,27 @@ at::Tensor documents_of(const at::Tensor& positions, const DocumentEnds& ends) {
                           /*right=*/true);
 }
 
+// x [b, s, heads, d] rotated by `sign` times each token's angles (RotaryPositions): the pair (i, i + d/2)
+// of each head by position · θ^(−2i/d), the position counted from the token's document's start.
+at::Tensor rotate(const at::Tensor& x, const RotaryPositions& at, double sign) {
+  const at::Device device = x.device();
+  at::Tensor position = positions(at.tokens, device);
+  if (at.document_ends) {
+    const at::Tensor ends = at::tensor(*at.document_ends, at::kLong).to(device);
+    const at::Tensor starts = at::cat({at::zeros({1}, ends.options()), ends});
+    position = position - starts.index_select(0, documents_of(position, *at.document_ends));
+  }
+  const int64_t half = x.size(-1) / 2;
+  const at::TensorOptions exact = at::TensorOptions(at::kDouble).device(device);
+  const at::Tensor frequency =
+      at::pow(at.theta, at::arange(half, exact) * (-2.0 / static_cast<double>(x.size(-1))));
+  const at::Tensor angle =
+      (position.to(at::kDouble).unsqueeze(1) * frequency.unsqueeze(0)).view({1, -1, 1, half});
+  const at::Tensor cos = at::cos(angle).to(at::kFloat), sin = (sign * at::sin(angle)).to(at::kFloat);
+  const at::Tensor t = x.to(at::kFloat), first = t.narrow(-1, 0, half), second = t.narrow(-1, half, half);
+  return at::cat({first * cos - second * sin, second * cos + first * sin}, -1).to(x.scalar_type());
+}
+
 // Which (query, key) pairs a mask computes: within one document and, for a causal mask, key ≤ query.
 // Kept as positions and documents, not as an [s_q, s_k] matrix: the exact attention asks for one tile
 // at a time, and a whole matrix of a long sequence would be its largest buffer by far (a 1M-token
@@ -649,6 +670,17 @@ Tensor TorchBackend::swiglu_backward(const Tensor& d_y, const Tensor& x) {
   const at::Tensor sig = at::sigmoid(gate);
   const at::Tensor d_gate = dy * up * sig * (1 + gate * (1 - sig));  // d silu(g)/dg = σ(g)(1 + g(1 − σ(g)))
   return make(at::cat({d_gate, dy * gate * sig}, -1).to(storage_type(DType::bf16)), DType::bf16);
+}
+
+Tensor TorchBackend::rotary(const Tensor& x, const RotaryPositions& at) {
+  OpTimer timer(*this, Kernel::rotary);
+  return make(rotate(unwrap(x), at, 1.0), DType::bf16);
+}
+
+// The rotation's transpose is the rotation by the opposite angles.
+Tensor TorchBackend::rotary_backward(const Tensor& d_y, const RotaryPositions& at) {
+  OpTimer timer(*this, Kernel::rotary_backward);
+  return make(rotate(unwrap(d_y), at, -1.0), DType::bf16);
 }
 
 DropoutOutput TorchBackend::dropout(const Tensor& x, double probability, MaskStream stream) {

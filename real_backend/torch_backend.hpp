@@ -143,6 +143,8 @@ class TorchBackend final : public Backend {
   Tensor gelu_backward(const Tensor& d_y, const Tensor& x) override;
   Tensor swiglu(const Tensor& x) override;
   Tensor swiglu_backward(const Tensor& d_y, const Tensor& x) override;
+  Tensor rotary(const Tensor& x, const RotaryPositions& at) override;
+  Tensor rotary_backward(const Tensor& d_y, const RotaryPositions& at) override;
   DropoutOutput dropout(const Tensor& x, double probability, MaskStream stream) override;
   Tensor dropout_backward(const Tensor& d_y, const Tensor& mask, double probability) override;
   Tensor add(const Tensor& a, const Tensor& b) override;

@@ -83,7 +83,7 @@ class ColossalZ final : public zero3::Zero3MlpStrategy {
     const ModelSpec& model = ctx.model;
     auto saved = std::make_unique<ColossalZAttentionSaved>();
     saved->x = x;
-    zero3::Projected qkv = zero3::project_qkv(be, model, w, x);  // q [b, s/p, a, d], k, v [b, s/p, a_kv, d]
+    zero3::Projected qkv = zero3::project_qkv(be, ctx, w, x);  // q [b, s/p, a, d], k, v [b, s/p, a_kv, d]
     be.label("attention");
     Tensor scores = ring_scores(be, model, qkv.q, qkv.k);  // [b, a, s/p, s]
     be.label("proj");
@@ -174,7 +174,7 @@ class ColossalZ final : public zero3::Zero3MlpStrategy {
     // Rank r's own tokens are block r of the gathered order: [b, s, a_kv, d] → [b, s/p, a_kv, d].
     Tensor d_k = be.slice(be.all_reduce(concat_blocks(be, std::move(d_k_blocks), 1)), 1, r * block, block);
     Tensor d_v = be.slice(d_v_full.wait(), 1, r * block, block);
-    return zero3::project_qkv_backward(be, model, w, saved.x, d_q, d_k, d_v, grads);
+    return zero3::project_qkv_backward(be, ctx, w, saved.x, d_q, d_k, d_v, grads);
   }
 };
 

@@ -65,6 +65,16 @@ AttentionMask full_sequence_mask(const LayerContext& ctx) {
   return mask(ctx, std::move(queries), std::move(keys));
 }
 
+Tensor rotary(Compute& be, const LayerContext& ctx, const Tensor& x, const Positions& tokens) {
+  if (!ctx.model.rotary) return x;
+  return be.rotary(x, {tokens, ctx.layout.document_ends(), ctx.model.rope_theta});
+}
+
+Tensor rotary_backward(Compute& be, const LayerContext& ctx, const Tensor& d, const Positions& tokens) {
+  if (!ctx.model.rotary) return d;
+  return be.rotary_backward(d, {tokens, ctx.layout.document_ends(), ctx.model.rope_theta});
+}
+
 Forward forward(Compute& be, const LayerContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
                 const AttentionMask& mask) {
   Forward result;

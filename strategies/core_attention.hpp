@@ -24,6 +24,12 @@ AttentionMask mask(const LayerContext& ctx, Positions queries, Positions keys);
 // Every token against every token, in gathered order: a strategy that attends over whole rows.
 AttentionMask full_sequence_mask(const LayerContext& ctx);
 
+// The model's rotary position embedding (model.hpp) of q or k [b, n, heads, d] whose tokens sit at
+// `tokens`, applied where q and k are made, before any strategy moves them; x itself for a model
+// without one. The backward rotates the gradient back.
+Tensor rotary(Compute& be, const LayerContext& ctx, const Tensor& x, const Positions& tokens);
+Tensor rotary_backward(Compute& be, const LayerContext& ctx, const Tensor& d, const Positions& tokens);
+
 // What the core's backward needs beyond q, k, v and out (which its caller keeps).
 struct Saved {
   Tensor lse;            // flash: [b, a', s_q] fp32

@@ -46,8 +46,8 @@ class MegatronCZ final : public zero3::Zero3MlpStrategy {
                                    const Tensor& x) const override {
     auto saved = std::make_unique<MegatronCzAttentionSaved>();
     saved->x = x;
-    zero3::Projected projected = zero3::project_qkv(be, ctx.model, w, x);  // [b, s/p, h] → q, k, v
-    saved->ring.q = std::move(projected.q);                                // [b, s/p, a, d]
+    zero3::Projected projected = zero3::project_qkv(be, ctx, w, x);  // [b, s/p, h] → q, k, v
+    saved->ring.q = std::move(projected.q);                          // [b, s/p, a, d]
     // [b, s/p, a_kv, d] each: two messages per hop, as in ring_flash_attn.py
     saved->ring.kv = ring::KvBlock::apart(std::move(projected.k), std::move(projected.v));
 
@@ -75,7 +75,7 @@ class MegatronCZ final : public zero3::Zero3MlpStrategy {
     // Moved in: q/k/v, out and lse are freed as soon as the ring is done.
     ring::Grads ring_grads = ring::attention_backward(be, ctx, std::move(d_o), std::move(saved.ring));
     ring::Bf16Grads d = ring::bf16_grads(be, ring_grads);
-    Tensor d_x = zero3::project_qkv_backward(be, ctx.model, w, saved.x, d.d_q, d.d_k, d.d_v, grads);
+    Tensor d_x = zero3::project_qkv_backward(be, ctx, w, saved.x, d.d_q, d.d_k, d.d_v, grads);
     saved.x = Tensor();
     return d_x;
   }

@@ -23,6 +23,7 @@ using tensor_parallel::HeadViews;
 struct TensorParallelAttentionSaved final : SavedActivations {
   Tensor x;                    // the sublayer input: this rank's [b, s/p, h] with SP, else [b, s, h]
   Tensor qkv;                  // [b, s, (h + 2h_kv)/p]: q, k, v of this rank's heads
+  Tensor q, k;                 // as attention takes them: rotated where the model has rotary embeddings
   Tensor out;                  // [b, s, a/p, d]: the attention core's output, W_proj's input
   core_attention::Saved core;  // the log-sum-exp, or the unfused kernel's probabilities
 };
@@ -46,9 +47,12 @@ class MegatronTensorParallel final : public Strategy {
     be.label("qkv");
     saved->qkv = be.linear(ends_.whole_sequence(be, x), w.qkv);  // [b, s, h] → [b, s, (h+2h_kv)/p]
     HeadViews heads = tensor_parallel::split_heads(be, ctx.model, saved->qkv);
+    const Positions all = ctx.layout.gathered();
+    saved->q = core_attention::rotary(be, ctx, heads.q, all);
+    saved->k = core_attention::rotary(be, ctx, heads.k, all);
     be.label("attention");
-    core_attention::Forward core =
-        core_attention::forward(be, ctx, heads.q, heads.k, heads.v, core_attention::full_sequence_mask(ctx));
+    core_attention::Forward core = core_attention::forward(be, ctx, saved->q, saved->k, heads.v,
+                                                           core_attention::full_sequence_mask(ctx));
     saved->out = std::move(core.out);
     saved->core = std::move(core.saved);
     be.label("proj");
@@ -71,14 +75,17 @@ class MegatronTensorParallel final : public Strategy {
     be.label("attention");
     HeadViews heads = tensor_parallel::split_heads(be, ctx.model, saved.qkv);
     AttentionGrads d =
-        core_attention::backward(be, ctx, be.view(d_out, out.shape()), heads.q, heads.k, heads.v, out,
+        core_attention::backward(be, ctx, be.view(d_out, out.shape()), saved.q, saved.k, heads.v, out,
                                  core_attention::full_sequence_mask(ctx), std::move(saved.core));
     d_out = Tensor();
     heads = {};
-    saved.qkv = Tensor();
+    saved.qkv = saved.q = saved.k = Tensor();
     saved.out = Tensor();
     be.label("qkv");
-    Tensor d_qkv = tensor_parallel::join_heads(be, d.d_q, d.d_k, d.d_v);  // [b, s, (h+2h_kv)/p]
+    const Positions all = ctx.layout.gathered();
+    Tensor d_qkv = tensor_parallel::join_heads(be, core_attention::rotary_backward(be, ctx, d.d_q, all),
+                                               core_attention::rotary_backward(be, ctx, d.d_k, all),
+                                               d.d_v);  // [b, s, (h+2h_kv)/p]
     d = {};
     return ends_.input_grad_behind_weight_grad(be, d_qkv, w.qkv, saved.x,
                                                tensor_parallel::add_into(be, grads.qkv));

@@ -40,6 +40,7 @@
 // Korthikanti et al.'s 2·sbh of full recomputation split p ways). While a
 // layer runs (forward, or recompute + backward) it also holds per head group q, K|V, out, lse and the p
 // chunks a_j, b·(s/p)·(2h + 2h_kv + f_in) bf16 elements, but never a [b, s, ·] tensor.
+#include "strategies/core_attention.hpp"
 #include "strategies/library.hpp"
 #include "strategies/ring_attention.hpp"
 #include "strategies/zero3.hpp"
@@ -126,7 +127,25 @@ Tensor head_group_backward(Backend& be, const LayerContext& ctx, const ring::Sav
   const Tensor d_kv =
       be.view(be.slice(d_qkv, 2, q_cols, kv_cols), group.kv.kv.shape());  // [b, s/p, 2a_kv/p, d]
   ring::add_into(be, ring::KvBlock::packed(d_kv), grads.take_d_kv(be));
-  return d_qkv;
+  if (!ctx.model.rotary) return d_qkv;
+  // The q and k gradients rotated back, to what W_qkv made before the rotation.
+  const Positions own = ctx.layout.local(be.rank());
+  const int64_t k_cols = kv_cols / 2;
+  const Tensor d_q = be.view(be.slice(d_qkv, 2, 0, q_cols), group.q.shape());
+  const Tensor d_k = be.view(be.slice(d_qkv, 2, q_cols, k_cols), {b, n, k_cols / d, d});
+  return be.concat({be.view(core_attention::rotary_backward(be, ctx, d_q, own), {b, n, q_cols}),
+                    be.view(core_attention::rotary_backward(be, ctx, d_k, own), {b, n, k_cols}),
+                    be.slice(d_qkv, 2, q_cols + k_cols, k_cols)},
+                   2);
+}
+
+// Keys then values [b, s/p, 2a_kv/p, d] with the keys rotated at this rank's tokens (one message per
+// ring hop, as unrotated).
+Tensor rotated_keys(Backend& be, const LayerContext& ctx, const Tensor& kv, const Positions& own) {
+  const int64_t kv_heads = kv.size(2) / 2;
+  return be.concat({core_attention::rotary(be, ctx, be.slice(kv, 2, 0, kv_heads), own),
+                    be.slice(kv, 2, kv_heads, kv_heads)},
+                   2);
 }
 
 // The reduction of one head group's weight gradients onto its owner, finished while the next group computes.
@@ -175,6 +194,7 @@ class Metp final : public Strategy {
     saved->groups.resize(static_cast<std::size_t>(p));
 
     GroupWeights weights(be, w);
+    const Positions own = ctx.model.rotary ? ctx.layout.local(be.rank()) : Positions{};
     Tensor y;  // [b, s/p, h]: the sum over groups of out_i · W_proj_i
     for (int i = 0; i < p; ++i) {
       const Tensor group_weights = weights.take(i);  // [(2h + 2h_kv)/p, h]
@@ -182,9 +202,11 @@ class Metp final : public Strategy {
       be.label("qkv");
       const Tensor w_q = be.slice(group_weights, 0, 0, dims.q_cols);
       const Tensor w_kv = be.slice(group_weights, 0, dims.q_cols, dims.kv_cols);
-      group.q = be.view(be.linear(x, w_q), {b, n, dims.q_cols / d, d});  // [b, s/p, h] → [b, s/p, a/p, d]
+      group.q = core_attention::rotary(be, ctx, be.view(be.linear(x, w_q), {b, n, dims.q_cols / d, d}),
+                                       own);  // [b, s/p, h] → [b, s/p, a/p, d]
       // → [b, s/p, 2a_kv/p, d]: keys then values, one message per ring hop
-      group.kv = ring::KvBlock::packed(be.view(be.linear(x, w_kv), {b, n, 2 * dims.kv_heads, d}));
+      const Tensor kv = be.view(be.linear(x, w_kv), {b, n, 2 * dims.kv_heads, d});
+      group.kv = ring::KvBlock::packed(ctx.model.rotary ? rotated_keys(be, ctx, kv, own) : kv);
       be.label("attention");
       AttentionOutput attention = ring::attention_forward(be, ctx, group.q, group.kv);
       be.label("proj");

@@ -15,7 +15,11 @@
 // - No model_type: the family its keys name, as a generic block (Llama-style keys: LayerNorm unless
 //   rms_norm_eps is present). Any other model_type is refused: its block is not one of these.
 //
-// Real configs carry many keys that do not change the cost of a layer (token ids, rope_theta,
+// Rotary position embeddings for model_type llama, mistral and qwen2, or when rope_theta is present,
+// at that rope_theta (default 10000, as LlamaConfig's); rope_scaling changes the frequencies, not the
+// work, and is not read (the real backend rotates by the unscaled frequencies).
+//
+// Real configs carry many keys that do not change the cost of a layer (token ids, rope_scaling,
 // max_position_embeddings, initializer_range, torch_dtype, ...): those are ignored, so that any
 // config.json from the Hub loads unchanged. Every key that is read is checked: required shape keys
 // must be present with the right type and range; behaviour keys that transformers' config classes
@@ -204,6 +208,17 @@ ModelSpec read_hidden_size_style(const Object& config, const std::string& model_
   };
   spec.hidden_dropout = probability({"hidden_dropout_prob", "hidden_dropout"});
   spec.attention_dropout = probability({"attention_probs_dropout_prob", "attention_dropout"});
+  spec.rotary = llama || config.has("rope_theta");
+  if (config.has("rope_theta")) {
+    spec.rope_theta = config.number("rope_theta");
+    if (!(spec.rope_theta > 1))
+      config.fail("rope_theta", "expected the rotary embedding's base, a number above 1, got " +
+                                    config.json().at("rope_theta").dump());
+  }
+  if (spec.rotary && spec.head_dim() % 2 != 0)
+    config.fail("num_attention_heads",
+                "expected an even head dimension for rotary position embeddings, got " +
+                    std::to_string(spec.head_dim()));
   return spec;
 }
 

@@ -56,6 +56,12 @@ struct ModelSpec {
   double attention_dropout = 0;  // probability, on the attention probabilities
   AttentionKernel attention_kernel = AttentionKernel::flash;
   LossKernel loss_kernel = LossKernel::fused;
+  // Rotary position embedding (RoPE) of q and k before attention, as the Llama family applies it: the
+  // pair (i, i + d/2) of each head rotated by position · rope_theta^(−2i/d), the position counted
+  // from the start of the token's document. GPT-2 and BERT blocks add absolute positions to the
+  // embedding instead, which paradyse does not model.
+  bool rotary = false;
+  double rope_theta = 10000;  // LlamaConfig's default
 
   int64_t head_dim() const { return hidden / heads; }
   int64_t kv_hidden() const { return kv_heads * head_dim(); }  // h_kv

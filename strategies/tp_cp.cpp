@@ -21,6 +21,7 @@
 //   ring:   r members of t·n tokens and a_kv/t heads, blocks of b·n·h_kv elements: 16(r−1)·b·n·h_kv bytes;
 //   ZeRO-3: each TP shard (Φ_layer/t) gathered over r ranks forward and backward, its gradient
 //           reduce-scattered: 3(r−1)/r·Φ_layer/t elements.
+#include "strategies/core_attention.hpp"
 #include "strategies/library.hpp"
 #include "strategies/ring_attention.hpp"
 #include "strategies/tensor_parallel.hpp"
@@ -75,14 +76,16 @@ class TensorContextParallel final : public Strategy {
     auto saved = std::make_unique<TpCpAttentionSaved>();
     saved->x = x;
     const GroupSplit groups = split_group(be, tensor_degree_);
+    const Positions tokens = member_tokens(be, ctx);
     be.label("qkv");
     Tensor w_qkv = gather_shard(be, groups, w, &LayerWeights::qkv, qkv_rows(ctx.model, be));
     {
       const GroupScope tp(be, groups.inner);
       saved->qkv = be.linear(ends_.whole_sequence(be, x), w_qkv);  // [b, t·s/p, (h + 2h_kv)/t]
       tensor_parallel::HeadViews heads = tensor_parallel::split_heads(be, ctx.model, saved->qkv);
-      saved->ring.q = std::move(heads.q);
-      saved->ring.kv = ring::KvBlock::apart(std::move(heads.k), std::move(heads.v));
+      saved->ring.q = core_attention::rotary(be, ctx, heads.q, tokens);
+      saved->ring.kv =
+          ring::KvBlock::apart(core_attention::rotary(be, ctx, heads.k, tokens), std::move(heads.v));
     }
     w_qkv = Tensor();
     be.label("attention");
@@ -127,7 +130,10 @@ class TensorContextParallel final : public Strategy {
     }
     saved.qkv = Tensor();
     be.label("qkv");
-    Tensor d_qkv = tensor_parallel::join_heads(be, d.d_q, d.d_k, d.d_v);  // [b, t·s/p, (h + 2h_kv)/t]
+    const Positions tokens = member_tokens(be, ctx);
+    Tensor d_qkv = tensor_parallel::join_heads(be, core_attention::rotary_backward(be, ctx, d.d_q, tokens),
+                                               core_attention::rotary_backward(be, ctx, d.d_k, tokens),
+                                               d.d_v);  // [b, t·s/p, (h + 2h_kv)/t]
     d = {};
     const std::vector<int64_t> rows = qkv_rows(ctx.model, be);
     Tensor w_qkv = gather_shard(be, groups, w, &LayerWeights::qkv, rows);
@@ -181,6 +187,12 @@ class TensorContextParallel final : public Strategy {
     const GroupScope ring_scope(be, groups.outer);
     const SequenceLayout members = ctx.layout.merged(tensor_degree_);
     return ring::attention_forward(be, ring_context(ctx, members), saved.ring.q, saved.ring.kv);
+  }
+
+  // The tokens a tensor-parallel group holds once it has gathered its ranks' own: its member's.
+  Positions member_tokens(const Backend& be, const LayerContext& ctx) const {
+    return ctx.model.rotary ? ctx.layout.merged(tensor_degree_).local(be.rank() / tensor_degree_)
+                            : Positions{};
   }
 
   static LayerContext ring_context(const LayerContext& ctx, const SequenceLayout& members) {

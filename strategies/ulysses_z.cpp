@@ -58,7 +58,7 @@ class UlyssesZ final : public zero3::Zero3MlpStrategy {
                                    const Tensor& x) const override {
     auto saved = std::make_unique<UlyssesZAttentionSaved>();
     saved->x = x;
-    zero3::Projected local = zero3::project_qkv(be, ctx.model, w, x);  // [b, s/p, a | a_kv, d]
+    zero3::Projected local = zero3::project_qkv(be, ctx, w, x);  // [b, s/p, a | a_kv, d]
     be.label("attention");
     // [b, s/p, a, d] → [b, s, a/p, d]; k and v [b, s/p, a_kv, d] → [b, s, a_kv/p, d]. All three leave
     // together: they come from one GEMM.
@@ -105,7 +105,7 @@ class UlyssesZ final : public zero3::Zero3MlpStrategy {
     Pending d_v = heads_to_sequence_async(be, d.d_v);
     zero3::Projected d_local{d_q.wait(), d_k.wait(), d_v.wait()};
     d = {};
-    return zero3::project_qkv_backward(be, ctx.model, w, saved.x, d_local.q, d_local.k, d_local.v, grads);
+    return zero3::project_qkv_backward(be, ctx, w, saved.x, d_local.q, d_local.k, d_local.v, grads);
   }
 };
 

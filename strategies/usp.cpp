@@ -84,7 +84,7 @@ class UlyssesRing final : public zero3::Zero3MlpStrategy {
     auto saved = std::make_unique<UspAttentionSaved>();
     saved->x = x;
     const GroupSplit groups = split_group(be, ulysses_degree_);
-    zero3::Projected local = zero3::project_qkv(be, ctx.model, w, x);  // [b, s/p, a | a_kv, d]
+    zero3::Projected local = zero3::project_qkv(be, ctx, w, x);  // [b, s/p, a | a_kv, d]
     be.label("attention");
     // All three leave together: they come from one GEMM.
     auto [q, k, v] = all_to_all<3>(be, groups.inner, Toward::heads, {local.q, local.k, local.v});
@@ -128,7 +128,7 @@ class UlyssesRing final : public zero3::Zero3MlpStrategy {
     }
     auto [local_q, local_k, local_v] = all_to_all<3>(be, groups.inner, Toward::sequence,
                                                      {std::move(d.d_q), std::move(d.d_k), std::move(d.d_v)});
-    Tensor d_x = zero3::project_qkv_backward(be, ctx.model, w, saved.x, local_q, local_k, local_v, grads);
+    Tensor d_x = zero3::project_qkv_backward(be, ctx, w, saved.x, local_q, local_k, local_v, grads);
     saved.x = Tensor();
     return d_x;
   }

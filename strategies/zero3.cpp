@@ -1,5 +1,7 @@
 #include "strategies/zero3.hpp"
 
+#include "strategies/core_attention.hpp"
+
 namespace paradyse {
 
 Tensor activation(Backend& be, const ModelSpec& model, const Tensor& x) {
@@ -59,7 +61,8 @@ void scatter_grad(Backend& be, const Tensor& full_grad, const std::vector<int64_
   be.add_(grads.*m, be.reduce_scatter(rank_major, 0));
 }
 
-Projected project_qkv(Backend& be, const ModelSpec& model, const LayerWeights& w, const Tensor& x) {
+Projected project_qkv(Backend& be, const LayerContext& ctx, const LayerWeights& w, const Tensor& x) {
+  const ModelSpec& model = ctx.model;
   be.label("qkv");
   const int degree = be.degree();
   Tensor weight =
@@ -67,14 +70,20 @@ Projected project_qkv(Backend& be, const ModelSpec& model, const LayerWeights& w
   Tensor qkv = be.linear(x, weight);                                               // [b, s, h + 2h_kv]
   const int64_t b = x.size(0), s = x.size(1), h = model.hidden, h_kv = model.kv_hidden(),
                 d = model.head_dim();
-  return {be.view(be.slice(qkv, 2, 0, h), {b, s, model.heads, d}),
-          be.view(be.slice(qkv, 2, h, h_kv), {b, s, model.kv_heads, d}),
+  const Positions own = model.rotary ? ctx.layout.local(be.rank()) : Positions{};
+  return {core_attention::rotary(be, ctx, be.view(be.slice(qkv, 2, 0, h), {b, s, model.heads, d}), own),
+          core_attention::rotary(be, ctx, be.view(be.slice(qkv, 2, h, h_kv), {b, s, model.kv_heads, d}), own),
           be.view(be.slice(qkv, 2, h + h_kv, h_kv), {b, s, model.kv_heads, d})};
 }
 
-Tensor project_qkv_backward(Backend& be, const ModelSpec& model, const LayerWeights& w, const Tensor& x,
-                            const Tensor& d_q, const Tensor& d_k, const Tensor& d_v, LayerWeights& grads) {
+Tensor project_qkv_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w, const Tensor& x,
+                            const Tensor& d_q_rotated, const Tensor& d_k_rotated, const Tensor& d_v,
+                            LayerWeights& grads) {
+  const ModelSpec& model = ctx.model;
   be.label("qkv");
+  const Positions own = model.rotary ? ctx.layout.local(be.rank()) : Positions{};
+  const Tensor d_q = core_attention::rotary_backward(be, ctx, d_q_rotated, own);
+  const Tensor d_k = core_attention::rotary_backward(be, ctx, d_k_rotated, own);
   const int degree = be.degree();
   const std::vector<int64_t> groups = LayerWeights::qkv_groups(model, degree);
   const int64_t b = x.size(0), s = x.size(1);

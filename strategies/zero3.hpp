@@ -27,13 +27,14 @@ Tensor gather(Backend& be, const LayerWeights& w, Matrix m, const std::vector<in
 void scatter_grad(Backend& be, const Tensor& full_grad, const std::vector<int64_t>& groups,
                   LayerWeights& grads, Matrix m);
 
-// q [b, s, a, d], k and v [b, s, a_kv, d] for this rank's tokens, from its normalised input x [b, s, h].
+// q [b, s, a, d], k and v [b, s, a_kv, d] for this rank's tokens, from its normalised input x [b, s, h];
+// q and k rotated at those tokens' positions where the model has rotary embeddings.
 struct Projected {
   Tensor q, k, v;
 };
-Projected project_qkv(Backend& be, const ModelSpec& model, const LayerWeights& w, const Tensor& x);
+Projected project_qkv(Backend& be, const LayerContext& ctx, const LayerWeights& w, const Tensor& x);
 // Backward of project_qkv: returns d_x, adds the W_qkv gradient into grads.qkv.
-Tensor project_qkv_backward(Backend& be, const ModelSpec& model, const LayerWeights& w, const Tensor& x,
+Tensor project_qkv_backward(Backend& be, const LayerContext& ctx, const LayerWeights& w, const Tensor& x,
                             const Tensor& d_q, const Tensor& d_k, const Tensor& d_v, LayerWeights& grads);
 // o [b, s, a, d] → [b, s, h] through the whole W_proj; `w_proj` may be passed in when prefetched.
 Tensor project_out(Backend& be, const ModelSpec& model, const Tensor& w_proj, const Tensor& o);

@@ -462,6 +462,10 @@ TEST_CASE("the tracer counts the elements of the calls a framework may run as ea
   be.gelu_backward(x, x);
   const Tensor product = be.swiglu(gate_up);
   be.swiglu_backward(product, gate_up);
+  const Tensor q = be.parameter("q", {2, 512, 4, 64}, 0);
+  const RotaryPositions at{{TokenRange{0, 512}}, nullptr, 10000};
+  be.rotary(q, at);
+  be.rotary_backward(q, at);
   std::map<Kernel, int64_t> elements;
   for (const Op& op : be.program().ops) elements[op.kernel] = op.dims[0];
   for (Kernel k : {Kernel::norm_forward, Kernel::norm_backward, Kernel::gelu, Kernel::gelu_backward}) {
@@ -470,6 +474,8 @@ TEST_CASE("the tracer counts the elements of the calls a framework may run as ea
   }
   CHECK(elements.at(Kernel::swiglu) == kTokens * kFfn);
   CHECK(elements.at(Kernel::swiglu_backward) == kTokens * kFfn);
+  CHECK(elements.at(Kernel::rotary) == kTokens * 4 * 64);
+  CHECK(elements.at(Kernel::rotary_backward) == kTokens * 4 * 64);
 
   // torchtitan's SwiGLU: its eager product moves 10 bytes an element in 2 kernels, its backward 18 in 3.
   hw::ClusterSpec a100 = hw::load_cluster("dgx-a100");
@@ -484,6 +490,10 @@ TEST_CASE("the tracer counts the elements of the calls a framework may run as ea
   const double launch_s = a100.gpu.kernel_launch_s, hbm = a100.gpu.hbm_bytes_per_second;
   CHECK(priced(Kernel::swiglu) == Approx(2 * launch_s + 10.0 * kTokens * kFfn / hbm));
   CHECK(priced(Kernel::swiglu_backward) == Approx(3 * launch_s + 18.0 * kTokens * kFfn / hbm));
+  // Its rotary embedding in fp32 complex: 3 kernels and 20.1 bytes an element forward, 4 and 20.3 back.
+  constexpr double kRotaryElements = kTokens * 4 * 64;
+  CHECK(priced(Kernel::rotary) == Approx(3 * launch_s + 20.1 * kRotaryElements / hbm));
+  CHECK(priced(Kernel::rotary_backward) == Approx(4 * launch_s + 20.3 * kRotaryElements / hbm));
   // Its RMSNorm is its fused Triton kernel: the norm keeps the fused price.
   CHECK(priced(Kernel::norm_forward) == Approx(launch_s + (4.0 * kTokens * kHidden + 4.0 * kTokens) / hbm));
 }

@@ -197,7 +197,7 @@ TEST_CASE("framework files: eager calls need their counts and a source, of a cal
   const paradyse::hw::FrameworkSpec as_file =
       load_framework(write_edited_torchtitan("same.json", [](auto&) {}));
   const paradyse::hw::FrameworkSpec preset = load_framework("torchtitan-rmsnorm");
-  REQUIRE(as_file.eager_calls.size() == 4);
+  REQUIRE(as_file.eager_calls.size() == 6);
   CHECK(as_file.eager_calls.at("norm_backward").kernels == preset.eager_calls.at("norm_backward").kernels);
   CHECK(as_file.eager_calls.at("norm_backward").bytes_per_element == 92.0);
 
@@ -214,7 +214,7 @@ TEST_CASE("framework files: eager calls need their counts and a source, of a cal
       framework_load_error(no_elements),
       Contains("eager_calls.linear") &&
           Contains("expected a call whose elements the tracer counts (norm_forward, norm_backward, gelu, "
-                   "gelu_backward, swiglu, swiglu_backward)"));
+                   "gelu_backward, swiglu, swiglu_backward, rotary, rotary_backward)"));
   const std::string no_kernels = write_edited_torchtitan(
       "no-kernels.json", [](auto& json) { json["eager_calls"]["swiglu"]["kernels"] = 0; });
   CHECK_THAT(framework_load_error(no_kernels), Contains("eager_calls.swiglu.kernels"));

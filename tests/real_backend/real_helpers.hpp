@@ -22,8 +22,9 @@ inline double relative_error(const at::Tensor& actual, const at::Tensor& expecte
          (scale > 0 ? scale : 1.0);
 }
 
-// MHA with GELU and LayerNorm, or GQA (two query heads per key/value head) with SwiGLU and RMSNorm:
-// 8 heads so that 2 and 4 ranks divide heads and key/value heads.
+// MHA with GELU and LayerNorm, or GQA (two query heads per key/value head) with SwiGLU, RMSNorm and
+// rotary position embeddings (a base small enough that the 8 dims' angles all turn within a few
+// dozen tokens): 8 heads so that 2 and 4 ranks divide heads and key/value heads.
 inline ModelSpec tiny_model(bool gqa, bool causal, int num_layers = 2) {
   ModelSpec m;
   m.name = gqa ? "tiny-gqa" : "tiny-mha";
@@ -37,6 +38,8 @@ inline ModelSpec tiny_model(bool gqa, bool causal, int num_layers = 2) {
   m.mlp = gqa ? MlpKind::swiglu : MlpKind::gelu;
   m.norm = gqa ? NormKind::rms_norm : NormKind::layer_norm;
   m.tied_embeddings = gqa;
+  m.rotary = gqa;
+  m.rope_theta = 100;
   m.hidden_dropout = 0;
   return m;
 }

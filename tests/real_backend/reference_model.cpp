@@ -32,6 +32,19 @@ at::Tensor attention(const ModelSpec& model, const at::Tensor& q, const at::Tens
   return at::matmul(at::softmax(scores, -1), vh).permute({0, 2, 1, 3});  // [b, s, a, d]
 }
 
+// Rotary position embedding of q or k [b, s, heads, d] at positions 0 … s − 1, as transformers' Llama
+// writes it: x · cos + rotate_half(x) · sin, with the angles of the pair (i, i + d/2) in both halves.
+at::Tensor rotary(const ModelSpec& model, const at::Tensor& x) {
+  if (!model.rotary) return x;
+  const int64_t s = x.size(1), d = x.size(3);
+  const at::Tensor inverse_frequency =
+      1.0 / at::pow(model.rope_theta, at::arange(0, d, 2, at::kDouble) / static_cast<double>(d));
+  const at::Tensor angles = at::outer(at::arange(s, at::kDouble), inverse_frequency);  // [s, d/2]
+  const at::Tensor both = at::cat({angles, angles}, -1).view({1, s, 1, d});
+  const at::Tensor rotated_half = at::cat({-x.narrow(-1, d / 2, d / 2), x.narrow(-1, 0, d / 2)}, -1);
+  return x * at::cos(both).to(x.scalar_type()) + rotated_half * at::sin(both).to(x.scalar_type());
+}
+
 at::Tensor layer(const ModelSpec& model, const NamedTensors& w, int index, const at::Tensor& x) {
   auto get = [&](const std::string& name) { return w.at(layer_name(index, name)); };
   auto optional = [&](const std::string& name) {
@@ -42,8 +55,8 @@ at::Tensor layer(const ModelSpec& model, const NamedTensors& w, int index, const
                 d = model.head_dim();
   const at::Tensor qkv =
       at::matmul(norm(model, x, get("norm1.gamma"), optional("norm1.beta")), get("qkv").t());
-  const at::Tensor q = qkv.narrow(2, 0, h).reshape({b, s, model.heads, d});
-  const at::Tensor k = qkv.narrow(2, h, h_kv).reshape({b, s, model.kv_heads, d});
+  const at::Tensor q = rotary(model, qkv.narrow(2, 0, h).reshape({b, s, model.heads, d}));
+  const at::Tensor k = rotary(model, qkv.narrow(2, h, h_kv).reshape({b, s, model.kv_heads, d}));
   const at::Tensor v = qkv.narrow(2, h + h_kv, h_kv).reshape({b, s, model.kv_heads, d});
   const at::Tensor h1 = x + at::matmul(attention(model, q, k, v).reshape({b, s, h}), get("proj"));
   const at::Tensor pre =

@@ -252,6 +252,26 @@ TEST_CASE("model: a Llama-style file loads with GQA, SwiGLU and RMSNorm", "[stra
   CHECK(spec.embedding_parameters() == 2 * 1000 * 512 + 512);
 }
 
+TEST_CASE("model: rotary embeddings for the Llama family or a rope_theta, at its base", "[strategies]") {
+  TempConfig llama("llama", kLlamaConfig);
+  CHECK(load_model(llama.path()).rotary);
+  CHECK(load_model(llama.path()).rope_theta == 10000.0);
+  TempConfig base("llama_base", edit(kLlamaConfig, "rope_theta", R"("rope_theta": 500000.0)"));
+  CHECK(load_model(base.path()).rope_theta == 500000.0);
+  TempConfig no_theta("llama_no_theta", edit(kLlamaConfig, "rope_theta", R"("unused": 0)"));
+  CHECK(load_model(no_theta.path()).rotary);
+  CHECK(load_model(no_theta.path()).rope_theta == 10000.0);  // LlamaConfig's default
+  // A generic block with a rope_theta has them; GPT-2 and BERT add absolute positions instead.
+  TempConfig generic("generic", edit(edit(kLlamaConfig, "model_type", R"("unused": 0)"), "rope_theta",
+                                     R"("rope_theta": 1000000.0)"));
+  CHECK(load_model(generic.path()).rotary);
+  CHECK(load_model(generic.path()).rope_theta == 1000000.0);
+  CHECK(load_model("llama3-8b").rope_theta == 500000.0);
+  CHECK_FALSE(load_model("gpt-8l").rotary);
+  CHECK_FALSE(load_model("bert-large").rotary);
+  CHECK_FALSE(load_model("llama-8l").rotary);  // the paper's shape, a GPT-2-style file
+}
+
 TEST_CASE("model: an unknown preset lists the presets", "[strategies]") {
   try {
     load_model("gpt-9000");
@@ -327,6 +347,14 @@ TEST_CASE("model: bad fields are InputErrors naming the field", "[strategies]") 
        edit(edit(kLlamaConfig, "num_hidden_layers", R"("num_hidden_layers": 65536)"), "intermediate_size",
             R"("intermediate_size": 16777216)"),
        "num_hidden_layers", "expected a model of at most 2^50 parameters"},
+      {"rope_theta not above 1", edit(kLlamaConfig, "rope_theta", R"("rope_theta": 0.5)"), "rope_theta",
+       "a number above 1, got 0.5"},
+      {"rope_theta a string", edit(kLlamaConfig, "rope_theta", R"("rope_theta": "10000")"), "rope_theta",
+       "number"},
+      {"odd head dimension under rotary embeddings",
+       edit(edit(kLlamaConfig, "num_key_value_heads", R"("num_key_value_heads": 1)"), "hidden_size",
+            R"("hidden_size": 504)"),
+       "num_attention_heads", "an even head dimension"},
       {"more layers than a plan holds",
        edit(kLlamaConfig, "num_hidden_layers", R"("num_hidden_layers": 65537)"), "num_hidden_layers",
        "at most 2^16"},
