@@ -47,7 +47,7 @@ class MegatronTensorParallel final : public Strategy {
     be.label("qkv");
     saved->qkv = be.linear(ends_.whole_sequence(be, x), w.qkv);  // [b, s, h] → [b, s, (h+2h_kv)/p]
     HeadViews heads = tensor_parallel::split_heads(be, ctx.model, saved->qkv);
-    const Positions all = ctx.layout.gathered();
+    const Positions all = ctx.model.rotary ? ctx.layout.gathered() : Positions{};
     saved->q = core_attention::rotary(be, ctx, heads.q, all);
     saved->k = core_attention::rotary(be, ctx, heads.k, all);
     be.label("attention");
@@ -82,7 +82,7 @@ class MegatronTensorParallel final : public Strategy {
     saved.qkv = saved.q = saved.k = Tensor();
     saved.out = Tensor();
     be.label("qkv");
-    const Positions all = ctx.layout.gathered();
+    const Positions all = ctx.model.rotary ? ctx.layout.gathered() : Positions{};
     Tensor d_qkv = tensor_parallel::join_heads(be, core_attention::rotary_backward(be, ctx, d.d_q, all),
                                                core_attention::rotary_backward(be, ctx, d.d_k, all),
                                                d.d_v);  // [b, s, (h+2h_kv)/p]
