@@ -115,7 +115,9 @@ std::map<std::string, EagerCall> read_eager_calls(const Object& block) {
     const int64_t kernels = call.positive_integer("kernels");
     if (kernels > 1000)
       call.fail("kernels", "expected at most 1000 kernels for one call" + got(call, "kernels"));
-    calls[name] = {static_cast<int>(kernels), call.number_in("bytes_per_element", 0, 1e4, "bytes")};
+    const double bytes = call.number_in("bytes_per_element", 0, 1e4, "bytes");
+    if (bytes == 0) call.fail("bytes_per_element", "expected the bytes the kernels move, above 0, got 0");
+    calls[name] = {static_cast<int>(kernels), bytes};
   }
   return calls;
 }

@@ -221,6 +221,10 @@ TEST_CASE("framework files: eager calls need their counts and a source, of a cal
   const std::string negative = write_edited_torchtitan(
       "negative.json", [](auto& json) { json["eager_calls"]["norm_forward"]["bytes_per_element"] = -4; });
   CHECK_THAT(framework_load_error(negative), Contains("eager_calls.norm_forward.bytes_per_element"));
+  const std::string nothing = write_edited_torchtitan(
+      "nothing.json", [](auto& json) { json["eager_calls"]["norm_forward"]["bytes_per_element"] = 0; });
+  CHECK_THAT(framework_load_error(nothing),
+             Contains("eager_calls.norm_forward.bytes_per_element") && Contains("above 0, got 0"));
 }
 
 TEST_CASE("framework files: a host from another preset, which has a host of its own, and not a host as well",
