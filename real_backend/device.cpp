@@ -42,6 +42,12 @@ at::Tensor on_host(const at::Tensor& t) {
   return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/false).contiguous();
 }
 
+at::Tensor on_device(const std::vector<int64_t>& values, const at::Device& device) {
+  at::Tensor host = at::tensor(values, at::kLong);
+  if (!device.is_cuda()) return host;
+  return host.pin_memory().to(device, /*non_blocking=*/true);
+}
+
 namespace {
 
 std::string cpu_model() {

@@ -30,6 +30,10 @@ void synchronize(const at::Device& device);
 // device memory, so that no read races the stream.
 at::Tensor on_host(const at::Tensor& t);
 
+// `values` on `device` without making the host wait: through pinned memory on a GPU (a copy from
+// pageable memory would wait for the stream).
+at::Tensor on_device(const std::vector<int64_t>& values, const at::Device& device);
+
 // What the device is: the GPU's name and memory, or on CPU the processor's model and the machine's
 // physical memory.
 std::string device_name(const at::Device& device);

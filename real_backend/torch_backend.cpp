@@ -1,8 +1,10 @@
 #include "real_backend/torch_backend.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "real_backend/device.hpp"
 #include "real_backend/held_bytes.hpp"
 #include "real_backend/host_allocator.hpp"
 #include "real_backend/varlen_attention.hpp"
@@ -60,20 +62,31 @@ at::Tensor positions(const Positions& ranges, const at::Device& device) {
 
 // The document of each position (a tensor of global token indices): the first whose end lies beyond it.
 at::Tensor documents_of(const at::Tensor& positions, const DocumentEnds& ends) {
-  return at::searchsorted(at::tensor(ends, at::kLong).to(positions.device()), positions, /*out_int32=*/false,
+  return at::searchsorted(on_device(ends, positions.device()), positions, /*out_int32=*/false,
                           /*right=*/true);
+}
+
+// Each token's position within its document, in the tensor's order (RotaryPositions). A tensor's
+// ranges each lie within one document (SequenceLayout splits documents, never joins them).
+std::vector<int64_t> positions_in_documents(const RotaryPositions& at) {
+  std::vector<int64_t> out;
+  for (const TokenRange& range : at.tokens) {
+    int64_t start = 0;
+    if (at.document_ends) {
+      const DocumentEnds& ends = *at.document_ends;
+      const auto end = std::upper_bound(ends.begin(), ends.end(), range.begin);  // the range's document's
+      start = end == ends.begin() ? 0 : *(end - 1);
+    }
+    for (int64_t i = 0; i < range.length; ++i) out.push_back(range.begin + i - start);
+  }
+  return out;
 }
 
 // x [b, s, heads, d] rotated by `sign` times each token's angles (RotaryPositions): the pair (i, i + d/2)
 // of each head by position · θ^(−2i/d), the position counted from the token's document's start.
 at::Tensor rotate(const at::Tensor& x, const RotaryPositions& at, double sign) {
   const at::Device device = x.device();
-  at::Tensor position = positions(at.tokens, device);
-  if (at.document_ends) {
-    const at::Tensor ends = at::tensor(*at.document_ends, at::kLong).to(device);
-    const at::Tensor starts = at::cat({at::zeros({1}, ends.options()), ends});
-    position = position - starts.index_select(0, documents_of(position, *at.document_ends));
-  }
+  const at::Tensor position = on_device(positions_in_documents(at), device);
   const int64_t half = x.size(-1) / 2;
   const at::TensorOptions exact = at::TensorOptions(at::kDouble).device(device);
   const at::Tensor frequency =

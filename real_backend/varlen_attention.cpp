@@ -6,6 +6,8 @@
 #include <limits>
 #include <map>
 
+#include "real_backend/device.hpp"
+
 namespace paradyse::real {
 namespace {
 
@@ -72,13 +74,6 @@ std::vector<int64_t> batch_rows(const std::vector<const Positions*>& tiles_rows,
       for (const TokenRange& r : *rows)
         for (int64_t i = 0; i < r.length; ++i) indices.push_back(b * length + r.begin + i);
   return indices;
-}
-
-// A host vector on `device` without making the host wait: through pinned memory on a GPU.
-at::Tensor on_device(const std::vector<int64_t>& values, const at::Device& device) {
-  at::Tensor host = at::tensor(values, at::kLong);
-  if (!device.is_cuda()) return host;
-  return host.pin_memory().to(device, /*non_blocking=*/true);
 }
 
 // One round's tiles of one kind, packed: the rows of q and k they read and the call's lengths.
