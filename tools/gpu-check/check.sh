@@ -4,8 +4,9 @@
 # `calibrate --device cuda` and every strategy's steps at degree 1 from 1K to 16K tokens through
 # `validate --device cuda` on that calibration; the same steps in eager PyTorch
 # (tools/measure/gpu_training_step.py); the host's cost of a framework layer's calls besides its
-# kernels (gpu_components.py's host_ops); and one results table (results.md): validate's errors,
-# and the C++ step's speed as a ratio to eager PyTorch's. With --device cpu it rehearses the same on
+# kernels (gpu_components.py's host_ops); a GEMM under a minute of sustained load against its burst
+# time (gemm_sustained); and one results table (results.md): validate's errors, and the C++ step's
+# speed as a ratio to eager PyTorch's. With --device cpu it rehearses the same on
 # the CPU (tiny models, short lengths, no eager PyTorch step), so that a GPU is needed only to run it.
 #
 # usage: tools/gpu-check/check.sh --bin DIR [--device cuda|cpu] [--out DIR] [--seq LIST] [--steps N]
@@ -99,5 +100,13 @@ start=$(date +%s)
 timeout 180 python3 "$repo/tools/measure/gpu_components.py" --device "$device" --only host_ops \
   --out "$out/host-ops.json" >>"$log" 2>&1
 say "host ops: exit $? in $(( $(date +%s) - start )) s"
+
+# 5. A GEMM under a minute of sustained load against its burst time: the clock training runs at.
+if [ "$device" = cuda ]; then
+  start=$(date +%s)
+  timeout 120 python3 "$repo/tools/measure/gpu_components.py" --only gemm_sustained \
+    --out "$out/gemm-sustained.json" >>"$log" 2>&1
+  say "sustained GEMM: exit $? in $(( $(date +%s) - start )) s"
+fi
 
 python3 "$repo/tools/gpu-check/table.py" "$out" --numerics-status "$numerics_status" | tee "$out/results.md"

@@ -4,7 +4,7 @@ summary; per model, each strategy's degree-1 steps as validate measured and simu
 device's own calibration (time error, and the simulated peak against the backend's held bytes and
 the allocator's peak); and, where eager PyTorch ran, its step time and the C++ step's speed against
 it (eager time / C++ time, megatron_ts: above 1, C++ is faster). Ends with the mean and worst time
-error over every row.
+error over every row, and the sustained GEMM's throughput against its burst figure where it ran.
 
 usage: table.py OUT_DIR [--numerics-status N]
 """
@@ -76,6 +76,12 @@ def main():
     if errors:
         print(f"mean |time error| {100 * statistics.mean(abs(e) for e in errors):.1f}%, "
               f"worst {pct(max(errors, key=abs))}, over {len(errors)} rows")
+    sustained = (load(os.path.join(args.out, "gemm-sustained.json")) or {}).get("gemm_sustained")
+    if sustained:
+        last = sustained["windows"][-1]
+        print(f"\nGEMM {sustained['m']}^3 sustained {sustained['steady_tflops']:.0f} TFLOP/s against "
+              f"{sustained['burst_tflops']:.0f} in bursts ({sustained['steady_over_burst']:.3f}x); last window: "
+              + ", ".join(f"{k} {v}" for k, v in last.items() if k != "tflops"))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@ Each figure a preset needs is timed on its own, never a whole training step:
     and without the causal mask, and causal with dropout 0.1 on the probabilities (the kernel draws
     its random numbers inside), 16K tokens per batch as Dao-AILab's benchmark runs it, and causal on
     one sequence of 4 to 64 heads beside it (how the kernel's tiles fill the SMs);
+  - a GEMM under sustained load (gemm_sustained): the same large GEMM back to back for a minute, its
+    throughput, the SM clock, power and temperature window by window, beside its burst time as the
+    gemm part measures it (batches of about 2 ms), so that a preset can tell which one training sees;
   - HBM copy bandwidth;
   - memory-bound kernels (layer norm, GELU, dropout, add) over sizes, and the optimizer's (fused Adam
     on an fp32 master with the copy to its bf16 weight, the gradient norm's sum of squares, the
@@ -32,6 +35,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 
@@ -131,6 +135,47 @@ def measure_gemms(dev):
                      "tflops": 2.0 * m * n * k / seconds / 1e12})
         del a, b
     return rows
+
+
+def gpu_state():
+    """The GPU's SM clock (MHz), power (W) and temperature (C) now, from nvidia-smi; {} without it."""
+    try:
+        line = subprocess.run(["nvidia-smi", "--id=0", "--query-gpu=clocks.sm,power.draw,temperature.gpu",
+                               "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        clock, power, temperature = (float(v) for v in line.split(","))
+        return {"sm_clock_mhz": clock, "power_w": power, "temperature_c": temperature}
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return {}
+
+
+def measure_gemm_sustained(dev, size=8192, seconds=60.0, window_s=5.0):
+    """One bf16 GEMM [size]^3 back to back for `seconds`: TFLOP/s and the GPU's state per window."""
+    a = torch.randn(size, size, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(size, size, device=dev, dtype=torch.bfloat16)
+    fn = lambda: F.linear(a, b)
+    flops = 2.0 * size ** 3
+    burst_s = device_seconds(fn)
+    reps = max(1, int(0.05 / burst_s))  # chunks of about 50 ms, timed by events
+    windows, start_all = [], time.perf_counter()
+    while time.perf_counter() - start_all < seconds:
+        calls, device_s, window_start = 0, 0.0, time.perf_counter()
+        while time.perf_counter() - window_start < window_s:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(reps):
+                fn()
+            end.record()
+            end.synchronize()
+            calls += reps
+            device_s += start.elapsed_time(end) / 1e3
+        row = {"t_s": round(time.perf_counter() - start_all, 1), "tflops": flops * calls / device_s / 1e12}
+        row.update(gpu_state())
+        windows.append(row)
+    del a, b
+    steady = statistics.median(w["tflops"] for w in windows[len(windows) // 2:])
+    return {"m": size, "n": size, "k": size, "burst_tflops": flops / burst_s / 1e12, "windows": windows,
+            "steady_tflops": steady, "steady_over_burst": steady / (flops / burst_s / 1e12)}
 
 
 def attention_row(dev, batch, heads, seq, causal, dropout, head_dim=128):
@@ -455,8 +500,8 @@ def cpu_model():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", help="JSON file to write (default: standard output)")
-    parser.add_argument("--only", help="comma-separated parts: host,gemm,attention,attention_occupancy,copy,"
-                                       "memory_bound,optimizer,host_by_call,host_ops")
+    parser.add_argument("--only", help="comma-separated parts: host,gemm,gemm_sustained,attention,"
+                                       "attention_occupancy,copy,memory_bound,optimizer,host_by_call,host_ops")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                         help="cpu: only host_ops, the host's own costs, on a machine without a GPU")
     args = parser.parse_args()
@@ -474,7 +519,8 @@ def main():
         result = {"device": props.name, "streaming_multiprocessors": props.multi_processor_count,
                   "memory_bytes": props.total_memory}
     result.update({"torch": torch.__version__, "cuda": torch.version.cuda, "date": time.strftime("%Y-%m-%d")})
-    parts = {"host": measure_host, "gemm": measure_gemms, "attention": measure_attention,
+    parts = {"host": measure_host, "gemm": measure_gemms, "gemm_sustained": measure_gemm_sustained,
+             "attention": measure_attention,
              "attention_occupancy": measure_attention_occupancy,
              "copy": measure_copy, "memory_bound": measure_memory_bound, "optimizer": measure_optimizer,
              "host_by_call": measure_host_by_call, "host_ops": measure_host_ops}
