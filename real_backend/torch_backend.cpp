@@ -1,5 +1,7 @@
 #include "real_backend/torch_backend.hpp"
 
+#include <torch/version.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -203,10 +205,17 @@ at::Tensor probabilities(const at::Tensor& scores, const at::Tensor& lse) {
 
 }  // namespace
 
+// LibTorch's fused Adam (one kernel a tensor, as PyTorch's Adam(fused=True) runs it, on CPUs since 2.4):
+// the update the tracer prices as one call. Older LibTorch runs it op by op.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define PARADYSE_FUSED_ADAM 1
+#endif
+
 struct TorchBackend::AdamState {
   at::Tensor master;  // fp32 weights when storage is bf16; undefined when the weight is fp32 already
   at::Tensor m, v;
-  int64_t step = 0;
+  int64_t step = 0;            // steps taken (op by op)
+  at::Tensor fused_step;       // steps taken (the fused kernel's), an fp32 scalar on the device
   std::shared_ptr<void> held;  // counts master, m and v in HeldBytes
 };
 
@@ -836,16 +845,23 @@ void TorchBackend::adam_step(Tensor& weight, const Tensor& grad) {
   PARADYSE_CHECK(it != adam_.end(), "adam_step on a tensor that is not a parameter");
   AdamState& s = *it->second;
   constexpr double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
+  at::Tensor g = unwrap(grad).to(at::kFloat).reshape(s.m.sizes());
+  at::Tensor w = unwrap(weight);
+  at::Tensor& master = s.master.defined() ? s.master : w;
+#ifdef PARADYSE_FUSED_ADAM
+  if (!s.fused_step.defined()) s.fused_step = at::zeros({}, options(DType::fp32));
+  s.fused_step.add_(1);  // the kernel reads the step count; Adam(fused=True) increments it first
+  at::_fused_adam_({master}, {g}, {s.m}, {s.v}, {}, {s.fused_step}, options_.learning_rate, beta1, beta2,
+                   /*weight_decay=*/0.0, epsilon, /*amsgrad=*/false, /*maximize=*/false);
+#else
   ++s.step;
-  const at::Tensor g = unwrap(grad).to(at::kFloat).reshape(s.m.sizes());
   s.m.mul_(beta1).add_(g, 1 - beta1);
   s.v.mul_(beta2).addcmul_(g, g, 1 - beta2);
   const double step_size = options_.learning_rate / (1 - std::pow(beta1, static_cast<double>(s.step)));
   const at::Tensor denominator =
       (s.v / (1 - std::pow(beta2, static_cast<double>(s.step)))).sqrt_().add_(epsilon);
-  at::Tensor w = unwrap(weight);
-  at::Tensor& master = s.master.defined() ? s.master : w;
   master.addcdiv_(s.m, denominator, -step_size);
+#endif
   if (s.master.defined()) w.copy_(s.master);
 }
 
