@@ -78,10 +78,19 @@ class Counter(TorchDispatchMode):
         return result
 
 
+def fail(message):
+    """A bad argument: its message on standard error, exit status 2."""
+    print(f"eager_kernels.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def parse_input(text):
-    name, spec = text.split("=", 1)
-    dtype, shape = spec.rstrip("]").split("[")
-    return name, DTYPES[dtype], [int(n) for n in shape.split(",")]
+    try:
+        name, spec = text.split("=", 1)
+        dtype, shape = spec.rstrip("]").split("[")
+        return name, DTYPES[dtype], [int(n) for n in shape.split(",")]
+    except (ValueError, KeyError):
+        fail(f"{text!r}: expected NAME=DTYPE[SHAPE], DTYPE one of {', '.join(DTYPES)}, e.g. x=bf16[2,128,512]")
 
 
 def summary(counter, elements):
@@ -121,7 +130,7 @@ def main():
     elif args.per.isdigit() and int(args.per) > 0:
         elements = int(args.per)
     else:
-        sys.exit(f"--per {args.per}: expected one of the inputs ({', '.join(inputs)}) or a positive count")
+        fail(f"--per {args.per}: expected one of the inputs ({', '.join(inputs)}) or a positive count")
 
     forward = Counter()
     with forward:
