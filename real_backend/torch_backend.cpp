@@ -62,10 +62,10 @@ at::Tensor positions(const Positions& ranges, const at::Device& device) {
   return at::cat(parts);
 }
 
-// The document of each position (a tensor of global token indices): the first whose end lies beyond it.
-at::Tensor documents_of(const at::Tensor& positions, const DocumentEnds& ends) {
-  return at::searchsorted(on_device(ends, positions.device()), positions, /*out_int32=*/false,
-                          /*right=*/true);
+// The document of each position (a tensor of global token indices): the first whose end (`ends`, on
+// the positions' device) lies beyond it.
+at::Tensor documents_of(const at::Tensor& positions, const at::Tensor& ends) {
+  return at::searchsorted(ends, positions, /*out_int32=*/false, /*right=*/true);
 }
 
 // Each token's position within its document, in the tensor's order (RotaryPositions). A tensor's
@@ -109,8 +109,9 @@ class PairMask {
   PairMask(const AttentionMask& mask, const at::Device& device)
       : causal_(mask.causal), q_(positions(mask.queries, device)), k_(positions(mask.keys, device)) {
     if (mask.document_ends) {
-      q_document_ = documents_of(q_, *mask.document_ends);
-      k_document_ = documents_of(k_, *mask.document_ends);
+      const at::Tensor ends = on_device(*mask.document_ends, device);
+      q_document_ = documents_of(q_, ends);
+      k_document_ = documents_of(k_, ends);
     }
   }
 
@@ -153,8 +154,9 @@ std::vector<AttentionTile> attention_tiles(const AttentionMask& mask, int64_t ba
   if (!mask.document_ends) {
     groups.emplace_back(at::arange(mask.query_count(), indices), at::Tensor());
   } else {
-    const at::Tensor q_document = documents_of(positions(mask.queries, device), *mask.document_ends);
-    const at::Tensor k_document = documents_of(positions(mask.keys, device), *mask.document_ends);
+    const at::Tensor ends = on_device(*mask.document_ends, device);
+    const at::Tensor q_document = documents_of(positions(mask.queries, device), ends);
+    const at::Tensor k_document = documents_of(positions(mask.keys, device), ends);
     const at::Tensor documents = std::get<0>(at::_unique2(q_document)).cpu();
     for (int64_t i = 0; i < documents.numel(); ++i) {
       const int64_t document = documents[i].item<int64_t>();
