@@ -9,6 +9,7 @@
 #include "common/input_file.hpp"
 #include "common/limits.hpp"
 #include "selector/learned_cost_source.hpp"
+#include "selector/static_policy.hpp"
 
 namespace paradyse::evaluation {
 
@@ -177,8 +178,8 @@ PolicySet PolicyOptions::build(const MachineOptions& machine, const hw::ClusterS
   std::vector<std::string> names;
   if (policies == "all" || policies == "all-2d") {
     for (const std::string& name : selector::default_policy_names(policies == "all-2d")) {
-      const Strategy* strategy = name.starts_with("static:") ? find_strategy(name.substr(7)) : nullptr;
-      if (strategy != nullptr && strategy->unsupported(set.model, set.degree)) continue;
+      const auto fixed = selector::parse_static_policy(name);
+      if (fixed && fixed->strategy->unsupported(set.model, set.degree)) continue;
       names.push_back(name);
     }
   } else {
@@ -214,9 +215,9 @@ PolicySet PolicyOptions::build(const MachineOptions& machine, const hw::ClusterS
   }
   for (const std::string& name : names) {
     set.policies.push_back(selector::make_policy(name, *set.source, paradyse, optimal));
-    const Strategy* strategy = name.starts_with("static:") ? find_strategy(name.substr(7)) : nullptr;
-    if (strategy == nullptr) continue;
-    if (auto why = strategy->unsupported(set.model, set.degree))
+    const auto fixed = selector::parse_static_policy(name);
+    if (!fixed) continue;
+    if (auto why = fixed->strategy->unsupported(set.model, set.degree))
       throw InputError(
           "--policy", 0, "",
           name + " cannot run " + set.model.name + " at degree " + std::to_string(set.degree) + ": " + *why);

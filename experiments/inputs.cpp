@@ -108,7 +108,9 @@ void add_policy_options(CLI::App& command, evaluation::PolicyOptions& options) {
   command
       .add_option(
           "--policy", options.policies,
-          "comma-separated policies: static:NAME (every layer NAME), paradyse (the paper's Algorithm 1), "
+          "comma-separated policies: static:NAME (every layer NAME; static:NAME:selective, :full or "
+          ":offload with that recomputation on every layer, offload being each layer's activations but "
+          "the last's in host memory), paradyse (the paper's Algorithm 1), "
           "optimal (the exact minimum-time plan within memory), paradyse-2d and optimal-2d (the same, "
           "choosing also among the 2-D strategies usp_uN and tp_cp_tN); 'all' for every static strategy "
           "of the paper's five the model allows, paradyse and optimal; 'all-2d' for those, every 2-D "

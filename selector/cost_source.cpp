@@ -16,6 +16,22 @@ steps::CostTable AnalyticCostSource::table(const MicroBatch& micro_batch,
                .documents = micro_batch.packed() ? micro_batch.documents : std::vector<int64_t>{}});
 }
 
+bool AnalyticCostSource::prices(const CandidateKey& candidate) const {
+  return candidate.second != Recompute::offload || estimator_.cluster().gpu.host_link_bytes_per_second > 0;
+}
+
+std::optional<CostSource::PricedPlan> AnalyticCostSource::uniform_estimate(const CandidateKey& candidate,
+                                                                           const MicroBatch& micro_batch) {
+  PricedPlan priced;
+  priced.plan = uniform_plan(*candidate.first, estimator_.model().num_layers, candidate.second);
+  priced.estimate = estimator_.estimate(
+      priced.plan, {.tokens = micro_batch.tokens(),
+                    .degree = degree_,
+                    .batch = batch_,
+                    .documents = micro_batch.packed() ? micro_batch.documents : std::vector<int64_t>{}});
+  return priced;
+}
+
 std::vector<const Strategy*> candidate_strategies(bool two_d) {
   std::vector<const Strategy*> strategies = paper_strategies();
   if (two_d) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,8 +23,19 @@ class CostSource {
   // Costs of a micro-batch for the `wanted` candidates this source can price (others are left out). A
   // candidate it prices may still be left out at a length where it needs a tensor no GPU holds.
   virtual steps::CostTable table(const MicroBatch& micro_batch, const std::vector<CandidateKey>& wanted) = 0;
-  // Whether this source prices `candidate` at all (a learned model knows the strategies it was fitted on).
+  // Whether this source prices `candidate` at all (a learned model knows the strategies it was fitted on;
+  // activation offload needs whole plans priced, and GPUs with a host link).
   virtual bool prices(const CandidateKey& candidate) const = 0;
+  // Every layer `candidate`, priced as one program: what no cost table composes (a layer's activation
+  // offload costs what its neighbours' compute leaves of its copies); nullopt where this source prices
+  // no whole plans. Throws TensorTooLarge where a tensor of the plan fits no GPU.
+  struct PricedPlan {
+    Plan plan;
+    steps::Estimate estimate;
+  };
+  virtual std::optional<PricedPlan> uniform_estimate(const CandidateKey&, const MicroBatch&) {
+    return std::nullopt;
+  }
 };
 
 class AnalyticCostSource final : public CostSource {
@@ -33,7 +45,9 @@ class AnalyticCostSource final : public CostSource {
   std::string name() const override { return "analytic"; }
   int64_t batch() const override { return batch_; }
   steps::CostTable table(const MicroBatch& micro_batch, const std::vector<CandidateKey>& wanted) override;
-  bool prices(const CandidateKey&) const override { return true; }
+  bool prices(const CandidateKey& candidate) const override;
+  std::optional<PricedPlan> uniform_estimate(const CandidateKey& candidate,
+                                             const MicroBatch& micro_batch) override;
 
  private:
   steps::Estimator estimator_;

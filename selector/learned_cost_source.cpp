@@ -29,6 +29,8 @@ LearnedCostSource::LearnedCostSource(const std::string& path, ModelSpec model, h
 }
 
 bool LearnedCostSource::prices(const CandidateKey& candidate) const {
+  // Fitted per layer, it cannot price what a layer's offload leaves exposed under its neighbours.
+  if (candidate.second == Recompute::offload) return false;
   return learned_.has(candidate.first->name(), std::string(to_string(candidate.second)));
 }
 

@@ -54,15 +54,12 @@ std::unique_ptr<Policy> make_policy(const std::string& spec, CostSource& source,
     options.two_d = spec == "optimal-2d";
     return std::make_unique<OptimalPolicy>(source, options);
   }
-  if (spec.starts_with("static:")) {
-    if (const Strategy* strategy = find_strategy(spec.substr(7)))
-      return std::make_unique<StaticPolicy>(*strategy, source);
-    throw InputError(
-        "--policy", 0, "",
-        "unknown strategy '" + spec.substr(7) + "' in '" + spec + "'; expected one of: " + strategy_names());
-  }
+  if (const std::optional<StaticSpec> fixed = parse_static_policy(spec))
+    return std::make_unique<StaticPolicy>(*fixed, source);
   throw InputError("--policy", 0, "",
-                   "expected static:NAME, paradyse, optimal, paradyse-2d or optimal-2d, got '" + spec + "'");
+                   "expected static:NAME[:selective|:full|:offload], paradyse, optimal, paradyse-2d or "
+                   "optimal-2d, got '" +
+                       spec + "'");
 }
 
 std::vector<std::string> default_policy_names(bool two_d) {

@@ -2,6 +2,7 @@
 
 #include "strategies/grouped_step.hpp"
 
+#include <algorithm>
 #include <numeric>
 
 #include "common/limits.hpp"
@@ -38,12 +39,12 @@ const Estimator::StrategyCosts& Estimator::strategy_costs(const Strategy& strate
   auto found = traced_.find(key);
   if (found != traced_.end()) return *found->second;
   // A layer priced alone cannot say what offloading it saves: its copies run under its neighbours, and
-  // the last layer keeps its own.
+  // the last layer keeps its own. Such plans are priced whole (estimate); a cost table cannot hold them.
   if (recompute == Recompute::offload)
-    throw InputError(
-        "--recompute", 0, "",
-        "activation offload is priced on whole programs only: simulate the plan, or let compare's "
-        "group policies choose it (--recompute-choices), not a layer-by-layer estimate");
+    throw InputError("--recompute", 0, "",
+                     "activation offload is priced on whole programs only, not one layer at a time: estimate "
+                     "or simulate the plan, or let compare's policies choose it (static:NAME:offload, "
+                     "--recompute-choices)");
 
   // One layer of this strategy inside a whole step, so that its phases are those of any layer.
   StepSpec spec;
@@ -244,6 +245,58 @@ Estimate Estimator::estimate(const Strategy& strategy, const EstimateRequest& re
   return estimate(uniform_plan(strategy, model_.num_layers, recompute), request);
 }
 
+namespace {
+
+// A step's phases in execution order, priced: the embedding and the layers' forwards, the head, the
+// layers' and the embedding's backwards, and the optimizer.
+struct StepSegments {
+  double initial_live_bytes = 0;  // the step's inputs (tokens, targets)
+  costmodel::SegmentCost forward;  // embedding and layers
+  costmodel::SegmentCost head, backward, optimizer;
+  double offloaded_bytes = 0;  // host memory of offloaded activations at their peak
+};
+
+// A whole step traced and priced phase by phase: what a plan whose layers cannot be priced alone costs
+// (an offloaded layer's copies run under its neighbours' compute).
+StepSegments whole_step_segments(const ModelSpec& model, const hw::ClusterSpec& cluster, const Plan& plan,
+                                 const std::vector<int64_t>& padded_documents, const EstimateRequest& request,
+                                 const std::shared_ptr<const costmodel::RoutedCollectiveTimer>& routed) {
+  StepSpec spec;
+  spec.model = &model;
+  spec.tokens = std::accumulate(padded_documents.begin(), padded_documents.end(), int64_t{0});
+  if (padded_documents.size() > 1) spec.documents = padded_documents;
+  spec.batch = request.batch;
+  spec.plan = plan;
+  spec.gradients_clipped = request.gradients_clipped;
+  const Program program = trace_training_step(spec, 0, request.degree);
+  StepSegments step;
+  const uint32_t first_event = program.phases.empty() ? 0 : program.phases.front().first_memory_event;
+  for (uint32_t e = 0; e < first_event; ++e) step.initial_live_bytes += static_cast<double>(program.memory[e].bytes);
+  step.offloaded_bytes = static_cast<double>(host_memory_peak(program).bytes);
+  const costmodel::OpTimer timer(cluster, request.degree, routed);
+  for (const costmodel::PhaseCost& phase : costmodel::cost_phases(program, timer)) {
+    switch (phase.phase) {
+      case Phase::embedding_forward:
+      case Phase::layer_forward:
+        step.forward.then(phase.cost);
+        break;
+      case Phase::head:
+        step.head.then(phase.cost);
+        break;
+      case Phase::layer_backward:
+      case Phase::embedding_backward:
+        step.backward.then(phase.cost);
+        break;
+      case Phase::optimizer:
+        step.optimizer.then(phase.cost);
+        break;
+    }
+  }
+  return step;
+}
+
+}  // namespace
+
 Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in) {
   const EstimateRequest request = checked_request(model_, cluster_, plan, request_in);
   const int p = request.degree;
@@ -256,23 +309,33 @@ Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in
   const std::vector<int64_t> cost_key = trained.cost_key(p, model_.causal);
   const int64_t padded = std::accumulate(cost_key.begin(), cost_key.end(), int64_t{0});
 
-  std::vector<const StrategyCosts*> costs;
-  for (const LayerChoice& layer : plan)
-    costs.push_back(&strategy_costs(*layer.strategy, p, cost_key, request.batch, layer.recompute,
-                                    request.gradients_clipped));
-  const StrategyCosts& ends = *costs.front();
+  StepSegments step;
+  const bool offloads = std::any_of(plan.begin(), plan.end(),
+                                    [](const LayerChoice& layer) { return layer.recompute == Recompute::offload; });
+  if (offloads) {
+    step = whole_step_segments(model_, cluster_, plan, cost_key, request, routed_);
+  } else {
+    std::vector<const StrategyCosts*> costs;
+    for (const LayerChoice& layer : plan)
+      costs.push_back(&strategy_costs(*layer.strategy, p, cost_key, request.batch, layer.recompute,
+                                      request.gradients_clipped));
+    const StrategyCosts& ends = *costs.front();
+    step.initial_live_bytes = ends.initial_live_bytes;
+    step.forward = ends.embedding_forward;
+    for (const StrategyCosts* c : costs) step.forward.then(c->layer_forward);
+    step.head = ends.head;
+    for (auto c = costs.rbegin(); c != costs.rend(); ++c) step.backward.then((*c)->layer_backward);
+    step.backward.then(ends.embedding_backward);
+    for (const StrategyCosts* c : costs) step.optimizer.then(c->layer_optimizer);
+    step.optimizer.then(ends.model_optimizer);
+  }
 
   // The iteration in execution order; memory folds along it.
-  costmodel::SegmentCost forward = ends.embedding_forward;
-  for (const StrategyCosts* c : costs) forward.then(c->layer_forward);
+  costmodel::SegmentCost forward = step.forward;
   const double saved_activations = forward.memory_delta_bytes;
-  forward.then(ends.head);
-  costmodel::SegmentCost backward;
-  for (auto c = costs.rbegin(); c != costs.rend(); ++c) backward.then((*c)->layer_backward);
-  backward.then(ends.embedding_backward);
-  costmodel::SegmentCost optimizer;
-  for (const StrategyCosts* c : costs) optimizer.then(c->layer_optimizer);
-  optimizer.then(ends.model_optimizer);
+  forward.then(step.head);
+  const costmodel::SegmentCost& backward = step.backward;
+  const costmodel::SegmentCost& optimizer = step.optimizer;
   // Gradient accumulation: each micro-batch leaves memory as it found it (its loss adds into one
   // buffer held from the start), so they fold one after another to the same peak.
   costmodel::SegmentCost micro_batch = forward;
@@ -304,7 +367,7 @@ Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in
   inputs.tokens = padded;
   inputs.batch = request.batch;
   const double initial_bytes =
-      ends.initial_live_bytes + (n - 1) * static_cast<double>(micro_batch_input_bytes(inputs, p));
+      step.initial_live_bytes + (n - 1) * static_cast<double>(micro_batch_input_bytes(inputs, p));
   const double activation_peak = initial_bytes + iteration.memory_peak_bytes;
   e.memory.saved_activations_bytes = initial_bytes + saved_activations;
   e.memory.transient_bytes = activation_peak - e.memory.saved_activations_bytes;
@@ -312,7 +375,9 @@ Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in
   e.memory.peak_bytes = e.memory.weights_bytes + e.memory.gradients_bytes + e.memory.optimizer_states_bytes +
                         activation_peak + e.memory.fragmentation_bytes;
   e.memory.capacity_bytes = cluster_.tensor_capacity_bytes();
-  e.fits = e.memory.peak_bytes <= e.memory.capacity_bytes;
+  e.memory.offloaded_bytes = step.offloaded_bytes;
+  e.memory.host_capacity_bytes = cluster_.gpu.host_memory_bytes;
+  e.fits = cluster_.holds(e.memory.peak_bytes, e.memory.offloaded_bytes);
 
   e.flops = iteration.flops * p;
   e.model_flops = n * model_flops(model_, trained, request.batch);  // padding is not useful work

@@ -10,7 +10,9 @@
 // each layer's forward (its own strategy's), the head, each layer's backward, the embedding's
 // backward and the optimizer, in that order. Memory is folded along the same order, so the peak is
 // the static terms plus the saved activations of every layer plus the largest transient, wherever
-// it happens (not "whole-model peak ÷ L"). Ranks are symmetric in every strategy, so rank 0 is traced.
+// it happens (not "whole-model peak ÷ L"). A plan that offloads a layer's activations is traced and
+// priced whole, phase by phase, since what an offloaded layer costs depends on its neighbours (its
+// copies run under their compute). Ranks are symmetric in every strategy, so rank 0 is traced.
 #pragma once
 
 #include <map>
@@ -61,6 +63,10 @@ struct MemoryBreakdown {               // per rank
   double fragmentation_bytes = 0;      // what the caching allocator holds beyond live tensors
   double peak_bytes = 0;               // the sum of the above
   double capacity_bytes = 0;           // HBM minus what CUDA and NCCL reserve
+  // Activation offload: host memory the rank's offloaded activations take at their peak, and what the
+  // host gives each GPU (GpuSpec::host_memory_bytes).
+  double offloaded_bytes = 0;
+  double host_capacity_bytes = 0;
 };
 
 struct Estimate {

@@ -17,7 +17,9 @@ inline void to_json(nlohmann::json& j, const MemoryBreakdown& memory) {
        {"optimizer_states", memory.optimizer_states_bytes},
        {"saved_activations", memory.saved_activations_bytes},
        {"transient", memory.transient_bytes},
-       {"fragmentation", memory.fragmentation_bytes}};
+       {"fragmentation", memory.fragmentation_bytes},
+       {"offloaded", memory.offloaded_bytes},
+       {"host_capacity", memory.host_capacity_bytes}};
 }
 
 // The keys leave out the fields' "_s": they sit under "time_s".

@@ -181,8 +181,37 @@ TEST_CASE("offload: refused where it cannot be priced", "[sim]") {
   const Program offloaded = traced(model, Recompute::offload);
   CHECK_THROWS_WITH(costmodel::price_program(offloaded, costmodel::OpTimer(cluster, kDegree), 0, 0),
                     Catch::Contains("host_link_bytes_per_second") && Catch::Contains("activation offload"));
-  // A layer priced alone.
+  // A layer priced alone, as a cost table composes them.
   steps::Estimator estimator(model, hw::load_cluster("dgx-a100"));
-  CHECK_THROWS_AS(estimator.estimate(ulysses_z(), {.tokens = kTokens, .degree = kDegree}, Recompute::offload),
-                  InputError);
+  CHECK_THROWS_WITH(estimator.cost_table({{&ulysses_z(), Recompute::offload}}, {.tokens = kTokens, .degree = kDegree}),
+                    Catch::Contains("whole programs only"));
+}
+
+TEST_CASE("offload: an estimate prices the whole step as the simulator runs it, host memory included", "[sim]") {
+  const ModelSpec model = load_model("llama-8l");
+  hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
+  const steps::EstimateRequest request{.tokens = 262144, .degree = kDegree};
+  const Plan plan = uniform_plan(ulysses_z(), model.num_layers, Recompute::offload);
+  steps::Estimator estimator(model, cluster);
+  const steps::Estimate offloaded = estimator.estimate(plan, request);
+  const steps::Estimate kept = estimator.estimate(ulysses_z(), request);
+
+  const steps::StepPrograms programs = steps::trace_plan_step(model, cluster, plan, request);
+  const sim::SimulationResult simulated = sim::Simulator(cluster).run(programs.programs, programs.static_bytes);
+  CAPTURE(offloaded.time.total_s, simulated.iteration_time_s, offloaded.memory.peak_bytes);
+  CHECK(offloaded.time.total_s == Approx(simulated.iteration_time_s).epsilon(0.02));
+  CHECK(offloaded.memory.peak_bytes == Approx(simulated.per_rank[0].peak_memory_bytes).epsilon(1e-4));
+  CHECK(offloaded.memory.offloaded_bytes == Approx(simulated.host_peak_bytes));
+  CHECK(kept.memory.offloaded_bytes == 0);
+  // At this length only the offloaded step fits on an 80 GB GPU.
+  CHECK_FALSE(kept.fits);
+  CHECK(offloaded.fits);
+  CHECK(offloaded.memory.host_capacity_bytes == cluster.gpu.host_memory_bytes);
+
+  // A host that cannot hold the offloaded activations: out of memory, however little the GPU holds.
+  cluster.gpu.host_memory_bytes = offloaded.memory.offloaded_bytes / 2;
+  steps::Estimator small_host(model, cluster);
+  const steps::Estimate short_of_host = small_host.estimate(plan, request);
+  CHECK(short_of_host.memory.peak_bytes == Approx(offloaded.memory.peak_bytes));
+  CHECK_FALSE(short_of_host.fits);
 }
