@@ -46,6 +46,24 @@ TEST_CASE("estimate --docs: a packed micro-batch, faster than the same tokens as
   CHECK(j.at("time_s").at("total").get<double>() < one.at("time_s").at("total").get<double>());
 }
 
+TEST_CASE("estimate --recompute offload: a length that does not fit on the GPU fits with its activations in host "
+          "memory",
+          "[experiments]") {
+  const std::string args = "estimate --model llama-8l --strategy ulysses_z --seq 256K --json --recompute ";
+  const auto kept = run_paradyse_json(args + "none");
+  const auto offloaded = run_paradyse_json(args + "offload");
+  CHECK(kept.at("fits") == false);
+  CHECK(offloaded.at("fits") == true);
+  CHECK(offloaded.at("plan") == "ulysses_z:offload");
+  const auto& memory = offloaded.at("memory_bytes");
+  CHECK(kept.at("memory_bytes").at("offloaded") == 0);
+  CHECK(memory.at("offloaded").get<double>() > 0);
+  CHECK(memory.at("offloaded").get<double>() <= memory.at("host_capacity").get<double>());
+  // What waits in host memory is what the GPU no longer holds (beyond the layer whose copies run).
+  CHECK(kept.at("memory_bytes").at("peak").get<double>() - memory.at("peak").get<double>() >
+        0.5 * memory.at("offloaded").get<double>());
+}
+
 TEST_CASE("estimate: bad inputs fail with a clear message and no output", "[experiments]") {
   struct Case {
     std::string args;
@@ -62,7 +80,7 @@ TEST_CASE("estimate: bad inputs fail with a clear message and no output", "[expe
       {"estimate --strategy megatron_ts --seq 4096 --degree 5", "must divide the 96 attention heads"},
       {"estimate --strategy megatron_ts --seq 4096 --degree 16", "between 1 and the 8 GPUs"},
       {"estimate --seq 4096 --recompute sometimes", "expected none, selective, full or offload"},
-      {"estimate --seq 4096 --recompute offload", "activation offload is priced on whole programs only"},
+      {"estimate --seq 4096 --recompute offload --cluster dgx-h100", "gpu.host_link_bytes_per_second"},
       {"estimate --seq 4096 --nodes 0", "nodes"},
       {"estimate --model tests/experiments/data/missing_hidden_size.json --seq 4096",
        "missing_hidden_size.json: field 'hidden_size'"},
