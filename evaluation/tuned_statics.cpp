@@ -90,8 +90,10 @@ std::string tuned_statics_text(const CompareResult& result, int64_t run_budget) 
   if (tuned.empty()) return "";
   std::string text =
       "Statics at each micro-batch budget: tokens/s (tokens left out of memory); * the tuned one\n";
+  std::size_t width = 0;
+  for (const TunedStatic& t : tuned) width = std::max(width, t.policy.size());
   for (const TunedStatic& t : tuned) {
-    text += fmt::format("  {:<22}", t.policy);
+    text += fmt::format("  {:<{}}", t.policy, width + 1);
     for (std::size_t i = 0; i < t.budgets.size(); ++i) {
       const auto& [budget, p] = t.budgets[i];
       text += fmt::format(" {:>5}{} {:.0f} ({:.0f})", budget_text(budget), i == t.chosen ? "*" : ":",
