@@ -14,9 +14,9 @@ std::optional<StaticSpec> parse_static_policy(const std::string& name) {
   StaticSpec spec;
   spec.strategy = find_strategy(strategy_name);
   if (spec.strategy == nullptr)
-    throw InputError("--policy", 0, "",
-                     "unknown strategy '" + strategy_name + "' in '" + name + "'; expected one of: " +
-                         strategy_names());
+    throw InputError(
+        "--policy", 0, "",
+        "unknown strategy '" + strategy_name + "' in '" + name + "'; expected one of: " + strategy_names());
   if (colon == std::string::npos) return spec;
   const std::string recompute = rest.substr(colon + 1);
   const std::optional<Recompute> parsed = parse_recompute(recompute);
@@ -42,14 +42,17 @@ StaticPolicy::StaticPolicy(const StaticSpec& spec, CostSource& source)
   if (source_.prices({spec_.strategy, spec_.recompute})) return;
   if (spec_.recompute == Recompute::offload)
     throw InputError("--policy", 0, "",
-                     name_ + ": activation offload is priced by the analytic cost model (--costmodel analytic) "
-                             "on GPUs with a host link (gpu.host_link_bytes_per_second in the cluster file); "
-                             "the cost model (" +
+                     name_ +
+                         ": activation offload is priced by the analytic cost model (--costmodel analytic) "
+                         "on GPUs with a host link (gpu.host_link_bytes_per_second in the cluster file); "
+                         "the cost model (" +
                          source_.name() + ") and this cluster cannot price it");
+  const std::string recomputed = spec_.recompute == Recompute::none
+                                     ? ""
+                                     : " with " + std::string(to_string(spec_.recompute)) + " recomputation";
   throw InputError("--policy", 0, "",
                    name_ + ": the cost model (" + source_.name() + ") cannot price " +
-                       std::string(spec_.strategy->name()) + " with recompute " +
-                       std::string(to_string(spec_.recompute)));
+                       std::string(spec_.strategy->name()) + recomputed);
 }
 
 Decision StaticPolicy::decide(const MicroBatch& micro_batch) {

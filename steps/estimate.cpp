@@ -250,7 +250,7 @@ namespace {
 // A step's phases in execution order, priced: the embedding and the layers' forwards, the head, the
 // layers' and the embedding's backwards, and the optimizer.
 struct StepSegments {
-  double initial_live_bytes = 0;  // the step's inputs (tokens, targets)
+  double initial_live_bytes = 0;   // the step's inputs (tokens, targets)
   costmodel::SegmentCost forward;  // embedding and layers
   costmodel::SegmentCost head, backward, optimizer;
   double offloaded_bytes = 0;  // host memory of offloaded activations at their peak
@@ -271,7 +271,8 @@ StepSegments whole_step_segments(const ModelSpec& model, const hw::ClusterSpec& 
   const Program program = trace_training_step(spec, 0, request.degree);
   StepSegments step;
   const uint32_t first_event = program.phases.empty() ? 0 : program.phases.front().first_memory_event;
-  for (uint32_t e = 0; e < first_event; ++e) step.initial_live_bytes += static_cast<double>(program.memory[e].bytes);
+  for (uint32_t e = 0; e < first_event; ++e)
+    step.initial_live_bytes += static_cast<double>(program.memory[e].bytes);
   step.offloaded_bytes = static_cast<double>(host_memory_peak(program).bytes);
   const costmodel::OpTimer timer(cluster, request.degree, routed);
   for (const costmodel::PhaseCost& phase : costmodel::cost_phases(program, timer)) {
@@ -310,8 +311,9 @@ Estimate Estimator::estimate(const Plan& plan, const EstimateRequest& request_in
   const int64_t padded = std::accumulate(cost_key.begin(), cost_key.end(), int64_t{0});
 
   StepSegments step;
-  const bool offloads = std::any_of(plan.begin(), plan.end(),
-                                    [](const LayerChoice& layer) { return layer.recompute == Recompute::offload; });
+  const bool offloads = std::any_of(plan.begin(), plan.end(), [](const LayerChoice& layer) {
+    return layer.recompute == Recompute::offload;
+  });
   if (offloads) {
     step = whole_step_segments(model_, cluster_, plan, cost_key, request, routed_);
   } else {

@@ -46,9 +46,10 @@ TEST_CASE("estimate --docs: a packed micro-batch, faster than the same tokens as
   CHECK(j.at("time_s").at("total").get<double>() < one.at("time_s").at("total").get<double>());
 }
 
-TEST_CASE("estimate --recompute offload: a length that does not fit on the GPU fits with its activations in host "
-          "memory",
-          "[experiments]") {
+TEST_CASE(
+    "estimate --recompute offload: a length that does not fit on the GPU fits with its activations in host "
+    "memory",
+    "[experiments]") {
   const std::string args = "estimate --model llama-8l --strategy ulysses_z --seq 256K --json --recompute ";
   const auto kept = run_paradyse_json(args + "none");
   const auto offloaded = run_paradyse_json(args + "offload");

@@ -35,13 +35,15 @@ TEST_CASE("static policy: names with a recomputation, and the names refused", "[
   CHECK(spec("static:metp:offload")->recompute == Recompute::offload);
   for (const std::string name : {"static:ulysses_z", "static:megatron_ts:selective", "static:metp:offload"})
     CHECK(selector::static_policy_name(*spec(name)) == name);
-  CHECK_THROWS_WITH(spec("static:ulysses_z:none"), Catch::Contains("static:NAME:selective, :full or :offload"));
+  CHECK_THROWS_WITH(spec("static:ulysses_z:none"),
+                    Catch::Contains("static:NAME:selective, :full or :offload"));
   CHECK_THROWS_WITH(spec("static:ulysses_z:fast"), Catch::Contains("got 'static:ulysses_z:fast'"));
   CHECK_THROWS_WITH(spec("static:metp:full"), Catch::Contains("metp recomputes its layers"));
   CHECK_THROWS_WITH(spec("static:nope:offload"), Catch::Contains("unknown strategy 'nope'"));
 }
 
-TEST_CASE("static policy: with offload it trains what the plain static cannot, where the host link allows", "[selector]") {
+TEST_CASE("static policy: with offload it trains what the plain static cannot, where the host link allows",
+          "[selector]") {
   const ModelSpec model = load_model("llama-8l");
   selector::AnalyticCostSource source(model, hw::load_cluster("dgx-a100"), 8);
   const auto policy = [&](const std::string& name) { return selector::make_policy(name, source); };

@@ -183,11 +183,13 @@ TEST_CASE("offload: refused where it cannot be priced", "[sim]") {
                     Catch::Contains("host_link_bytes_per_second") && Catch::Contains("activation offload"));
   // A layer priced alone, as a cost table composes them.
   steps::Estimator estimator(model, hw::load_cluster("dgx-a100"));
-  CHECK_THROWS_WITH(estimator.cost_table({{&ulysses_z(), Recompute::offload}}, {.tokens = kTokens, .degree = kDegree}),
-                    Catch::Contains("whole programs only"));
+  CHECK_THROWS_WITH(
+      estimator.cost_table({{&ulysses_z(), Recompute::offload}}, {.tokens = kTokens, .degree = kDegree}),
+      Catch::Contains("whole programs only"));
 }
 
-TEST_CASE("offload: an estimate prices the whole step as the simulator runs it, host memory included", "[sim]") {
+TEST_CASE("offload: an estimate prices the whole step as the simulator runs it, host memory included",
+          "[sim]") {
   const ModelSpec model = load_model("llama-8l");
   hw::ClusterSpec cluster = hw::load_cluster("dgx-a100");
   const steps::EstimateRequest request{.tokens = 262144, .degree = kDegree};
@@ -197,7 +199,8 @@ TEST_CASE("offload: an estimate prices the whole step as the simulator runs it, 
   const steps::Estimate kept = estimator.estimate(ulysses_z(), request);
 
   const steps::StepPrograms programs = steps::trace_plan_step(model, cluster, plan, request);
-  const sim::SimulationResult simulated = sim::Simulator(cluster).run(programs.programs, programs.static_bytes);
+  const sim::SimulationResult simulated =
+      sim::Simulator(cluster).run(programs.programs, programs.static_bytes);
   CAPTURE(offloaded.time.total_s, simulated.iteration_time_s, offloaded.memory.peak_bytes);
   CHECK(offloaded.time.total_s == Approx(simulated.iteration_time_s).epsilon(0.02));
   CHECK(offloaded.memory.peak_bytes == Approx(simulated.per_rank[0].peak_memory_bytes).epsilon(1e-4));
