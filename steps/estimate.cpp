@@ -31,6 +31,31 @@ std::optional<std::string> Estimator::unsupported(const Strategy& strategy, int 
   return strategy.unsupported(model_, degree);
 }
 
+namespace {
+
+// Rank 0's program of a step of `plan` over a micro-batch of these padded documents.
+Program traced_step(const ModelSpec& model, const Plan& plan, const std::vector<int64_t>& padded_documents,
+                    int64_t batch, bool gradients_clipped, int degree) {
+  StepSpec spec;
+  spec.model = &model;
+  spec.tokens = std::accumulate(padded_documents.begin(), padded_documents.end(), int64_t{0});
+  if (padded_documents.size() > 1) spec.documents = padded_documents;
+  spec.batch = batch;
+  spec.plan = plan;
+  spec.gradients_clipped = gradients_clipped;
+  return trace_training_step(spec, 0, degree);
+}
+
+// What a program holds before its first phase: the step's inputs (tokens, targets).
+double initial_live_bytes(const Program& program) {
+  double bytes = 0;
+  const uint32_t first_event = program.phases.empty() ? 0 : program.phases.front().first_memory_event;
+  for (uint32_t e = 0; e < first_event; ++e) bytes += static_cast<double>(program.memory[e].bytes);
+  return bytes;
+}
+
+}  // namespace
+
 const Estimator::StrategyCosts& Estimator::strategy_costs(const Strategy& strategy, int degree,
                                                           const std::vector<int64_t>& padded_documents,
                                                           int64_t batch, Recompute recompute,
@@ -47,20 +72,12 @@ const Estimator::StrategyCosts& Estimator::strategy_costs(const Strategy& strate
                      "--recompute-choices)");
 
   // One layer of this strategy inside a whole step, so that its phases are those of any layer.
-  StepSpec spec;
-  spec.model = &model_;
-  spec.tokens = std::accumulate(padded_documents.begin(), padded_documents.end(), int64_t{0});
-  if (padded_documents.size() > 1) spec.documents = padded_documents;
-  spec.batch = batch;
-  spec.plan = {{&strategy, recompute}};
-  spec.gradients_clipped = gradients_clipped;
-  const Program program = trace_training_step(spec, 0, degree);
+  const Program program =
+      traced_step(model_, {{&strategy, recompute}}, padded_documents, batch, gradients_clipped, degree);
   const costmodel::OpTimer timer(cluster_, degree, routed_);
 
   auto costs = std::make_unique<StrategyCosts>();
-  const uint32_t first_event = program.phases.empty() ? 0 : program.phases.front().first_memory_event;
-  for (uint32_t e = 0; e < first_event; ++e)
-    costs->initial_live_bytes += static_cast<double>(program.memory[e].bytes);
+  costs->initial_live_bytes = initial_live_bytes(program);
   for (const costmodel::PhaseCost& phase : costmodel::cost_phases(program, timer)) {
     switch (phase.phase) {
       case Phase::embedding_forward:
@@ -261,18 +278,10 @@ struct StepSegments {
 StepSegments whole_step_segments(const ModelSpec& model, const hw::ClusterSpec& cluster, const Plan& plan,
                                  const std::vector<int64_t>& padded_documents, const EstimateRequest& request,
                                  const std::shared_ptr<const costmodel::RoutedCollectiveTimer>& routed) {
-  StepSpec spec;
-  spec.model = &model;
-  spec.tokens = std::accumulate(padded_documents.begin(), padded_documents.end(), int64_t{0});
-  if (padded_documents.size() > 1) spec.documents = padded_documents;
-  spec.batch = request.batch;
-  spec.plan = plan;
-  spec.gradients_clipped = request.gradients_clipped;
-  const Program program = trace_training_step(spec, 0, request.degree);
+  const Program program =
+      traced_step(model, plan, padded_documents, request.batch, request.gradients_clipped, request.degree);
   StepSegments step;
-  const uint32_t first_event = program.phases.empty() ? 0 : program.phases.front().first_memory_event;
-  for (uint32_t e = 0; e < first_event; ++e)
-    step.initial_live_bytes += static_cast<double>(program.memory[e].bytes);
+  step.initial_live_bytes = initial_live_bytes(program);
   step.offloaded_bytes = static_cast<double>(host_memory_peak(program).bytes);
   const costmodel::OpTimer timer(cluster, request.degree, routed);
   for (const costmodel::PhaseCost& phase : costmodel::cost_phases(program, timer)) {
