@@ -33,7 +33,9 @@ TEST_CASE("estimate JSON: every documented key, each carrying its own field", "[
                                .transient_bytes = 14,
                                .fragmentation_bytes = 15,
                                .peak_bytes = 75,
-                               .capacity_bytes = 80},
+                               .capacity_bytes = 80,
+                               .offloaded_bytes = 16,
+                               .host_capacity_bytes = 90},
                     .fits = true,
                     .flops = 1e15,
                     .model_flops = 9e14,
@@ -62,7 +64,9 @@ TEST_CASE("estimate JSON: every documented key, each carrying its own field", "[
                                                {"optimizer_states", 12.0},
                                                {"saved_activations", 13.0},
                                                {"transient", 14.0},
-                                               {"fragmentation", 15.0}});
+                                               {"fragmentation", 15.0},
+                                               {"offloaded", 16.0},
+                                               {"host_capacity", 90.0}});
   CHECK(j.at("mfu") == 0.4);
   CHECK(j.at("comm_bytes") == 3e9);
 }
