@@ -145,6 +145,23 @@ PolicySet PolicyOptions::build(const MachineOptions& machine, const hw::ClusterS
   if (batch < 1)
     throw InputError("--batch", 0, "", "expected a positive batch size, got " + std::to_string(batch));
 
+  // 'all' and 'all-2d' stand for the default policies the model allows at the degree, alone or beside
+  // others (all,static:ulysses_z:offload).
+  std::vector<std::string> names;
+  for (std::size_t start = 0; start <= policies.size();) {
+    const std::size_t end = std::min(policies.find(',', start), policies.size());
+    const std::string item = policies.substr(start, end - start);
+    start = end + 1;
+    if (item != "all" && item != "all-2d") {
+      names.push_back(item);
+      continue;
+    }
+    for (const std::string& name : selector::default_policy_names(item == "all-2d")) {
+      const auto fixed = selector::parse_static_policy(name);
+      if (fixed && fixed->strategy->unsupported(set.model, set.degree)) continue;
+      names.push_back(name);
+    }
+  }
   selector::ParadyseOptions paradyse;
   paradyse.gamma = gamma;
   paradyse.pruning = !no_pruning;
@@ -161,7 +178,9 @@ PolicySet PolicyOptions::build(const MachineOptions& machine, const hw::ClusterS
       return std::find(paradyse.excluded.begin(), paradyse.excluded.end(), s) != paradyse.excluded.end();
     };
     bool any_left = false;
-    for (const Strategy* s : selector::candidate_strategies(policies == "all-2d"))
+    const bool two_d = std::any_of(names.begin(), names.end(),
+                                   [](const std::string& name) { return name.ends_with("-2d"); });
+    for (const Strategy* s : selector::candidate_strategies(two_d))
       any_left = any_left || (!excluded(s) && !s->unsupported(set.model, set.degree));
     if (!any_left)
       throw InputError("--exclude", 0, "",
@@ -175,20 +194,6 @@ PolicySet PolicyOptions::build(const MachineOptions& machine, const hw::ClusterS
     set.source =
         std::make_unique<selector::LearnedCostSource>(costmodel, set.model, set.cluster, set.degree, batch);
 
-  std::vector<std::string> names;
-  if (policies == "all" || policies == "all-2d") {
-    for (const std::string& name : selector::default_policy_names(policies == "all-2d")) {
-      const auto fixed = selector::parse_static_policy(name);
-      if (fixed && fixed->strategy->unsupported(set.model, set.degree)) continue;
-      names.push_back(name);
-    }
-  } else {
-    for (std::size_t start = 0; start <= policies.size();) {
-      const std::size_t end = std::min(policies.find(',', start), policies.size());
-      names.push_back(policies.substr(start, end - start));
-      start = end + 1;
-    }
-  }
   std::set<std::string> seen;
   for (const std::string& name : names)
     if (!seen.insert(name).second)

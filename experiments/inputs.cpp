@@ -114,7 +114,8 @@ void add_policy_options(CLI::App& command, evaluation::PolicyOptions& options) {
           "optimal (the exact minimum-time plan within memory), paradyse-2d and optimal-2d (the same, "
           "choosing also among the 2-D strategies usp_uN and tp_cp_tN); 'all' for every static strategy "
           "of the paper's five the model allows, paradyse and optimal; 'all-2d' for those, every 2-D "
-          "static strategy the model allows at the degree, paradyse-2d and optimal-2d")
+          "static strategy the model allows at the degree, paradyse-2d and optimal-2d; either may stand "
+          "beside others (all,static:ulysses_z:offload)")
       ->capture_default_str();
   command
       .add_option("--costmodel", options.costmodel,

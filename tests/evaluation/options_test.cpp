@@ -53,6 +53,22 @@ TEST_CASE("PolicyOptions: a policy given twice and an --exclude of every strateg
   CHECK(one_left.build(machine).policies.size() > 1);
 }
 
+TEST_CASE("PolicyOptions: 'all' beside other policies stands for the default ones", "[evaluation]") {
+  MachineOptions machine;
+  const auto names = [&](const std::string& policies) {
+    PolicyOptions options;
+    options.policies = policies;
+    std::vector<std::string> out;
+    for (const auto& policy : options.build(machine).policies) out.push_back(policy->name());
+    return out;
+  };
+  std::vector<std::string> expected = names("all");
+  expected.emplace_back("static:ulysses_z:offload");
+  CHECK(names("all,static:ulysses_z:offload") == expected);
+  CHECK(names("static:metp:offload,all").front() == "static:metp:offload");
+  CHECK_THROWS_WITH(names("all,static:ulysses_z"), Catch::Contains("'static:ulysses_z' twice"));
+}
+
 TEST_CASE("sweep spec: duplicate axis values and degree 0 are refused, plan lengths take suffixes",
           "[evaluation]") {
   testing::TempDir dir;
