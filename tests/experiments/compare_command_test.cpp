@@ -177,7 +177,7 @@ TEST_CASE("compare: bad inputs fail with a clear message, a non-zero exit and no
       {"--trace github-code-like --over cut --max-len 1000", "--over"},
       {"--trace github-code-like --engine fast", "--engine"},
       {"--trace github-code-like --policy nosuch",
-       "expected static:NAME, paradyse, optimal, paradyse-2d or optimal-2d"},
+       "expected static:NAME[:selective|:full|:offload], paradyse, optimal, paradyse-2d or optimal-2d"},
       {"--trace github-code-like --max-len 16K --global-batch-tokens 1M --micro-batch-tokens 8",
        "--micro-batch-tokens: expected at least the layout's quantum of 16"},
       {"--trace github-code-like --max-len 16K --global-batch-tokens 8K --micro-batch-tokens 4K",

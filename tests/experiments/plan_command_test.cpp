@@ -81,7 +81,8 @@ TEST_CASE("plan: bad inputs fail with a clear message and no output", "[experime
   };
   const Case cases[] = {
       {"plan --policy nosuch --seq 4K",
-       "expected static:NAME, paradyse, optimal, paradyse-2d or optimal-2d, got 'nosuch'"},
+       "expected static:NAME[:selective|:full|:offload], paradyse, optimal, paradyse-2d or optimal-2d, got "
+       "'nosuch'"},
       {"plan --policy static:nosuch --seq 4K", "unknown strategy 'nosuch'"},
       {"plan --policy paradyse --seq 4K --gamma 1", "--gamma: expected a fraction in [0, 1), got 1"},
       {"plan --policy paradyse --seq 4K --gamma -0.1", "expected a fraction in [0, 1)"},
