@@ -27,8 +27,8 @@ void RealRunOptions::add_to(CLI::App& command) {
       ->check(positive_whole_number());
   command
       .add_option("--recompute", recompute,
-                  "none, selective, full or offload, for every layer (offload: on CPU devices, whose memory "
-                  "is the host's, nothing moves)")
+                  "none, selective, full or offload, for every layer (offload: what each layer but the last "
+                  "keeps for its backward waits in host memory, copied on a stream of its own on a GPU)")
       ->capture_default_str();
   seq_option = command.add_option("--seq", seq, "tokens per sequence, comma-separated (16K = 16384)")
                    ->capture_default_str();
@@ -106,12 +106,6 @@ real::RunRequest RealRunOptions::request(const ModelSpec& spec) const {
   r.warmup_steps = warmup;
   r.cuda = device == "cuda";
   if (gloo_on_device && !r.cuda) throw InputError("--gloo-on-device", 0, "", "expected with --device cuda");
-  if (r.cuda && std::any_of(r.plan.begin(), r.plan.end(),
-                            [](const LayerChoice& layer) { return layer.recompute == Recompute::offload; }))
-    throw InputError(
-        "--recompute", 0, "",
-        "activation offload is priced and simulated, but not yet run on CUDA devices: expected none, "
-        "selective or full with --device cuda");
   r.gloo_on_device = gloo_on_device;
   // Under mpirun, srun or torchrun each rank checks its own GPU when it connects.
   const int local_ranks = real::rank_from_environment() ? 1 : ranks;

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "common/errors.hpp"
@@ -127,6 +128,62 @@ DeviceMemory device_memory_peaks(const at::Device&) {
 void reset_device_memory_peaks(const at::Device&) {}
 
 #endif
+
+// CPU: copies at once. GPU: a stream from the pool, ordered after the current stream by an event, and
+// an event after its last copy for the current stream to wait on.
+struct CopyStream::Impl {
+  explicit Impl(const at::Device& d) : device(d) {}
+  at::Device device;
+#ifdef PARADYSE_TORCH_CUDA
+  std::optional<c10::cuda::CUDAStream> stream;
+  c10::cuda::CUDAEvent done;
+  bool pending = false;
+#endif
+};
+
+CopyStream::CopyStream(const at::Device& device) : impl_(std::make_unique<Impl>(device)) {
+#ifdef PARADYSE_TORCH_CUDA
+  if (device.is_cuda())
+    impl_->stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
+#endif
+}
+CopyStream::~CopyStream() = default;
+
+void CopyStream::copy(const at::Tensor& to, const at::Tensor& from) {
+#ifdef PARADYSE_TORCH_CUDA
+  if (impl_->device.is_cuda()) {
+    const c10::cuda::CUDAGuard guard(impl_->device);
+    const c10::cuda::CUDAStream copies = *impl_->stream;
+    c10::cuda::CUDAEvent ready;
+    ready.record(c10::cuda::getCurrentCUDAStream(impl_->device.index()));
+    ready.block(copies);
+    {
+      const c10::cuda::CUDAStreamGuard on_copies(copies);
+      at::Tensor(to).copy_(from, /*non_blocking=*/true);
+    }
+    // Memory the compute stream frees before the copy has run must not be reused under it.
+    for (const at::Tensor* side : {&to, &from})
+      if (side->is_cuda()) c10::cuda::CUDACachingAllocator::recordStream(side->storage().data_ptr(), copies);
+    impl_->done.record(copies);
+    impl_->pending = true;
+    return;
+  }
+#endif
+  at::Tensor(to).copy_(from);
+}
+
+void CopyStream::wait() {
+#ifdef PARADYSE_TORCH_CUDA
+  if (impl_->device.is_cuda() && impl_->pending) {
+    const c10::cuda::CUDAGuard guard(impl_->device);
+    impl_->done.block(c10::cuda::getCurrentCUDAStream(impl_->device.index()));
+  }
+#endif
+}
+
+at::Tensor CopyStream::host_bytes(int64_t bytes) const {
+  return at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(impl_->device.is_cuda()));
+}
 
 // CPU: the wall clock. GPU: timing events on the current stream, read against an origin event.
 struct DeviceClock::Impl {

@@ -50,6 +50,28 @@ struct DeviceMemory {
 DeviceMemory device_memory_peaks(const at::Device& device);
 void reset_device_memory_peaks(const at::Device& device);
 
+// Copies between device and host memory beside the compute stream: on a GPU, a stream of its own
+// that the copy engines run while kernels run on the current stream; on CPU each copy runs at once.
+class CopyStream {
+ public:
+  explicit CopyStream(const at::Device& device);
+  ~CopyStream();
+  CopyStream(const CopyStream&) = delete;
+  CopyStream& operator=(const CopyStream&) = delete;
+
+  // to.copy_(from), after the work queued so far on the current stream. Device memory on either side
+  // is kept from the caching allocator until the copy has run, whoever still holds it.
+  void copy(const at::Tensor& to, const at::Tensor& from);
+  // The current stream waits for every copy queued so far.
+  void wait();
+  // `bytes` of host memory a copy runs from or to without making the host wait (pinned, on a GPU).
+  at::Tensor host_bytes(int64_t bytes) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // Time stamps in the order the device runs the work queued before them. On CPU, where ops are
 // synchronous, a stamp is the wall clock when it is taken; on a GPU it is an event recorded on the
 // current stream, and reading it waits for that event only. Taking stamps never makes the host wait,

@@ -9,26 +9,11 @@
 #include "real_backend/device.hpp"
 #include "real_backend/held_bytes.hpp"
 #include "real_backend/host_allocator.hpp"
+#include "real_backend/torch_tensor.hpp"
 #include "real_backend/varlen_attention.hpp"
 
 namespace paradyse::real {
 namespace {
-
-// A handle's tensor; its storage counts in the backend's HeldBytes while any handle on it lives.
-struct TorchTensor final : TensorImpl {
-  TorchTensor(at::Tensor tensor, std::shared_ptr<HeldBytes> held)
-      : t(std::move(tensor)), held_(std::move(held)) {
-    held_->hold(storage(), bytes());
-  }
-  ~TorchTensor() override { held_->release(storage(), bytes()); }
-  const void* storage() const { return t.storage().unsafeGetStorageImpl(); }
-  int64_t bytes() const { return static_cast<int64_t>(t.storage().nbytes()); }
-
-  at::Tensor t;
-
- private:
-  std::shared_ptr<HeldBytes> held_;
-};
 
 // Buffers held outside handles (optimizer state, communication buffers) count the same way.
 class HeldTensors {
@@ -253,6 +238,7 @@ TorchBackend::TorchBackend(Communicator& communicator, const ModelSpec& model, T
       clock_(options.device),
       start_time_(std::chrono::steady_clock::now()) {
   HostAllocator::install();
+  offload_ = std::make_unique<ActivationOffload>(options_.device, held_);
 }
 
 TorchBackend::~TorchBackend() {
@@ -280,7 +266,9 @@ at::TensorOptions TorchBackend::options(DType dtype) const {
 }
 
 Tensor TorchBackend::make(const at::Tensor& t, DType dtype) const {
-  return Tensor(shape_of(t), dtype, std::make_shared<TorchTensor>(t, held_));
+  auto handle = std::make_shared<TorchTensor>(t, held_);
+  offload_->made(handle);
+  return Tensor(shape_of(t), dtype, std::move(handle));
 }
 
 Tensor TorchBackend::wrap(const at::Tensor& t, DType dtype) {
@@ -828,18 +816,31 @@ double TorchBackend::read_scalar(const Tensor& x) {
   return unwrap(x).item<double>();
 }
 
-// On a CPU the device memory is the host's: an offloaded activation stays where it is. On a GPU the
-// copies are not run yet: `run` refuses such a plan before it starts.
+namespace {
+std::vector<std::shared_ptr<TorchTensor>> handles(const std::vector<Tensor>& tensors) {
+  std::vector<std::shared_ptr<TorchTensor>> out;
+  for (const Tensor& t : tensors)
+    if (t.defined()) out.push_back(std::static_pointer_cast<TorchTensor>(t.shared_impl()));
+  return out;
+}
+}  // namespace
+
 int64_t TorchBackend::offload_mark() {
-  PARADYSE_CHECK(!options_.device.is_cuda(), "activation offload on a CUDA device, which runs no copies yet");
-  return 0;
+  return offload_->mark();
 }
-int64_t TorchBackend::offload_start(int64_t, const std::vector<Tensor>&, const std::vector<Tensor>&) {
-  return 0;
+int64_t TorchBackend::offload_start(int64_t mark, const std::vector<Tensor>& also,
+                                    const std::vector<Tensor>& keep) {
+  return offload_->start(mark, handles(also), handles(keep));
 }
-void TorchBackend::offload_finish(int64_t) {}
-void TorchBackend::reload_start(int64_t) {}
-void TorchBackend::reload_finish(int64_t) {}
+void TorchBackend::offload_finish(int64_t offloaded) {
+  offload_->finish(offloaded);
+}
+void TorchBackend::reload_start(int64_t offloaded) {
+  offload_->reload_start(offloaded);
+}
+void TorchBackend::reload_finish(int64_t offloaded) {
+  offload_->reload_finish(offloaded);
+}
 
 void TorchBackend::adam_step(Tensor& weight, const Tensor& grad) {
   OpTimer timer(*this, Kernel::adam_step);

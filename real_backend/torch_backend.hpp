@@ -23,6 +23,7 @@
 
 #include "program/backend.hpp"
 #include "program/program.hpp"
+#include "real_backend/activation_offload.hpp"
 #include "real_backend/communicator.hpp"
 #include "real_backend/device.hpp"
 #include "real_backend/held_bytes.hpp"
@@ -206,6 +207,7 @@ class TorchBackend final : public Backend {
   at::TensorOptions options(DType dtype) const;
 
   std::shared_ptr<HeldBytes> held_ = std::make_shared<HeldBytes>();
+  std::unique_ptr<ActivationOffload> offload_;  // notes every handle made while a layer may offload
   Communicator& job_;
   Communicator* group_;                     // the parallel group: the job, or one of subgroups_
   RankSet group_ranks_{0, job_.size(), 1};  // group_'s job ranks
