@@ -20,7 +20,7 @@ struct Observed {
 };
 
 TEST_CASE("offload: a layer's held tensors leave device memory with their values and views, and come back",
-          "[real]") {
+          "[real][numerics]") {
   real::TorchBackendOptions options;
   options.device = test_device();
   const auto same_storage = [](const at::Tensor& a, const at::Tensor& b) {
