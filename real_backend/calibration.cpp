@@ -131,6 +131,25 @@ double copy_bytes_per_second(const RankTimer& timer) {
   return 2.0 * static_cast<double>(source.nbytes()) / seconds;
 }
 
+// Bytes per second of a 256 MiB copy between pinned host memory and the GPU, on a copy stream as
+// activation offload runs it: the slower of the two directions, with every rank of the machine
+// copying at once (GPUs behind one PCIe switch share its uplink). Zero on a CPU, whose device memory
+// is the host's.
+double host_link_bytes_per_second(const RankTimer& timer, const at::Device& device) {
+  if (!device.is_cuda()) return 0;
+  CopyStream copies(device);
+  const int64_t bytes = 256 * kMiBytes;
+  const at::Tensor host = copies.host_bytes(bytes);
+  const at::Tensor on_device = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(device));
+  double slowest_s = 0;
+  for (const auto& [to, from] : {std::pair{on_device, host}, std::pair{host, on_device}})
+    slowest_s = std::max(slowest_s, timer.median_s([&, &to = to, &from = from] {
+      copies.copy(to, from);
+      copies.wait();
+    }));
+  return static_cast<double>(bytes) / slowest_s;
+}
+
 // The fixed cost of one op to the host that issues it (its dispatch): an add of two 1-element
 // tensors, until the call returns (on a GPU the kernel runs later).
 double op_overhead_s(const RankTimer& timer) {
@@ -481,6 +500,7 @@ struct Measurements {
   double launch_s = 0;    // the device's, per kernel (GPU)
   std::vector<KernelPoints> kernels;
   double copy = 0;
+  double host_link = 0;  // bytes/s each way between pinned host memory and the GPU; 0 on a CPU
   Fabric fabric;
   BesideGemms contention;
   BesideGemms synchronization_s;
@@ -523,6 +543,7 @@ Measurements median_of(const std::vector<Measurements>& passes, const std::vecto
     m.kernels[k].rate_by_size =
         median_of(host, [k](const Measurements& p) -> const Points& { return p.kernels[k].rate_by_size; });
   m.copy = median_of(host, [](const Measurements& p) { return p.copy; });
+  m.host_link = median_of(host, [](const Measurements& p) { return p.host_link; });
   m.fabric.bus_bandwidth =
       median_of(fabric, [](const Measurements& p) -> const Points& { return p.fabric.bus_bandwidth; });
   m.fabric.all_gather_bus_bandwidth = median_of(
@@ -563,6 +584,7 @@ Measurements measure_once(Communicator& communicator, const RankTimer& timer, To
   const double fixed_s = communicator.device().is_cuda() ? m.launch_s : m.dispatch_s;
   m.kernels = kernel_rates(communicator, timer, backend, model, longest, fixed_s);
   m.copy = copy_bytes_per_second(timer);
+  m.host_link = host_link_bytes_per_second(timer, communicator.device());
   reference();
   const at::ScalarType step_type = options.precision == Precision::mixed ? at::kBFloat16 : at::kFloat;
   m.fabric = measure_fabric(communicator, timer, step_type, options.max_collective_bytes);
@@ -767,6 +789,16 @@ std::string calibrate_local(Communicator& communicator, const ModelSpec& model,
       {"allocator_fragmentation",
        "none: validate compares the bytes the backend's tensors hold, not what the process's allocator "
        "keeps"}};
+  if (m.host_link > 0) {  // activation offload's copies, and the host memory the machine's GPUs share
+    const int gpus = std::max(1, visible_gpus());
+    gpu["host_link_bytes_per_second"] = rounded(m.host_link);
+    gpu["host_memory_bytes"] = host_memory_bytes() / gpus;
+    gpu["source"]["host_link_bytes_per_second"] = measured(
+        "CopyStream copies of 256 MiB between pinned host memory and the GPU on a stream of their "
+        "own, the slower direction, every rank copying at once");
+    gpu["source"]["host_memory_bytes"] = "sysconf: the machine's physical memory (" + host +
+                                         ") divided by its " + std::to_string(gpus) + " GPUs";
+  }
 
   OrderedJson intra;
   intra["bytes_per_second"] = rounded(peak(m.fabric.bus_bandwidth));

@@ -68,6 +68,10 @@ int64_t physical_memory_bytes() {
 
 }  // namespace
 
+int64_t host_memory_bytes() {
+  return physical_memory_bytes();
+}
+
 #ifdef PARADYSE_TORCH_CUDA
 
 std::string device_name(const at::Device& device) {

@@ -38,6 +38,8 @@ at::Tensor on_device(const std::vector<int64_t>& values, const at::Device& devic
 // physical memory.
 std::string device_name(const at::Device& device);
 int64_t device_memory_bytes(const at::Device& device);
+// The machine's physical memory.
+int64_t host_memory_bytes();
 
 // A generator for random tensors made on `device` (Philox on a GPU), seeded with `seed`.
 at::Generator make_generator(const at::Device& device, uint64_t seed);

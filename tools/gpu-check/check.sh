@@ -5,7 +5,8 @@
 # `validate --device cuda` on that calibration; the same steps in eager PyTorch
 # (tools/measure/gpu_training_step.py); the host's cost of a framework layer's calls besides its
 # kernels (gpu_components.py's host_ops); a GEMM under a minute of sustained load against its burst
-# time (gemm_sustained); and one results table (results.md): validate's errors, and the C++ step's
+# time (gemm_sustained); a step with activation offload validated (GPU only); and one results table
+# (results.md): validate's errors, and the C++ step's
 # speed as a ratio to eager PyTorch's. With --device cpu it rehearses the same on
 # the CPU (tiny models, short lengths, no eager PyTorch step), so that a GPU is needed only to run it.
 #
@@ -86,6 +87,15 @@ for model in $(echo "$models" | tr , ' '); do
   timeout 300 "$real" validate --device "$device" --ranks 1 --model "$config" --plan all --seq "$seq" --steps "$steps" \
     --rounds 1 --any-speed --cluster "$out/local-$device-$model.json" --json >"$out/validate-$model.json" 2>>"$log"
   say "validate $model: exit $? in $(( $(date +%s) - start )) s"
+  # Activation offload at the longest length: the copies on their stream against the host link the
+  # calibration measured (a CPU's calibration has none: its memory is the host's).
+  if [ "$device" = cuda ]; then
+    start=$(date +%s)
+    timeout 120 "$real" validate --device "$device" --ranks 1 --model "$config" --plan ulysses_z --recompute offload \
+      --seq "$longest" --steps "$steps" --rounds 1 --any-speed --cluster "$out/local-$device-$model.json" --json \
+      >"$out/validate-$model-offload.json" 2>>"$log"
+    say "validate $model with offload: exit $? in $(( $(date +%s) - start )) s"
+  fi
   if [ "$device" = cuda ] && [ -f "$config" ]; then
     start=$(date +%s)
     timeout 240 python3 "$repo/tools/measure/gpu_training_step.py" --model "$config" --seq "$seq" --warmup 2 \
