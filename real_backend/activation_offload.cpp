@@ -28,7 +28,7 @@ ActivationOffload::ActivationOffload(const at::Device& device, std::shared_ptr<H
 ActivationOffload::~ActivationOffload() = default;
 
 void ActivationOffload::made(const std::shared_ptr<TorchTensor>& handle) {
-  if (open_marks_ > 0) made_.push_back(handle);
+  if (open_marks_ > 0) made_.push_back({handle, held_->references(handle->storage()) == 1});
 }
 
 int64_t ActivationOffload::mark() {
@@ -44,9 +44,14 @@ int64_t ActivationOffload::start(int64_t mark, const std::vector<std::shared_ptr
   PARADYSE_CHECK(
       open_marks_ > 0 && mark >= made_before_ && mark <= made_before_ + static_cast<int64_t>(made_.size()),
       "offload_start without its offload_mark");
-  std::vector<const void*> kept;
+  std::vector<const void*> kept, moving;
   for (const auto& k : keep)
     if (k) kept.push_back(k->storage());
+  // The storages that move: those new since the mark, and `also`'s.
+  for (auto it = made_.begin() + (mark - made_before_); it != made_.end(); ++it)
+    if (const auto h = it->handle.lock(); h && it->new_storage) moving.push_back(h->storage());
+  for (const auto& h : also)
+    if (h) moving.push_back(h->storage());
   Set moved;
   std::unordered_map<const void*, std::size_t> index;  // by storage
   std::vector<const TorchTensor*> seen;
@@ -54,7 +59,9 @@ int64_t ActivationOffload::start(int64_t mark, const std::vector<std::shared_ptr
     if (!h || h->bytes() == 0 || std::find(seen.begin(), seen.end(), h.get()) != seen.end()) return;
     seen.push_back(h.get());
     const void* storage = h->storage();
-    if (std::find(kept.begin(), kept.end(), storage) != kept.end()) return;
+    if (std::find(kept.begin(), kept.end(), storage) != kept.end() ||
+        std::find(moving.begin(), moving.end(), storage) == moving.end())
+      return;
     if (h->offloaded()) return;  // in host memory already, an earlier set's
     auto [it, inserted] = index.try_emplace(storage, moved.size());
     if (inserted) {
@@ -65,7 +72,7 @@ int64_t ActivationOffload::start(int64_t mark, const std::vector<std::shared_ptr
     moved[it->second].handles.push_back(
         {h, h->t.scalar_type(), h->t.sizes().vec(), h->t.strides().vec(), h->t.storage_offset()});
   };
-  for (auto it = made_.begin() + (mark - made_before_); it != made_.end(); ++it) add(it->lock());
+  for (auto it = made_.begin() + (mark - made_before_); it != made_.end(); ++it) add(it->handle.lock());
   for (const auto& h : also) add(h);
   if (--open_marks_ == 0) {
     made_before_ += static_cast<int64_t>(made_.size());
@@ -77,6 +84,7 @@ int64_t ActivationOffload::start(int64_t mark, const std::vector<std::shared_ptr
     host_bytes_ += s.bytes;
   }
   sets_.push_back(std::move(moved));
+  ++outstanding_;
   return static_cast<int64_t>(sets_.size()) - 1;
 }
 
@@ -117,8 +125,9 @@ void ActivationOffload::reload_finish(int64_t offloaded) {
       held_->release(s.device.storage().unsafeGetStorageImpl(), s.bytes);
     }
     host_bytes_ -= s.bytes;
-    s = Storage();
   }
+  set(offloaded).clear();
+  if (--outstanding_ == 0) sets_.clear();  // every set given back: their handles start again at 0
 }
 
 }  // namespace paradyse::real

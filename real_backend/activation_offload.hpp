@@ -1,12 +1,14 @@
 // Activation offload on real tensors (Backend::offload_mark and the calls after it). While a mark is
-// open every handle the backend makes is noted. offload_start copies to host memory, on the copy
-// stream, the storages of those handles that something still holds (and of `also`), but not a
-// storage that a kept handle shares; offload_finish makes the compute stream wait for the copies and
-// moves the handles onto them, which frees the device storage where nothing else holds it. Reloading
-// copies the storages back into new device memory and moves the handles back. A storage moves whole
-// and once, whatever views of it the handles are, so views stay views. On CPU the copies run as well,
-// into separate buffers, so that every device runs the same bookkeeping. The device memory a storage
-// comes back into counts in the backend's held bytes from reload_start, when it is allocated.
+// open every handle the backend makes is noted, and whether its storage is new (a view of a storage
+// made before, a weight's or an earlier layer's, is not: the tracer's buffers are storages, its views
+// share them). offload_start copies to host memory, on the copy stream, the new storages that
+// something still holds (and those of `also`), but not a storage that a kept handle shares; offload_finish
+// makes the compute stream wait for the copies and moves the handles onto them, which frees the device
+// storage where nothing else holds it. Reloading copies the storages back into new device memory and moves
+// the handles back. A storage moves whole and once, whatever views of it the handles are, so views stay
+// views. On CPU the copies run as well, into separate buffers, so that every device runs the same
+// bookkeeping. The device memory a storage comes back into counts in the backend's held bytes from
+// reload_start, when it is allocated.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -56,8 +58,13 @@ class ActivationOffload {
   CopyStream copies_;
   int open_marks_ = 0;
   int64_t made_before_ = 0;  // handles noted before made_[0], across marks
-  std::vector<std::weak_ptr<TorchTensor>> made_;
+  struct Made {
+    std::weak_ptr<TorchTensor> handle;
+    bool new_storage;
+  };
+  std::vector<Made> made_;
   std::vector<Set> sets_;
+  int64_t outstanding_ = 0;  // sets not reloaded yet
   int64_t host_bytes_ = 0;
 };
 

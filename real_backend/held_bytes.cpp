@@ -19,4 +19,10 @@ void HeldBytes::release(const void* storage, int64_t bytes) {
   current_ -= bytes;
 }
 
+int64_t HeldBytes::references(const void* storage) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = references_.find(storage);
+  return it == references_.end() ? 0 : it->second;
+}
+
 }  // namespace paradyse::real

@@ -14,6 +14,7 @@ class HeldBytes {
  public:
   void hold(const void* storage, int64_t bytes);     // one more reference to `storage`
   void release(const void* storage, int64_t bytes);  // one fewer; freed at zero
+  int64_t references(const void* storage);           // holders of `storage` now
   int64_t current() const { return current_; }
   int64_t peak() const { return peak_; }
   void reset_peak() { peak_ = current_; }

@@ -1,6 +1,7 @@
 // Activation offload on real tensors: what a layer made and still holds leaves device memory (the
 // backend's held bytes) with its values, views staying views of one storage, and comes back the same;
-// what the layer keeps and what nothing holds stay out of it.
+// what the layer keeps, views of storages made before it (a weight's) and what nothing holds stay out
+// of it.
 #include <ATen/ATen.h>
 
 #include "tests/real_backend/rank_group.hpp"
@@ -14,7 +15,7 @@ namespace {
 // What the rank saw, checked on the test's thread.
 struct Observed {
   int64_t storage_bytes = 0, at_start = 0, offloaded = 0, reloaded = 0, host_after = 0, dropped_reload = 0;
-  bool kept_in_place = false, whole_on_host = false, view_shares_offloaded = false,
+  bool kept_in_place = false, old_view_in_place = false, whole_on_host = false, view_shares_offloaded = false,
        view_shares_reloaded = false, values_offloaded = false, values_reloaded = false,
        on_device_again = false;
 };
@@ -33,7 +34,9 @@ TEST_CASE("offload: a layer's held tensors leave device memory with their values
         real::HeldBytes& held = be.held_bytes();
         const at::Tensor values = at::arange(4096, at::kFloat).reshape({64, 64});
         Tensor before = be.wrap(values * 3, DType::fp32);  // made before the mark, offloaded as `also`
+        Tensor weight = be.wrap(values * 5, DType::fp32);  // made before the mark, not offloaded
         const int64_t mark = be.offload_mark();
+        Tensor weight_rows = be.slice(weight, 0, 0, 8);  // a view made since the mark, of an old storage
         Tensor whole = be.wrap(values, DType::fp32);
         Tensor rows = be.slice(whole, 0, 8, 16);  // a view of whole's storage
         Tensor dropped = be.wrap(values + 1, DType::fp32);
@@ -43,6 +46,7 @@ TEST_CASE("offload: a layer's held tensors leave device memory with their values
         o.storage_bytes = 64 * 64 * 4;
         o.at_start = held.current();
         const void* kept_data = real::TorchBackend::unwrap(kept).data_ptr();
+        const void* weight_rows_data = real::TorchBackend::unwrap(weight_rows).data_ptr();
 
         const int64_t set = be.offload_start(mark, {before}, {kept});
         be.offload_finish(set);
@@ -51,6 +55,7 @@ TEST_CASE("offload: a layer's held tensors leave device memory with their values
                           real::TorchBackend::unwrap(kept_view).device() == options.device;
         const at::Tensor whole_t = real::TorchBackend::unwrap(whole);
         const at::Tensor rows_t = real::TorchBackend::unwrap(rows);
+        o.old_view_in_place = real::TorchBackend::unwrap(weight_rows).data_ptr() == weight_rows_data;
         o.whole_on_host = whole_t.device().is_cpu();
         o.view_shares_offloaded = same_storage(rows_t, whole_t);
         o.values_offloaded = at::equal(whole_t, values) && at::equal(rows_t, values.narrow(0, 8, 16)) &&
@@ -84,6 +89,7 @@ TEST_CASE("offload: a layer's held tensors leave device memory with their values
   // whole (with its view) and `before` left the device; kept and its view did not.
   CHECK(o.offloaded == o.at_start - 2 * o.storage_bytes);
   CHECK(o.kept_in_place);
+  CHECK(o.old_view_in_place);
   CHECK(o.whole_on_host);
   CHECK(o.view_shares_offloaded);
   CHECK(o.values_offloaded);
