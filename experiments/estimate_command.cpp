@@ -64,6 +64,9 @@ void print_details(const steps::Estimate& e) {
   fmt::print("  allocator fragmentation                {}\n", gib(e.memory.fragmentation_bytes));
   fmt::print("  peak                                   {}   of {:.2f} GiB usable: {}\n",
              gib(e.memory.peak_bytes), e.memory.capacity_bytes / kGiB, e.fits ? "fits" : "OUT OF MEMORY");
+  if (e.memory.offloaded_bytes > 0)
+    fmt::print("  offloaded to host memory at the peak   {}   of {:.2f} GiB the host gives a GPU\n",
+               gib(e.memory.offloaded_bytes), e.memory.host_capacity_bytes / kGiB);
   fmt::print("work\n");
   fmt::print("  FLOPs executed, all GPUs               {:10.3f} PFLOP\n", e.flops / 1e15);
   fmt::print("  model FLOPs utilisation                {:10.1f} %\n", e.mfu * 100);

@@ -63,6 +63,10 @@ TEST_CASE(
   // What waits in host memory is what the GPU no longer holds (beyond the layer whose copies run).
   CHECK(kept.at("memory_bytes").at("peak").get<double>() - memory.at("peak").get<double>() >
         0.5 * memory.at("offloaded").get<double>());
+  const RunResult text =
+      run_paradyse("estimate --model llama-8l --strategy ulysses_z --seq 256K --recompute offload");
+  CHECK_THAT(text.out, Catch::Contains("offloaded to host memory at the peak") &&
+                           Catch::Contains("the host gives a GPU"));
 }
 
 TEST_CASE("estimate: bad inputs fail with a clear message and no output", "[experiments]") {
