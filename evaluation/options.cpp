@@ -222,6 +222,11 @@ PolicySet PolicyOptions::build(const MachineOptions& machine, const hw::ClusterS
     set.policies.push_back(selector::make_policy(name, *set.source, paradyse, optimal));
     const auto fixed = selector::parse_static_policy(name);
     if (!fixed) continue;
+    if (fixed->offloaded_layers >= set.model.num_layers)
+      throw InputError("--policy", 0, "",
+                       name + ": expected to offload 1 to " + std::to_string(set.model.num_layers - 1) +
+                           " of " + set.model.name + "'s " + std::to_string(set.model.num_layers) +
+                           " layers (the last keeps its own; :offload offloads every other)");
     if (auto why = fixed->strategy->unsupported(set.model, set.degree))
       throw InputError(
           "--policy", 0, "",

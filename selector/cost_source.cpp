@@ -21,9 +21,13 @@ bool AnalyticCostSource::prices(const CandidateKey& candidate) const {
 }
 
 std::optional<CostSource::PricedPlan> AnalyticCostSource::uniform_estimate(const CandidateKey& candidate,
+                                                                           int first_layers,
                                                                            const MicroBatch& micro_batch) {
   PricedPlan priced;
   priced.plan = uniform_plan(*candidate.first, estimator_.model().num_layers, candidate.second);
+  if (first_layers > 0)
+    for (std::size_t l = static_cast<std::size_t>(first_layers); l < priced.plan.size(); ++l)
+      priced.plan[l].recompute = Recompute::none;
   priced.estimate = estimator_.estimate(
       priced.plan, {.tokens = micro_batch.tokens(),
                     .degree = degree_,

@@ -26,14 +26,17 @@ class CostSource {
   // Whether this source prices `candidate` at all (a learned model knows the strategies it was fitted on;
   // activation offload needs whole plans priced, and GPUs with a host link).
   virtual bool prices(const CandidateKey& candidate) const = 0;
-  // Every layer `candidate`, priced as one program: what no cost table composes (a layer's activation
-  // offload costs what its neighbours' compute leaves of its copies); nullopt where this source prices
-  // no whole plans. Throws TensorTooLarge where a tensor of the plan fits no GPU.
+  // Every layer `candidate` (or, with `first_layers` > 0, that many first layers, the rest without
+  // recomputation: Megatron-LM's --cpu-offloading-num-layers), priced as one program: what no cost
+  // table composes (a layer's activation offload costs what its neighbours' compute leaves of its
+  // copies); nullopt where this source prices no whole plans. Throws TensorTooLarge where a tensor of
+  // the plan fits no GPU.
   struct PricedPlan {
     Plan plan;
     steps::Estimate estimate;
   };
-  virtual std::optional<PricedPlan> uniform_estimate(const CandidateKey&, const MicroBatch&) {
+  virtual std::optional<PricedPlan> uniform_estimate(const CandidateKey&, int /*first_layers*/,
+                                                     const MicroBatch&) {
     return std::nullopt;
   }
 };
@@ -46,7 +49,7 @@ class AnalyticCostSource final : public CostSource {
   int64_t batch() const override { return batch_; }
   steps::CostTable table(const MicroBatch& micro_batch, const std::vector<CandidateKey>& wanted) override;
   bool prices(const CandidateKey& candidate) const override;
-  std::optional<PricedPlan> uniform_estimate(const CandidateKey& candidate,
+  std::optional<PricedPlan> uniform_estimate(const CandidateKey& candidate, int first_layers,
                                              const MicroBatch& micro_batch) override;
 
  private:

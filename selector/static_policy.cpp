@@ -1,5 +1,7 @@
 #include "selector/static_policy.hpp"
 
+#include <algorithm>
+
 #include "common/errors.hpp"
 #include "program/tensor.hpp"
 
@@ -18,7 +20,19 @@ std::optional<StaticSpec> parse_static_policy(const std::string& name) {
         "--policy", 0, "",
         "unknown strategy '" + strategy_name + "' in '" + name + "'; expected one of: " + strategy_names());
   if (colon == std::string::npos) return spec;
-  const std::string recompute = rest.substr(colon + 1);
+  std::string recompute = rest.substr(colon + 1);
+  if (const std::size_t count = recompute.find(':'); count != std::string::npos) {
+    const std::string layers = recompute.substr(count + 1);
+    recompute.resize(count);
+    const bool digits =
+        !layers.empty() && layers.size() <= 6 &&
+        std::all_of(layers.begin(), layers.end(), [](char c) { return c >= '0' && c <= '9'; });
+    spec.offloaded_layers = digits ? std::stoi(layers) : 0;
+    if (recompute != "offload" || spec.offloaded_layers < 1)
+      throw InputError(
+          "--policy", 0, "",
+          "expected static:NAME:offload:K with K a positive count of layers to offload, got '" + name + "'");
+  }
   const std::optional<Recompute> parsed = parse_recompute(recompute);
   if (!parsed || *parsed == Recompute::none)
     throw InputError("--policy", 0, "",
@@ -34,6 +48,7 @@ std::optional<StaticSpec> parse_static_policy(const std::string& name) {
 std::string static_policy_name(const StaticSpec& spec) {
   std::string name = "static:" + std::string(spec.strategy->name());
   if (spec.recompute != Recompute::none) name += ":" + std::string(to_string(spec.recompute));
+  if (spec.offloaded_layers > 0) name += ":" + std::to_string(spec.offloaded_layers);
   return name;
 }
 
@@ -67,7 +82,8 @@ Decision StaticPolicy::decide(const MicroBatch& micro_batch) {
   if (spec_.recompute == Recompute::offload) {
     std::optional<CostSource::PricedPlan> priced;
     try {
-      priced = source_.uniform_estimate({spec_.strategy, spec_.recompute}, micro_batch);
+      priced =
+          source_.uniform_estimate({spec_.strategy, spec_.recompute}, spec_.offloaded_layers, micro_batch);
     } catch (const TensorTooLarge&) {
       return out_of_memory(0);
     }

@@ -67,6 +67,10 @@ TEST_CASE("PolicyOptions: 'all' beside other policies stands for the default one
   CHECK(names("all,static:ulysses_z:offload") == expected);
   CHECK(names("static:metp:offload,all").front() == "static:metp:offload");
   CHECK_THROWS_WITH(names("all,static:ulysses_z"), Catch::Contains("'static:ulysses_z' twice"));
+  // gpt-8l: offloading the first 7 layers is every layer's but the last, 8 is more than there are.
+  CHECK(names("static:ulysses_z:offload:7").size() == 1);
+  CHECK_THROWS_WITH(names("static:ulysses_z:offload:8"),
+                    Catch::Contains("expected to offload 1 to 7 of gpt-8l's 8"));
 }
 
 TEST_CASE("sweep spec: duplicate axis values and degree 0 are refused, plan lengths take suffixes",

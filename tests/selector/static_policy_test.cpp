@@ -40,6 +40,13 @@ TEST_CASE("static policy: names with a recomputation, and the names refused", "[
   CHECK_THROWS_WITH(spec("static:ulysses_z:fast"), Catch::Contains("got 'static:ulysses_z:fast'"));
   CHECK_THROWS_WITH(spec("static:metp:full"), Catch::Contains("metp recomputes its layers"));
   CHECK_THROWS_WITH(spec("static:nope:offload"), Catch::Contains("unknown strategy 'nope'"));
+  CHECK(spec("static:ulysses_z:offload:3")->offloaded_layers == 3);
+  CHECK(spec("static:ulysses_z:offload")->offloaded_layers == 0);
+  CHECK(selector::static_policy_name(*spec("static:ulysses_z:offload:3")) == "static:ulysses_z:offload:3");
+  for (const std::string bad :
+       {"static:ulysses_z:full:3", "static:ulysses_z:offload:0", "static:ulysses_z:offload:x",
+        "static:ulysses_z:offload:", "static:ulysses_z:offload:99999999"})
+    CHECK_THROWS_WITH(spec(bad), Catch::Contains("static:NAME:offload:K") && Catch::Contains(bad));
 }
 
 TEST_CASE("static policy: with offload it trains what the plain static cannot, where the host link allows",
@@ -62,6 +69,14 @@ TEST_CASE("static policy: with offload it trains what the plain static cannot, w
   const selector::Decision recomputed = policy("static:ulysses_z:full")->decide(tokens);
   CHECK(recomputed.fits);
   CHECK(recomputed.predicted_s > offloaded.predicted_s);
+
+  // Megatron-LM's --cpu-offloading-num-layers: the first layers only, the rest keep theirs.
+  const selector::Decision some = policy("static:ulysses_z:offload:3")->decide(tokens);
+  REQUIRE(some.plan.size() == offloaded.plan.size());
+  for (std::size_t l = 0; l < some.plan.size(); ++l)
+    CHECK(some.plan[l].recompute == (l < 3 ? Recompute::offload : Recompute::none));
+  CHECK(some.predicted_peak_bytes > offloaded.predicted_peak_bytes);
+  CHECK(some.predicted_peak_bytes < kept.predicted_peak_bytes);
 
   hw::ClusterSpec no_link = hw::load_cluster("dgx-a100");
   no_link.gpu.host_link_bytes_per_second = 0;
