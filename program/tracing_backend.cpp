@@ -525,60 +525,44 @@ Shape with_last(const Shape& shape, int64_t last) {
 }
 }  // namespace
 
+Tensor TracingBackend::elementwise(Kernel kernel, std::initializer_list<const Tensor*> inputs,
+                                   const Shape& shape, int64_t elements) {
+  Tensor out = allocate(shape, DType::bf16);
+  Op& op = record(kernel, inputs);
+  double bytes = static_cast<double>(out.bytes());
+  for (const Tensor* input : inputs) bytes += static_cast<double>(input->bytes());
+  op.memory_bytes = bytes;
+  op.dims = {elements, 0, 0, 0};
+  produced_by(out, recorder_->next_op() - 1);
+  return out;
+}
+
 Tensor TracingBackend::gelu(const Tensor& x) {
-  Tensor y = allocate(x.shape(), DType::bf16);
-  Op& op = record(Kernel::gelu, {&x});
-  op.memory_bytes = static_cast<double>(x.bytes() + y.bytes());
-  op.dims = {x.numel(), 0, 0, 0};
-  produced_by(y, recorder_->next_op() - 1);
-  return y;
+  return elementwise(Kernel::gelu, {&x}, x.shape(), x.numel());
 }
 
 Tensor TracingBackend::gelu_backward(const Tensor& d_y, const Tensor& x) {
-  Tensor d_x = allocate(x.shape(), DType::bf16);
-  Op& op = record(Kernel::gelu_backward, {&d_y, &x});
-  op.memory_bytes = static_cast<double>(d_y.bytes() + x.bytes() + d_x.bytes());
-  op.dims = {x.numel(), 0, 0, 0};
-  produced_by(d_x, recorder_->next_op() - 1);
-  return d_x;
+  return elementwise(Kernel::gelu_backward, {&d_y, &x}, x.shape(), x.numel());
 }
 
+// Elements: those of the product, half of x's.
 Tensor TracingBackend::swiglu(const Tensor& x) {
   PARADYSE_CHECK(x.size(-1) % 2 == 0, "swiglu needs an even last dim, got " + to_string(x.shape()));
-  Tensor y = allocate(with_last(x.shape(), x.size(-1) / 2), DType::bf16);
-  Op& op = record(Kernel::swiglu, {&x});
-  op.memory_bytes = static_cast<double>(x.bytes() + y.bytes());
-  op.dims = {y.numel(), 0, 0, 0};
-  produced_by(y, recorder_->next_op() - 1);
-  return y;
+  const Shape product = with_last(x.shape(), x.size(-1) / 2);
+  return elementwise(Kernel::swiglu, {&x}, product, x.numel() / 2);
 }
 
 Tensor TracingBackend::swiglu_backward(const Tensor& d_y, const Tensor& x) {
-  Tensor d_x = allocate(x.shape(), DType::bf16);
-  Op& op = record(Kernel::swiglu_backward, {&d_y, &x});
-  op.memory_bytes = static_cast<double>(d_y.bytes() + x.bytes() + d_x.bytes());
-  op.dims = {d_y.numel(), 0, 0, 0};
-  produced_by(d_x, recorder_->next_op() - 1);
-  return d_x;
+  return elementwise(Kernel::swiglu_backward, {&d_y, &x}, x.shape(), d_y.numel());
 }
 
 // Reads x and writes its rotation; the angles' table is a few KB and not counted.
 Tensor TracingBackend::rotary(const Tensor& x, const RotaryPositions&) {
-  Tensor y = allocate(x.shape(), DType::bf16);
-  Op& op = record(Kernel::rotary, {&x});
-  op.memory_bytes = static_cast<double>(x.bytes() + y.bytes());
-  op.dims = {x.numel(), 0, 0, 0};
-  produced_by(y, recorder_->next_op() - 1);
-  return y;
+  return elementwise(Kernel::rotary, {&x}, x.shape(), x.numel());
 }
 
 Tensor TracingBackend::rotary_backward(const Tensor& d_y, const RotaryPositions&) {
-  Tensor d_x = allocate(d_y.shape(), DType::bf16);
-  Op& op = record(Kernel::rotary_backward, {&d_y});
-  op.memory_bytes = static_cast<double>(d_y.bytes() + d_x.bytes());
-  op.dims = {d_y.numel(), 0, 0, 0};
-  produced_by(d_x, recorder_->next_op() - 1);
-  return d_x;
+  return elementwise(Kernel::rotary_backward, {&d_y}, d_y.shape(), d_y.numel());
 }
 
 DropoutOutput TracingBackend::dropout(const Tensor& x, double, MaskStream) {

@@ -108,6 +108,10 @@ class TracingBackend final : public Backend {
 
  private:
   Tensor allocate(const Shape& shape, DType dtype);
+  // One bf16 output of `shape` from a pass over `inputs`: reads them whole and writes it, over
+  // `elements` (Op::dims[0], what a framework's eager kernels are counted per).
+  Tensor elementwise(Kernel kernel, std::initializer_list<const Tensor*> inputs, const Shape& shape,
+                     int64_t elements);
   // An op of `kernel`, of the kind the op table gives it.
   Op& record(Kernel kernel, std::initializer_list<const Tensor*> inputs);
   // An op of a call that decides its kind (a collective's).
