@@ -171,10 +171,14 @@ double OpTimer::compute_s(const Op& op) const {
     case OpKind::attention_backward: {
       // FlashAttention's throughput depends on the key length of the block and on whether a causal
       // mask cuts it (the FlashAttention-2 benchmark charts of Dao-AILab/flash-attention: on A100, head
-      // dim 128, forward+backward, 151 TFLOP/s at 512 tokens and 203 at 16K, causal 99 and 189), and on
-      // which implementation of it the framework runs (its Triton one: 78 and 95, causal 50 and 80).
-      const hw::Curve& efficiency = cluster_.attention_efficiency_by_seq(op.partially_masked);
-      arithmetic = op.flops / (gpu.bf16_flops_per_second * efficiency.at(static_cast<double>(op.dims[2])));
+      // dim 128, forward+backward, 151 TFLOP/s at 512 tokens and 203 at 16K, causal 99 and 189), on
+      // which implementation of it the framework runs (its Triton one: 78 and 95, causal 50 and 80),
+      // and, where the forward is measured apart, on the direction (an H100's forward of 512 tokens
+      // runs 1.5x its forward+backward's rate).
+      const bool forward = op.kind == OpKind::attention_forward;
+      const double efficiency = cluster_.attention_curves().efficiency(op.partially_masked, forward,
+                                                                       static_cast<double>(op.dims[2]));
+      arithmetic = op.flops / (gpu.bf16_flops_per_second * efficiency);
       // Dropout inside the kernel draws a random number per computed score (measured where known).
       if (op.drops_out && !gpu.attention_dropout_time_factor_by_seq.points().empty())
         arithmetic *= gpu.attention_dropout_time_factor_by_seq.at(static_cast<double>(op.dims[2]));
@@ -182,7 +186,6 @@ double OpTimer::compute_s(const Op& op) const {
       // idle.
       if (gpu.attention_occupancy) {
         constexpr double kFlashRowsPerBlock = 128;
-        const bool forward = op.kind == OpKind::attention_forward;
         const auto& o = *gpu.attention_occupancy;
         const hw::Curve& factor = op.partially_masked ? (forward ? o.causal_forward : o.causal_backward)
                                                       : (forward ? o.forward : o.backward);

@@ -24,6 +24,7 @@
 
 #include <fmt/ranges.h>
 
+#include "common/attention_flops.hpp"
 #include "common/errors.hpp"
 #include "common/json_input.hpp"
 #include "common/limits.hpp"
@@ -65,6 +66,23 @@ double Curve::highest() const {
   double y = 0;
   for (const auto& point : points_) y = std::max(y, point.second);
   return y;
+}
+
+namespace {
+// The backward's efficiency where the forward's is measured apart: the pair's time less the forward's,
+// per FLOP of the forward, over the backward's FLOPs.
+double backward_efficiency(double pair, double forward) {
+  constexpr double k = kAttentionBackwardFlopsPerForward;
+  return k / ((1 + k) / pair - 1 / forward);
+}
+}  // namespace
+
+double GpuSpec::AttentionCurves::efficiency(bool causal, bool forward, double seq) const {
+  const double pair = (causal ? causal_efficiency_by_seq : efficiency_by_seq).at(seq);
+  const Curve& forward_curve = causal ? causal_forward_efficiency_by_seq : forward_efficiency_by_seq;
+  if (forward_curve.points().empty()) return pair;
+  const double forward_alone = forward_curve.at(seq);
+  return forward ? forward_alone : backward_efficiency(pair, forward_alone);
 }
 
 double FabricSpec::peak_bus_bandwidth() const {
@@ -199,29 +217,83 @@ GpuSpec::AttentionOccupancy read_attention_occupancy(const Object& factors) {
           factor_curve(factors, "causal_forward"), factor_curve(factors, "causal_backward")};
 }
 
+const std::initializer_list<std::string_view> kAttentionCurves{"attention_efficiency_by_seq",
+                                                               "causal_attention_efficiency_by_seq"};
+const std::initializer_list<std::string_view> kAttentionForwardCurves{
+    "attention_forward_efficiency_by_seq", "causal_attention_forward_efficiency_by_seq"};
+
+// A forward measured apart must leave its backward a time: at every measured length the forward takes
+// less than the pair, and the backward no more than the GPU's peak allows.
+void check_forward_within_pair(const Object& block, const Curve& pair, const Curve& forward,
+                               std::string_view forward_key) {
+  std::vector<double> lengths;
+  for (const auto& [seq, efficiency] : pair.points()) lengths.push_back(seq);
+  for (const auto& [seq, efficiency] : forward.points()) lengths.push_back(seq);
+  for (double seq : lengths) {
+    const double pair_efficiency = pair.at(seq), forward_efficiency = forward.at(seq);
+    const double left = (1 + kAttentionBackwardFlopsPerForward) / pair_efficiency - 1 / forward_efficiency;
+    if (left < kAttentionBackwardFlopsPerForward)
+      block.fail(
+          forward_key,
+          fmt::format("expected a forward that leaves the backward at most the peak: at {} tokens the "
+                      "forward's {:.4g} of peak against the pair's {:.4g} leaves the backward {} "
+                      "(the backward counts {}x the forward's FLOPs)",
+                      seq, forward_efficiency, pair_efficiency,
+                      left > 0 ? fmt::format("{:.3g} of peak", kAttentionBackwardFlopsPerForward / left)
+                               : std::string("no time"),
+                      kAttentionBackwardFlopsPerForward));
+  }
+}
+
+// The attention curves of `block` (the GPU's own, or one implementation's): the pair's, and the
+// forward's where it has them (both, or neither).
+GpuSpec::AttentionCurves read_attention_curves(const Object& block) {
+  GpuSpec::AttentionCurves curves{efficiency_curve(block, "attention_efficiency_by_seq"),
+                                  efficiency_curve(block, "causal_attention_efficiency_by_seq"),
+                                  {},
+                                  {}};
+  const bool plain = block.has("attention_forward_efficiency_by_seq");
+  if (plain != block.has("causal_attention_forward_efficiency_by_seq"))
+    block.fail(plain ? "causal_attention_forward_efficiency_by_seq" : "attention_forward_efficiency_by_seq",
+               "expected attention_forward_efficiency_by_seq and causal_attention_forward_efficiency_by_seq "
+               "together (the forward measured apart, without and with a causal mask), or neither");
+  if (!plain) return curves;
+  curves.forward_efficiency_by_seq = efficiency_curve(block, "attention_forward_efficiency_by_seq");
+  curves.causal_forward_efficiency_by_seq =
+      efficiency_curve(block, "causal_attention_forward_efficiency_by_seq");
+  check_forward_within_pair(block, curves.efficiency_by_seq, curves.forward_efficiency_by_seq,
+                            "attention_forward_efficiency_by_seq");
+  check_forward_within_pair(block, curves.causal_efficiency_by_seq, curves.causal_forward_efficiency_by_seq,
+                            "causal_attention_forward_efficiency_by_seq");
+  return curves;
+}
+
 // "attention_implementations": {"NAME": {"attention_efficiency_by_seq": [...],
 //                                         "causal_attention_efficiency_by_seq": [...], "source": {...}}}
+// and, optionally, the forward's curves.
 std::map<std::string, GpuSpec::AttentionCurves, std::less<>> read_attention_implementations(
     const Object& implementations) {
   std::map<std::string, GpuSpec::AttentionCurves, std::less<>> result;
   for (const auto& [name, value] : implementations.json().items()) {
     if (name.empty()) implementations.fail(name, "expected a kernel's name as the key, got \"\"");
     const Object curves = implementations.object(name);
-    curves.require_keys({"attention_efficiency_by_seq", "causal_attention_efficiency_by_seq", "source"});
-    require_sources(curves, {"attention_efficiency_by_seq", "causal_attention_efficiency_by_seq"});
-    result[name] = {efficiency_curve(curves, "attention_efficiency_by_seq"),
-                    efficiency_curve(curves, "causal_attention_efficiency_by_seq")};
+    curves.require_keys({"attention_efficiency_by_seq", "causal_attention_efficiency_by_seq", "source"},
+                        kAttentionForwardCurves);
+    require_sources(curves, kAttentionCurves, kAttentionForwardCurves);
+    result[name] = read_attention_curves(curves);
   }
   return result;
 }
 
 GpuSpec read_gpu(const Object& gpu) {
-  gpu.require_keys({"name", "bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second",
-                    "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq",
-                    "kernel_launch_seconds", "reserved_bytes", "allocator_fragmentation", "source"},
-                   {"gemm_tiles", "gemm_efficiency_by_flops", "kernels",
-                    "attention_dropout_time_factor_by_seq", "attention_time_factor_by_blocks_per_sm",
-                    "attention_implementations", "host_link_bytes_per_second", "host_memory_bytes"});
+  gpu.require_keys(
+      {"name", "bf16_flops_per_second", "hbm_bytes", "hbm_bytes_per_second", "attention_efficiency_by_seq",
+       "causal_attention_efficiency_by_seq", "kernel_launch_seconds", "reserved_bytes",
+       "allocator_fragmentation", "source"},
+      {"gemm_tiles", "gemm_efficiency_by_flops", "kernels", "attention_dropout_time_factor_by_seq",
+       "attention_time_factor_by_blocks_per_sm", "attention_implementations",
+       "attention_forward_efficiency_by_seq", "causal_attention_forward_efficiency_by_seq",
+       "host_link_bytes_per_second", "host_memory_bytes"});
   const bool tiles = gpu.has("gemm_tiles");
   if (tiles == gpu.has("gemm_efficiency_by_flops"))
     gpu.fail("gemm_tiles", "expected exactly one of gemm_tiles (a GPU's SMs) and gemm_efficiency_by_flops");
@@ -231,6 +303,7 @@ GpuSpec read_gpu(const Object& gpu) {
                    "attention_efficiency_by_seq", "causal_attention_efficiency_by_seq",
                    "kernel_launch_seconds", "reserved_bytes", "allocator_fragmentation"},
                   {"gemm_efficiency_by_flops", "attention_dropout_time_factor_by_seq",
+                   "attention_forward_efficiency_by_seq", "causal_attention_forward_efficiency_by_seq",
                    "host_link_bytes_per_second", "host_memory_bytes"});
   if (gpu.has("host_link_bytes_per_second") != gpu.has("host_memory_bytes"))
     gpu.fail("host_link_bytes_per_second",
@@ -249,8 +322,7 @@ GpuSpec read_gpu(const Object& gpu) {
     spec.gemm_tiles = read_gemm_tiles(gpu.object("gemm_tiles"));
   else
     spec.gemm_efficiency_by_flops = efficiency_curve(gpu, "gemm_efficiency_by_flops");
-  spec.attention_efficiency_by_seq = efficiency_curve(gpu, "attention_efficiency_by_seq");
-  spec.causal_attention_efficiency_by_seq = efficiency_curve(gpu, "causal_attention_efficiency_by_seq");
+  spec.attention = read_attention_curves(gpu);
   if (gpu.has("attention_dropout_time_factor_by_seq"))
     spec.attention_dropout_time_factor_by_seq = factor_curve(gpu, "attention_dropout_time_factor_by_seq");
   if (gpu.has("attention_implementations"))

@@ -56,15 +56,22 @@ struct GpuSpec {
   double hbm_bytes_per_second = 0;  // achievable copy bandwidth, for memory-bound kernels
   // Exactly one of the two: GEMMs by shape on a GPU, or a measured curve by FLOPs (a calibrated CPU).
   std::optional<GemmTiles> gemm_tiles;
-  Curve gemm_efficiency_by_flops;            // fraction of peak reached by one GEMM of that many FLOPs
-  Curve attention_efficiency_by_seq;         // FlashAttention fwd+bwd, fraction of peak, by key length
-  Curve causal_attention_efficiency_by_seq;  // same, causal mask
-  // Optional ("attention_implementations"): other fused attention kernels a framework may run in place
-  // of the one the curves above measure (FlashAttention-2 on the GPU presets), each by its own curves
-  // on this GPU, by name ("flash-attention-triton"). A cluster runs one (ClusterSpec).
+  Curve gemm_efficiency_by_flops;  // fraction of peak reached by one GEMM of that many FLOPs
+  // A fused attention kernel on this GPU, fractions of peak by key length (FLOPs as
+  // common/attention_flops.hpp counts them): forward and backward together, without and with a causal
+  // mask; and, where measured apart, the forward alone (empty: not measured, the forward then runs at
+  // the pair's rate). The backward takes the rest of the pair's time: a forward faster than the pair
+  // leaves a backward slower than it, so a step without recomputation costs what the pair measured,
+  // and a recomputed forward costs what the forward does.
   struct AttentionCurves {
-    Curve attention_efficiency_by_seq, causal_attention_efficiency_by_seq;
+    Curve efficiency_by_seq, causal_efficiency_by_seq;
+    Curve forward_efficiency_by_seq, causal_forward_efficiency_by_seq;
+    double efficiency(bool causal, bool forward, double seq) const;
   };
+  AttentionCurves attention;  // the GPU's own kernel (FlashAttention-2 on the GPU presets)
+  // Optional ("attention_implementations"): other fused attention kernels a framework may run in place
+  // of the GPU's own, each by its own curves on this GPU, by name ("flash-attention-triton"). A
+  // cluster runs one (ClusterSpec).
   std::map<std::string, AttentionCurves, std::less<>> attention_implementations;
   // FlashAttention with dropout on the probabilities over without, time ratio by key length; empty: 1
   // (no measurement).
@@ -184,12 +191,10 @@ struct ClusterSpec {
   int pod_nodes = 0;
 
   int num_gpus() const { return num_nodes * gpus_per_node; }
-  // Fused attention's forward+backward efficiency by key length, of the kernel the step runs.
-  const Curve& attention_efficiency_by_seq(bool causal) const {
-    if (attention_implementation.empty())
-      return causal ? gpu.causal_attention_efficiency_by_seq : gpu.attention_efficiency_by_seq;
-    const GpuSpec::AttentionCurves& curves = gpu.attention_implementations.at(attention_implementation);
-    return causal ? curves.causal_attention_efficiency_by_seq : curves.attention_efficiency_by_seq;
+  // The fused attention kernel the step runs, by its curves.
+  const GpuSpec::AttentionCurves& attention_curves() const {
+    return attention_implementation.empty() ? gpu.attention
+                                            : gpu.attention_implementations.at(attention_implementation);
   }
   // The fabric a group of GPUs first_gpu, first_gpu + stride, … (gpus of them) communicates over: the
   // NICs when it spans nodes, else NVLink.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <unordered_map>
+#include "common/attention_flops.hpp"
 
 namespace paradyse {
 namespace {
@@ -375,7 +376,8 @@ void check_attention_shapes(const Tensor& q, const Tensor& k, const Tensor& v, c
 // document apart; partially masked when the causal mask or the documents leave out some pairs.
 void describe_attention(Op& op, const Tensor& q, const AttentionMask& mask, double passes) {
   const double pairs = mask.computed_pairs();
-  op.flops = passes * 4.0 * static_cast<double>(q.size(0) * q.size(2) * q.size(3)) * pairs;
+  op.flops = passes * kAttentionForwardFlopsPerPairDim *
+             static_cast<double>(q.size(0) * q.size(2) * q.size(3)) * pairs;
   op.dims = {q.size(0) * q.size(2), q.size(1), mask.longest_document_keys(), q.size(3)};
   op.partially_masked = pairs < static_cast<double>(mask.query_count() * mask.key_count());
   op.drops_out = mask.dropout > 0;
@@ -404,9 +406,7 @@ AttentionGrads TracingBackend::attention_backward(const Tensor& d_out, const Ten
   AttentionGrads grads{allocate(q.shape(), DType::bf16), allocate(k.shape(), DType::bf16),
                        allocate(v.shape(), DType::bf16)};
   Op& op = record(Kernel::attention_backward, {&d_out, &q, &k, &v, &out, &lse});
-  // FlashAttention-2's backward recomputes the scores: 2.5× the forward's FLOPs, the convention of
-  // its benchmark (flash-attention benchmarks/benchmark_flash_attention.py), whose TFLOP/s we use.
-  describe_attention(op, q, mask, 2.5);
+  describe_attention(op, q, mask, kAttentionBackwardFlopsPerForward);
   op.memory_bytes =
       static_cast<double>(d_out.bytes() + q.bytes() + k.bytes() + v.bytes() + out.bytes() + lse.bytes() +
                           grads.d_q.bytes() + grads.d_k.bytes() + grads.d_v.bytes());

@@ -1,5 +1,6 @@
 #include "real_backend/calibration.hpp"
 
+#include "common/attention_flops.hpp"
 #include "common/errors.hpp"
 #include "common/input_file.hpp"
 #include "common/limits.hpp"
@@ -63,8 +64,7 @@ Points gemm_flops_per_second(const RankTimer& timer, at::ScalarType type) {
 }
 
 // FLOP/s of TorchBackend's attention forward + backward (what runs for real) on one sequence of s
-// tokens, by s. FLOPs as the tracer counts them (strategies/tracing_backend.cpp): forward 4·heads·d
-// per computed pair, backward 2.5× forward.
+// tokens, by s. FLOPs as the tracer counts them (common/attention_flops.hpp).
 Points attention_flops_per_second(const RankTimer& timer, TorchBackend& backend, const AttentionShape& shape,
                                   bool causal, int64_t max_tokens) {
   Points points;
@@ -72,8 +72,8 @@ Points attention_flops_per_second(const RankTimer& timer, TorchBackend& backend,
     const Positions sequence{TokenRange{0, s}};
     const AttentionMask mask{causal, sequence, sequence, nullptr};
     const double seconds = attention_pass_s(timer, backend, shape, causal, s);
-    const double flops =
-        3.5 * 4.0 * static_cast<double>(shape.heads * shape.head_dim) * mask.computed_pairs();
+    const double flops = (1 + kAttentionBackwardFlopsPerForward) * kAttentionForwardFlopsPerPairDim *
+                         static_cast<double>(shape.heads * shape.head_dim) * mask.computed_pairs();
     points.emplace_back(static_cast<double>(s), flops / seconds);
     if (s == max_tokens) break;
   }

@@ -35,7 +35,7 @@ TEST_CASE("validate: each row is what simulate and run give for its configuratio
   CHECK(spec.gpus_per_node == 2);
   CHECK(spec.gpu.bf16_flops_per_second > 0);
   // Attention at 128 and 256 tokens; every probed call measured at 64, 128 and 256 (Adam by weight).
-  CHECK(spec.gpu.attention_efficiency_by_seq.points().back().first == 256);
+  CHECK(spec.gpu.attention.efficiency_by_seq.points().back().first == 256);
   CHECK(spec.gpu.kernel_rates.at("softmax").rate.points().size() == 3);
   CHECK(spec.gpu.kernel_rates.at("scores").by_flops);
   CHECK_FALSE(spec.gpu.kernel_rates.at("norm_backward").by_flops);

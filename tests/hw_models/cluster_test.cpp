@@ -99,8 +99,8 @@ TEST_CASE("cluster presets: dgx-a100 carries the A100 figures of its datasheet a
   CHECK(a100.gpu.gemm_tiles->streaming_multiprocessors == 108);
   CHECK(a100.gpu.gemm_tiles->peak_efficiency == Approx(267.9 / 312).epsilon(1e-3));
   // FlashAttention-2 fwd+bwd: 4K tokens 196 TFLOP/s, causal 16K 189.
-  CHECK(a100.gpu.attention_efficiency_by_seq.at(4096) == Approx(196.0 / 312).epsilon(1e-4));
-  CHECK(a100.gpu.causal_attention_efficiency_by_seq.at(16384) == Approx(189.0 / 312).epsilon(1e-4));
+  CHECK(a100.gpu.attention.efficiency_by_seq.at(4096) == Approx(196.0 / 312).epsilon(1e-4));
+  CHECK(a100.gpu.attention.causal_efficiency_by_seq.at(16384) == Approx(189.0 / 312).epsilon(1e-4));
   CHECK(a100.intra_node.bytes_per_second == 300e9);
   CHECK(a100.intra_node.bus_bandwidth_by_bytes.at(1 * kMiB) == 36.2e9);
   CHECK(a100.intra_node.bus_bandwidth_by_bytes.at(64 * kMiB) == 166.6e9);
@@ -156,7 +156,7 @@ TEST_CASE("cluster presets: the derived multi-node figures agree with the NIC fi
     // All-to-all across nodes at about one NIC's bandwidth (nccl-tests #267).
     CHECK(cluster.inter_node.all_to_all_efficiency * ring == Approx(nic).epsilon(1e-3));
     for (const Curve* curve :
-         {&cluster.gpu.attention_efficiency_by_seq, &cluster.gpu.causal_attention_efficiency_by_seq})
+         {&cluster.gpu.attention.efficiency_by_seq, &cluster.gpu.attention.causal_efficiency_by_seq})
       for (const auto& [x, y] : curve->points()) CHECK(y <= 1);
     REQUIRE(cluster.gpu.gemm_tiles);
     CHECK(cluster.gpu.gemm_tiles->peak_efficiency <= 1);
@@ -469,22 +469,71 @@ TEST_CASE(
              Contains("gpu.gemm_efficiency_by_flops") && Contains("0.001"));
 }
 
+TEST_CASE(
+    "load_cluster: attention's forward measured apart, both masks or neither, sourced, leaving the backward "
+    "a time within the peak",
+    "[hw_models]") {
+  TempDir dir;
+  // Where it is measured, the forward runs at its own rate and the backward takes the rest of the pair's
+  // time, at every length (3000 tokens: between the measured ones).
+  const ClusterSpec h100 = load_cluster("dgx-h100");
+  const paradyse::hw::GpuSpec::AttentionCurves& curves = h100.gpu.attention;
+  for (const bool causal : {false, true}) {
+    CAPTURE(causal);
+    CHECK(curves.efficiency(causal, true, 2048) ==
+          (causal ? curves.causal_forward_efficiency_by_seq : curves.forward_efficiency_by_seq).at(2048));
+    CHECK(curves.efficiency(causal, true, 2048) > curves.efficiency(causal, false, 2048));
+    const double pair_s =
+        3.5 / (causal ? curves.causal_efficiency_by_seq : curves.efficiency_by_seq).at(3000);
+    CHECK(1 / curves.efficiency(causal, true, 3000) + 2.5 / curves.efficiency(causal, false, 3000) ==
+          Approx(pair_s).epsilon(1e-12));
+  }
+  // Without it (the A100's charts time the pair only) both directions run at the pair's rate.
+  const ClusterSpec a100 = load_cluster("dgx-a100");
+  CHECK(a100.gpu.attention.efficiency(true, true, 2048) == a100.gpu.attention.efficiency(true, false, 2048));
+
+  const auto with_forward = [&](const std::string& name, double causal_forward_at_512, bool both,
+                                bool sourced) {
+    return write_edited_a100(dir, name, [&](auto& json) {
+      auto& gpu = json["gpu"];
+      gpu["attention_forward_efficiency_by_seq"] = {{512, 0.6}, {16384, 0.7}};
+      if (both)
+        gpu["causal_attention_forward_efficiency_by_seq"] = {{512, causal_forward_at_512}, {16384, 0.7}};
+      gpu["source"]["attention_forward_efficiency_by_seq"] = "measured";
+      if (sourced) gpu["source"]["causal_attention_forward_efficiency_by_seq"] = "measured";
+    });
+  };
+  CHECK(load_cluster(with_forward("forward.json", 0.4, true, true))
+            .gpu.attention.causal_forward_efficiency_by_seq.at(512) == 0.4);
+  CHECK_THAT(load_error(with_forward("one.json", 0.4, false, true)).what(),
+             Contains("gpu.causal_attention_forward_efficiency_by_seq") && Contains("together"));
+  CHECK_THAT(load_error(with_forward("unsourced.json", 0.4, true, false)).what(),
+             Contains("gpu.source.causal_attention_forward_efficiency_by_seq"));
+  // The A100's causal pair at 512 tokens is 99 of 312 TFLOP/s: a forward at 0.11 of peak would leave
+  // the backward above the peak, one at 0.09 no time at all.
+  for (const double forward : {0.11, 0.09}) {
+    CAPTURE(forward);
+    const std::string error = load_error(with_forward("slow.json", forward, true, true)).what();
+    CHECK_THAT(error, Contains("gpu.causal_attention_forward_efficiency_by_seq") &&
+                          Contains("at 512 tokens") && Contains(forward == 0.11 ? "of peak" : "no time"));
+  }
+}
+
 TEST_CASE("load_cluster: other attention implementations, each with both curves and their sources, by name",
           "[hw_models]") {
   TempDir dir;
   ClusterSpec a100 = load_cluster("dgx-a100");
   REQUIRE(a100.gpu.attention_implementations.contains("flash-attention-triton"));
   // Its Triton kernel at 16K tokens, causal, on the chart that gives the GPU's own curves: 80 of 312 TFLOP/s.
-  CHECK(a100.gpu.attention_implementations.at("flash-attention-triton")
-            .causal_attention_efficiency_by_seq.at(16384) == Approx(80.0 / 312).epsilon(1e-4));
+  CHECK(a100.gpu.attention_implementations.at("flash-attention-triton").causal_efficiency_by_seq.at(16384) ==
+        Approx(80.0 / 312).epsilon(1e-4));
   for (const char* h100 : {"dgx-h100", "dgx-h100-superpod", "dgx-h100-superpod-16k"})
     CHECK(load_cluster(h100).gpu.attention_implementations.contains("flash-attention-triton"));
   CHECK(load_cluster("dgx-h200").gpu.attention_implementations.empty());
   CHECK(a100.attention_implementation.empty());
-  CHECK(&a100.attention_efficiency_by_seq(true) == &a100.gpu.causal_attention_efficiency_by_seq);
+  CHECK(&a100.attention_curves() == &a100.gpu.attention);
   use_attention_implementation(a100, "flash-attention-triton", "--attention-implementation");
-  CHECK(&a100.attention_efficiency_by_seq(false) ==
-        &a100.gpu.attention_implementations.at("flash-attention-triton").attention_efficiency_by_seq);
+  CHECK(&a100.attention_curves() == &a100.gpu.attention_implementations.at("flash-attention-triton"));
 
   try {
     use_attention_implementation(a100, "flash-attention-3", "--attention-implementation");
@@ -510,7 +559,7 @@ TEST_CASE("load_cluster: other attention implementations, each with both curves 
   };
   CHECK(load_cluster(with_implementation("mine.json", true, true))
             .gpu.attention_implementations.at("mine")
-            .causal_attention_efficiency_by_seq.at(16384) == 0.25);
+            .causal_efficiency_by_seq.at(16384) == 0.25);
   CHECK_THAT(
       load_error(with_implementation("no-causal.json", false, true)).what(),
       Contains("gpu.attention_implementations.mine") && Contains("causal_attention_efficiency_by_seq"));

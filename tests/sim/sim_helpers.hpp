@@ -24,8 +24,8 @@ inline hw::ClusterSpec flat_cluster(int gpus, int nodes = 1, double nvlink = 100
   c.gpu.hbm_bytes = 80e9;
   c.gpu.hbm_bytes_per_second = 1e12;
   c.gpu.gemm_efficiency_by_flops = hw::Curve({{1, 0.5}});
-  c.gpu.attention_efficiency_by_seq = hw::Curve({{1, 0.5}});
-  c.gpu.causal_attention_efficiency_by_seq = hw::Curve({{1, 0.5}});
+  c.gpu.attention.efficiency_by_seq = hw::Curve({{1, 0.5}});
+  c.gpu.attention.causal_efficiency_by_seq = hw::Curve({{1, 0.5}});
   c.gpu.kernel_launch_s = 2e-6;
   for (auto [fabric, bytes_per_second, bus_bandwidth, ranks] :
        {std::tuple{&c.intra_node, nvlink, nvlink, gpus}, {&c.inter_node, nic, nic * gpus, 2 * gpus}}) {

@@ -3,6 +3,8 @@
 
 - attention_efficiency_by_seq, causal_attention_efficiency_by_seq: FlashAttention-2 forward+backward,
   no dropout, TFLOP/s as the benchmark counts them over the datasheet's dense bf16 peak;
+- attention_forward_efficiency_by_seq, causal_attention_forward_efficiency_by_seq: the same kernel's
+  forward alone, TFLOP/s as the benchmark counts the forward;
 - attention_dropout_time_factor_by_seq: forward+backward under the causal mask with dropout over
   without;
 - hbm_bytes_per_second: a 1 GiB device-to-device copy, bytes read and written;
@@ -55,13 +57,17 @@ def main():
         run = json.load(f)
     figures = {"device": run["device"], "streaming_multiprocessors": run["streaming_multiprocessors"]}
     rows = run["attention"]
-    plain = {r["seq"]: r for r in rows if not r["causal"] and r["dropout"] == 0}
-    causal = {r["seq"]: r for r in rows if r["causal"] and r["dropout"] == 0}
-    dropped = {r["seq"]: r for r in rows if r["causal"] and r["dropout"] > 0}
+    plain = {r["seq"]: r for r in rows if not r["causal"] and r.get("dropout", 0) == 0}
+    causal = {r["seq"]: r for r in rows if r["causal"] and r.get("dropout", 0) == 0}
+    dropped = {r["seq"]: r for r in rows if r["causal"] and r.get("dropout", 0) > 0}
     figures["attention_efficiency_by_seq"] = [[s, round(r["forward_backward_tflops"] * 1e12 / args.peak_flops, 4)]
                                               for s, r in sorted(plain.items())]
     figures["causal_attention_efficiency_by_seq"] = [
         [s, round(r["forward_backward_tflops"] * 1e12 / args.peak_flops, 4)] for s, r in sorted(causal.items())]
+    figures["attention_forward_efficiency_by_seq"] = [[s, round(r["forward_tflops"] * 1e12 / args.peak_flops, 4)]
+                                                      for s, r in sorted(plain.items())]
+    figures["causal_attention_forward_efficiency_by_seq"] = [
+        [s, round(r["forward_tflops"] * 1e12 / args.peak_flops, 4)] for s, r in sorted(causal.items())]
     figures["attention_dropout_time_factor_by_seq"] = [
         [s, round(r["forward_backward_seconds"] / causal[s]["forward_backward_seconds"], 4)]
         for s, r in sorted(dropped.items())]
