@@ -68,21 +68,12 @@ double Curve::highest() const {
   return y;
 }
 
-namespace {
-// The backward's efficiency where the forward's is measured apart: the pair's time less the forward's,
-// per FLOP of the forward, over the backward's FLOPs.
-double backward_efficiency(double pair, double forward) {
-  constexpr double k = kAttentionBackwardFlopsPerForward;
-  return k / ((1 + k) / pair - 1 / forward);
-}
-}  // namespace
-
 double GpuSpec::AttentionCurves::efficiency(bool causal, bool forward, double seq) const {
   const double pair = (causal ? causal_efficiency_by_seq : efficiency_by_seq).at(seq);
   const Curve& forward_curve = causal ? causal_forward_efficiency_by_seq : forward_efficiency_by_seq;
   if (forward_curve.points().empty()) return pair;
   const double forward_alone = forward_curve.at(seq);
-  return forward ? forward_alone : backward_efficiency(pair, forward_alone);
+  return forward ? forward_alone : attention_backward_efficiency(pair, forward_alone);
 }
 
 double FabricSpec::peak_bus_bandwidth() const {
@@ -231,17 +222,15 @@ void check_forward_within_pair(const Object& block, const Curve& pair, const Cur
   for (const auto& [seq, efficiency] : forward.points()) lengths.push_back(seq);
   for (double seq : lengths) {
     const double pair_efficiency = pair.at(seq), forward_efficiency = forward.at(seq);
-    const double left = (1 + kAttentionBackwardFlopsPerForward) / pair_efficiency - 1 / forward_efficiency;
-    if (left < kAttentionBackwardFlopsPerForward)
-      block.fail(
-          forward_key,
-          fmt::format("expected a forward that leaves the backward at most the peak: at {} tokens the "
-                      "forward's {:.4g} of peak against the pair's {:.4g} leaves the backward {} "
-                      "(the backward counts {}x the forward's FLOPs)",
-                      seq, forward_efficiency, pair_efficiency,
-                      left > 0 ? fmt::format("{:.3g} of peak", kAttentionBackwardFlopsPerForward / left)
-                               : std::string("no time"),
-                      kAttentionBackwardFlopsPerForward));
+    const double backward = attention_backward_efficiency(pair_efficiency, forward_efficiency);
+    if (backward <= 0 || backward > 1)
+      block.fail(forward_key,
+                 fmt::format("expected a forward that leaves the backward at most the peak: at {} tokens the "
+                             "forward's {:.4g} of peak against the pair's {:.4g} leaves the backward {} "
+                             "(the backward counts {}x the forward's FLOPs)",
+                             seq, forward_efficiency, pair_efficiency,
+                             backward > 0 ? fmt::format("{:.3g} of peak", backward) : std::string("no time"),
+                             kAttentionBackwardFlopsPerForward));
   }
 }
 

@@ -63,16 +63,17 @@ Points gemm_flops_per_second(const RankTimer& timer, at::ScalarType type) {
   return points;
 }
 
-// FLOP/s of TorchBackend's attention forward + backward (what runs for real) on one sequence of s
-// tokens, by s. FLOPs as the tracer counts them (common/attention_flops.hpp).
+// FLOP/s of TorchBackend's attention forward + backward (what runs for real), or of its forward alone,
+// on one sequence of s tokens, by s. FLOPs as the tracer counts them (common/attention_flops.hpp).
 Points attention_flops_per_second(const RankTimer& timer, TorchBackend& backend, const AttentionShape& shape,
-                                  bool causal, int64_t max_tokens) {
+                                  bool causal, int64_t max_tokens, AttentionPass pass) {
+  const double passes = pass == AttentionPass::forward ? 1 : 1 + kAttentionBackwardFlopsPerForward;
   Points points;
   for (int64_t s = std::min<int64_t>(128, max_tokens);; s = std::min(2 * s, max_tokens)) {
     const Positions sequence{TokenRange{0, s}};
     const AttentionMask mask{causal, sequence, sequence, nullptr};
-    const double seconds = attention_pass_s(timer, backend, shape, causal, s);
-    const double flops = (1 + kAttentionBackwardFlopsPerForward) * kAttentionForwardFlopsPerPairDim *
+    const double seconds = attention_pass_s(timer, backend, shape, causal, s, pass);
+    const double flops = passes * kAttentionForwardFlopsPerPairDim *
                          static_cast<double>(shape.heads * shape.head_dim) * mask.computed_pairs();
     points.emplace_back(static_cast<double>(s), flops / seconds);
     if (s == max_tokens) break;
@@ -495,7 +496,7 @@ constexpr std::array<const char*, 3> kGroupNames{"GEMM and attention", "kernels 
 // Everything calibrate measures, in one pass over the machine, and the speed reference timed before,
 // between and after its groups of figures.
 struct Measurements {
-  Points gemm, attention, causal;
+  Points gemm, attention, causal, attention_forward, causal_forward;
   double dispatch_s = 0;  // the host's, per op
   double launch_s = 0;    // the device's, per kernel (GPU)
   std::vector<KernelPoints> kernels;
@@ -536,6 +537,10 @@ Measurements median_of(const std::vector<Measurements>& passes, const std::vecto
   m.gemm = median_of(compute, [](const Measurements& p) -> const Points& { return p.gemm; });
   m.attention = median_of(compute, [](const Measurements& p) -> const Points& { return p.attention; });
   m.causal = median_of(compute, [](const Measurements& p) -> const Points& { return p.causal; });
+  m.attention_forward =
+      median_of(compute, [](const Measurements& p) -> const Points& { return p.attention_forward; });
+  m.causal_forward =
+      median_of(compute, [](const Measurements& p) -> const Points& { return p.causal_forward; });
   m.dispatch_s = median_of(host, [](const Measurements& p) { return p.dispatch_s; });
   m.launch_s = median_of(host, [](const Measurements& p) { return p.launch_s; });
   m.kernels = host.front().kernels;
@@ -574,8 +579,13 @@ Measurements measure_once(Communicator& communicator, const RankTimer& timer, To
   m.gemm = gemm_flops_per_second(timer, backend.storage_type(DType::bf16));
   const AttentionShape shape = local_attention_shape(model, communicator.size());
   const int64_t longest = options.max_attention_tokens;
-  m.attention = attention_flops_per_second(timer, backend, shape, false, longest);
-  m.causal = attention_flops_per_second(timer, backend, shape, true, longest);
+  m.attention =
+      attention_flops_per_second(timer, backend, shape, false, longest, AttentionPass::forward_backward);
+  m.causal =
+      attention_flops_per_second(timer, backend, shape, true, longest, AttentionPass::forward_backward);
+  m.attention_forward =
+      attention_flops_per_second(timer, backend, shape, false, longest, AttentionPass::forward);
+  m.causal_forward = attention_flops_per_second(timer, backend, shape, true, longest, AttentionPass::forward);
   reference();
   m.dispatch_s = op_overhead_s(timer);
   m.launch_s = kernel_launch_s(communicator, timer);
@@ -593,6 +603,31 @@ Measurements measure_once(Communicator& communicator, const RankTimer& timer, To
   m.synchronization_s = measured_synchronization_s(communicator, timer, step_type);
   reference();
   return m;
+}
+
+// Why the forward's curves cannot stand beside the pair's: the first length where the forward, as
+// timed, leaves the backward no time or more than the peak; nothing where they can.
+std::optional<std::string> forward_beyond_pair(const Measurements& m, double peak_flops) {
+  const auto fraction = [&](double flops_per_second) {
+    return std::clamp(flops_per_second / peak_flops, kLowestEfficiency, 1.0);
+  };
+  for (const auto& [pair, forward, what] : {std::tuple{&m.attention, &m.attention_forward, "attention"},
+                                            std::tuple{&m.causal, &m.causal_forward, "causal attention"}}) {
+    for (std::size_t i = 0; i < std::min(pair->size(), forward->size()); ++i) {
+      const double pair_fraction = fraction((*pair)[i].second),
+                   forward_fraction = fraction((*forward)[i].second);
+      const double backward = attention_backward_efficiency(pair_fraction, forward_fraction);
+      if (backward > 0 && backward <= 1) continue;
+      char text[200];
+      std::snprintf(text, sizeof text,
+                    "%s of %.0f tokens: the forward timed at %.4f of the peak against the pair's %.4f leaves "
+                    "the backward %s",
+                    what, (*pair)[i].first, forward_fraction, pair_fraction,
+                    backward > 0 ? "more than the peak" : "no time");
+      return std::string(text);
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -743,6 +778,21 @@ std::string calibrate_local(Communicator& communicator, const ModelSpec& model,
       efficiency(m.attention, "attention_efficiency_by_seq", "attention of tokens");
   gpu["causal_attention_efficiency_by_seq"] =
       efficiency(m.causal, "causal_attention_efficiency_by_seq", "causal attention of tokens");
+  // The forward alone, so that a recomputed forward costs its own time; left out where a timing leaves
+  // the backward no time or more than the peak (the machine moved between the two), as the loader
+  // would refuse it.
+  const std::optional<std::string> forward_refused = forward_beyond_pair(m, gemm_peak);
+  if (!forward_refused) {
+    gpu["attention_forward_efficiency_by_seq"] =
+        efficiency(m.attention_forward, "attention_forward_efficiency_by_seq", "attention forward of tokens");
+    gpu["causal_attention_forward_efficiency_by_seq"] = efficiency(
+        m.causal_forward, "causal_attention_forward_efficiency_by_seq", "causal attention forward of tokens");
+  } else if (options.note) {
+    options.note(
+        "the attention forward's curves are left out, the forward then priced at the pair's "
+        "rate: " +
+        *forward_refused);
+  }
   if (!raised.empty() && options.note) {
     std::string text;
     for (const std::string& point : raised) text += (text.empty() ? "" : "; ") + point;
@@ -789,6 +839,17 @@ std::string calibrate_local(Communicator& communicator, const ModelSpec& model,
       {"allocator_fragmentation",
        "none: validate compares the bytes the backend's tensors hold, not what the process's allocator "
        "keeps"}};
+  if (!forward_refused) {
+    const std::string forward_what = "TorchBackend attention forward alone (scores in float32), q [1, s, " +
+                                     std::to_string(shape.heads) + ", " + std::to_string(shape.head_dim) +
+                                     "], " + std::to_string(shape.kv_heads) +
+                                     " kv heads, FLOPs 4 heads d pairs, divided by the GEMM peak";
+    gpu["source"]["attention_forward_efficiency_by_seq"] =
+        measured(forward_what + ", non-causal, by s") + stalled["attention_forward_efficiency_by_seq"];
+    gpu["source"]["causal_attention_forward_efficiency_by_seq"] =
+        measured(forward_what + ", causal (s(s+1)/2 pairs), by s") +
+        stalled["causal_attention_forward_efficiency_by_seq"];
+  }
   if (m.host_link > 0) {  // activation offload's copies, and the host memory the machine's GPUs share
     const int gpus = std::max(1, visible_gpus());
     gpu["host_link_bytes_per_second"] = rounded(m.host_link);

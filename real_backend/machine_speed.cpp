@@ -16,7 +16,7 @@ AttentionShape local_attention_shape(const ModelSpec& model, int ranks) {
 }
 
 double attention_pass_s(const RankTimer& timer, TorchBackend& backend, const AttentionShape& shape,
-                        bool causal, int64_t tokens) {
+                        bool causal, int64_t tokens, AttentionPass pass) {
   const Positions sequence{TokenRange{0, tokens}};
   const AttentionMask mask{causal, sequence, sequence, nullptr};
   const Tensor q = backend.wrap(at::randn({1, tokens, shape.heads, shape.head_dim}), DType::bf16);
@@ -25,7 +25,8 @@ double attention_pass_s(const RankTimer& timer, TorchBackend& backend, const Att
   const Tensor d_out = backend.wrap(at::randn({1, tokens, shape.heads, shape.head_dim}), DType::bf16);
   return timer.median_s([&] {
     const AttentionOutput forward = backend.attention_forward(q, k, v, mask);
-    backend.attention_backward(d_out, q, k, v, forward.out, forward.lse, mask);
+    if (pass == AttentionPass::forward_backward)
+      backend.attention_backward(d_out, q, k, v, forward.out, forward.lse, mask);
   });
 }
 

@@ -22,9 +22,10 @@ struct AttentionShape {
 AttentionShape local_attention_shape(const ModelSpec& model, int ranks);
 
 // One attention forward + backward of TorchBackend (what a step runs) over one sequence of `tokens`,
-// on every rank at once: the RankTimer's slowest-rank median.
+// or its forward alone, on every rank at once: the RankTimer's slowest-rank median.
+enum class AttentionPass { forward_backward, forward };
 double attention_pass_s(const RankTimer& timer, TorchBackend& backend, const AttentionShape& shape,
-                        bool causal, int64_t tokens);
+                        bool causal, int64_t tokens, AttentionPass pass = AttentionPass::forward_backward);
 
 // The reference: attention_pass_s, causal, over kReferenceTokens at the model's local shape: a mix
 // of GEMMs and memory-bound float32 passes, as a step is, lasting tens of milliseconds on a CPU.

@@ -36,6 +36,11 @@ TEST_CASE("validate: each row is what simulate and run give for its configuratio
   CHECK(spec.gpu.bf16_flops_per_second > 0);
   // Attention at 128 and 256 tokens; every probed call measured at 64, 128 and 256 (Adam by weight).
   CHECK(spec.gpu.attention.efficiency_by_seq.points().back().first == 256);
+  // The forward timed alone too, at the same lengths, so that a recomputed forward costs its own time.
+  CHECK(spec.gpu.attention.causal_forward_efficiency_by_seq.points().size() ==
+        spec.gpu.attention.causal_efficiency_by_seq.points().size());
+  CHECK_THAT(written["gpu"]["source"]["attention_forward_efficiency_by_seq"].get<std::string>(),
+             Catch::Contains("forward alone"));
   CHECK(spec.gpu.kernel_rates.at("softmax").rate.points().size() == 3);
   CHECK(spec.gpu.kernel_rates.at("scores").by_flops);
   CHECK_FALSE(spec.gpu.kernel_rates.at("norm_backward").by_flops);
