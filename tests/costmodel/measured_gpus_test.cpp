@@ -74,8 +74,9 @@ double last_op_s(const MeasuredGpu& gpu, const TracingBackend& be) {
 }
 
 // A measured attention row (gpu_components.py's attention and attention_occupancy parts), forward and
-// backward as the benchmark times them, priced on the GPU's preset; dropout off where it has none.
-double attention_priced_s(const MeasuredGpu& gpu, const nlohmann::json& row) {
+// backward as the benchmark times them, each direction priced on the GPU's preset; dropout off where
+// it has none.
+std::pair<double, double> attention_directions_priced_s(const MeasuredGpu& gpu, const nlohmann::json& row) {
   const int64_t seq = row.at("seq"), batch = row.at("batch"), heads = row.at("heads"),
                 dim = row.at("head_dim");
   TracingBackend be(0, 1);
@@ -85,24 +86,17 @@ double attention_priced_s(const MeasuredGpu& gpu, const nlohmann::json& row) {
   const Tensor q = be.parameter("q", {batch, seq, heads, dim}, 0);
   const AttentionOutput out = be.attention_forward(q, q, q, mask);
   be.attention_backward(out.out, q, q, q, out.out, out.lse, mask);
-  return priced_s(gpu, be);
-}
-
-// The same row's forward and backward priced apart: the device time of each direction's ops.
-std::pair<double, double> attention_directions_priced_s(const MeasuredGpu& gpu, const nlohmann::json& row) {
-  const int64_t seq = row.at("seq"), batch = row.at("batch"), heads = row.at("heads"),
-                dim = row.at("head_dim");
-  TracingBackend be(0, 1);
-  be.begin_phase(Phase::layer_forward, 0);
-  const AttentionMask mask{row.at("causal").get<bool>(), {{0, seq}}, {{0, seq}}, nullptr};
-  const Tensor q = be.parameter("q", {batch, seq, heads, dim}, 0);
-  const AttentionOutput out = be.attention_forward(q, q, q, mask);
-  be.attention_backward(out.out, q, q, q, out.out, out.lse, mask);
   const costmodel::OpTimer timer(cluster_of(gpu), 1);
   std::pair<double, double> seconds{0, 0};
   for (const Op& op : be.program().ops)
     (op.kind == OpKind::attention_forward ? seconds.first : seconds.second) += timer.seconds(op);
   return seconds;
+}
+
+// The same, forward and backward together.
+double attention_priced_s(const MeasuredGpu& gpu, const nlohmann::json& row) {
+  const auto [forward_s, backward_s] = attention_directions_priced_s(gpu, row);
+  return forward_s + backward_s;
 }
 
 double relative_error(double predicted, double measured) {
