@@ -98,9 +98,10 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
   {
     StepSpec nothing;
     nothing.model = &model_;
+    GroupedStepSpec idle = one_round({{0, job, nothing}}, true);
+    idle.skip_idle_rounds = false;  // as a rank without work whose shard group trains
     const costmodel::ProgramPrice price =
-        costmodel::price_program(trace_grouped_step(one_round({{0, job, nothing}}, true), 0, job),
-                                 costmodel::OpTimer(cluster_, job), 0, 0);
+        costmodel::price_program(trace_grouped_step(idle, 0, job), costmodel::OpTimer(cluster_, job), 0, 0);
     round_s_ = price.seconds - price.optimizer_s;
   }
   const int64_t longest = grid_tokens(max_tokens);
@@ -128,16 +129,25 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
       // A micro-batch's cost however few its tokens: the shortest grid length's, beyond the round's.
       const Price shortest = price(MicroBatch::sequence(grid[0]), degree);
       at_degree_.back()->micro_batch_s = std::max(0.0, shortest.seconds - round_s_);
-      // The packing limit: the longest grid length that the shortest one's plan holds.
-      std::size_t packs = 1, overflows = fit;
-      while (packs < overflows) {
-        const std::size_t mid = (packs + overflows) / 2;
-        if (held(shortest.plan, price_round(MicroBatch::sequence(grid[mid]), degree, shortest.plan, false),
-                 true)
-                .fits)
-          packs = mid + 1;
-        else
-          overflows = mid;
+      // The packing limit: the longest grid length that the plan of a micro-batch at the limit holds.
+      // From the shortest one's plan, whose limit's own plan may hold more (a tiny micro-batch's fastest
+      // plan, tensor parallelism, holds fewer tokens than Ulysses, the fastest at hundreds of
+      // thousands), until the plan at the limit is the plan that set it.
+      std::size_t packs = 1;
+      for (Plan plan = shortest.plan;;) {
+        std::size_t holds = packs, overflows = fit;
+        while (holds < overflows) {
+          const std::size_t mid = (holds + overflows) / 2;
+          if (held(plan, price_round(MicroBatch::sequence(grid[mid]), degree, plan, false), true).fits)
+            holds = mid + 1;
+          else
+            overflows = mid;
+        }
+        Plan at_limit = price(MicroBatch::sequence(grid[holds - 1]), degree).plan;
+        const bool settled = holds == packs || at_limit == plan;
+        packs = std::max(packs, holds);
+        if (settled) break;
+        plan = std::move(at_limit);
       }
       at_degree_.back()->packing_tokens = grid[packs - 1];
       // What the prefetch hides: its gain on a micro-batch at the packing limit, on that one's plan.
@@ -321,6 +331,7 @@ GroupedStepSpec GroupCosts::one_round(Round round, bool prefetch) const {
   spec.shard_degree = shard_degree_;
   spec.gradient_reduce_dtype = gradient_reduce_dtype_;
   spec.prefetch_gathers = prefetch;
+  spec.sum_over_replicas = false;  // once a step, as the optimizer
   return spec;
 }
 

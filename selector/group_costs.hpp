@@ -4,7 +4,8 @@
 // model for `optimal`, or, for kSwitching, the fastest per-layer plan by the grouped step's own
 // programs (below). A micro-batch's time and memory are those of the analytic model on rank 0's traced
 // program of a round in which its group trains it and the job's other ranks are idle: the job's per-layer
-// weight gathers and gradient reduce-scatter included, the optimizer step not (one per global batch).
+// weight gathers and gradient reduce-scatter included, the optimizer step and the replicas' sums of the
+// gradients under hybrid sharding not (one per global batch).
 // Its time is priced without the gathers' prefetch, so that its work and the round's collectives add
 // up; its memory is that program's peak plus one more layer's gathered weights, what the prefetch
 // holds at most (an upper bound on the prefetching program's peak). Where that one layer is what keeps
@@ -22,8 +23,10 @@
 // run at the efficiency of its whole tokens, not of one document's. What the prefetch hides of a
 // round's collectives under a group's work is, per degree, the prefetch's gain on a micro-batch at
 // the packing limit (GroupProblem::hidden_s). Sequences pack into one micro-batch up to the
-// longest grid length that the shortest one's plan holds (GroupProblem::packing_tokens), so that
-// what a packed micro-batch runs is what its sequences were priced on; a longer one is trained alone. What
+// longest grid length that the plan of a micro-batch of that length holds (GroupProblem::packing_tokens:
+// found from the shortest one's plan, whose limit may run a plan that holds more, until the plan at the
+// limit is the one that set it), so that what a packed micro-batch runs is what its sequences were
+// priced on; a longer one is trained alone. What
 // the model leaves out: other groups' contention and their waits at the job's collectives (the simulator has
 // both), and a layer's compute shorter than its gather (the prefetch then hides less).
 #pragma once

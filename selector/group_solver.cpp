@@ -12,6 +12,9 @@
 namespace paradyse::selector {
 namespace {
 
+// The step lengths in rounds for which the greedy tries to keep every sequence within a round (2 … this).
+constexpr int kRoundCountsTried = 6;
+
 // Ranks of one round in use.
 class RoundRanks {
  public:
@@ -129,6 +132,22 @@ GroupSchedule solve_groups_greedy(const GroupProblem& problem) {
       if (problem.seconds[s][i] < problem.seconds[s][faster]) faster = i;
     }
     bounded[s] = faster;
+  }
+  // A step of r rounds has rounds of about bound / r: a sequence that alone outlasts that on its cheapest
+  // degree holds its round back while the round's other groups idle, so it takes the cheapest degree that
+  // keeps it within a round, or its fastest.
+  for (int rounds = 2; rounds <= kRoundCountsTried; ++rounds) {
+    const double round_length_s = bound / rounds;
+    std::vector<std::size_t>& within = choices.emplace_back(cheapest);
+    for (std::size_t s = 0; s < n; ++s) {
+      if (cheapest[s] == degrees || problem.seconds[s][cheapest[s]] <= round_length_s) continue;
+      std::size_t chosen = degrees;
+      for (std::size_t i = 0; i < degrees; ++i)
+        if (fits(s, i) && problem.seconds[s][i] <= round_length_s &&
+            (chosen == degrees || gpu_s(s, i) < gpu_s(s, chosen)))
+          chosen = i;
+      within[s] = chosen == degrees ? fastest[s] : chosen;
+    }
   }
   for (std::size_t floor = 1; floor < degrees; ++floor) {
     std::vector<std::size_t>& at_least = choices.emplace_back(cheapest);

@@ -18,8 +18,9 @@
 //     the fastest schedule kept: the degree where it costs the fewest GPU-seconds (degree × time),
 //     or, if its time there exceeds the step's lower bound (the larger of the GPU-seconds over N and
 //     the slowest sequence at its fastest degree), the smallest degree that brings it under the
-//     bound, or its fastest; the fewest GPU-seconds among degrees of at least k, for each allowed k;
-//     its fastest degree;
+//     bound, or its fastest; for a step of r rounds (r = 2 … 6), the fewest GPU-seconds among the
+//     degrees where it takes at most bound / r (a round's length), or its fastest; the fewest
+//     GPU-seconds among degrees of at least k, for each allowed k; its fastest degree;
 //  2. slowest first, each sequence goes where it adds least to the step's time: into a group of its
 //     degree that has room in the degree's capacity, into a new group on the lowest free aligned ranks
 //     of a round, or into a new round (list scheduling; on a tie, the earlier round, and an existing

@@ -36,30 +36,43 @@ constexpr Tensor LayerWeights::*kMatrices[] = {&LayerWeights::qkv, &LayerWeights
 constexpr Tensor LayerWeights::*kNorms[] = {&LayerWeights::norm1_gamma, &LayerWeights::norm1_beta,
                                             &LayerWeights::norm2_gamma, &LayerWeights::norm2_beta};
 
-// This rank's shard of the sum over the job of every rank's whole `gradient`: reduce-scattered over the
-// shard group, then summed over the shard's replicas (FSDP's HYBRID_SHARD; nothing under FULL_SHARD).
-Tensor summed_shard(Backend& be, const Tensor& gradient) {
-  return be.replica_all_reduce(be.shard_reduce_scatter(gradient, 0));
-}
-
 // The job's shards, gathered layer by layer (grouped_step.hpp).
 class JobShards final : public WeightSource {
  public:
   JobShards(ModelShards& shards, const ModelSpec& model, int num_layers, DType reduce_dtype)
       : shards_(shards), model_(model), num_layers_(num_layers), reduce_dtype_(reduce_dtype) {}
 
-  // Whether the next round's gathers are prefetched; between rounds, when none is in flight.
-  void prefetch(bool on) {
+  // A round begins: whether its gathers are prefetched, and whether each layer's gradient shard is summed
+  // over its replicas as soon as its backward has added to it (the step's last round, if the shard group
+  // trains in it); between rounds, when no gather is in flight.
+  void begin_round(bool prefetch, bool sums_in_backward) {
     PARADYSE_CHECK(!next_.valid(), "a prefetched layer gather that was not used");
-    prefetch_ = on;
+    prefetch_ = prefetch;
+    sums_in_backward_ = sums_in_backward;
+    layers_summed_ = layers_summed_ || sums_in_backward;
+  }
+  // After this rank's last round: every gradient shard not yet summed over its replicas summed (the
+  // layers last to first, then the tables, the order of the sums in a backward), and every sum waited for.
+  void finish_replica_sums(Backend& be) {
+    be.begin_phase(Phase::optimizer, -1);
+    if (!layers_summed_)
+      for (int layer = num_layers_ - 1; layer >= 0; --layer)
+        sum_over_replicas(be, shards_.flat_layer_grads[static_cast<std::size_t>(layer)]);
+    if (shards_.head_grad.defined()) sum_over_replicas(be, shards_.head_grad);
+    sum_over_replicas(be, shards_.embedding_grad);
+    for (Pending& sum : replica_sums_) sum.wait();
+    replica_sums_.clear();
   }
 
   Tensor table(Backend& be, bool head) override {
     return be.shard_all_gather(head ? shards_.head : shards_.embedding, 0);
   }
   void add_table_grad(Backend& be, bool head, const Tensor& d_table) override {
+    // A tied table takes two gradients a micro-batch (as the head, then as the embedding), so the tables'
+    // sums over the replicas wait for the round's end.
     be.add_(head ? shards_.head_grad : shards_.embedding_grad,
-            summed_shard(be, d_table.dtype() == reduce_dtype_ ? d_table : be.cast(d_table, reduce_dtype_)));
+            be.shard_reduce_scatter(
+                d_table.dtype() == reduce_dtype_ ? d_table : be.cast(d_table, reduce_dtype_), 0));
   }
   bool tables_sharded_over_group() const override { return false; }  // over the shard group
 
@@ -114,11 +127,9 @@ class JobShards final : public WeightSource {
     add_table_grad(be, head, be.zeros(table_shape, reduce_dtype_));
     for (int layer = num_layers_ - 1; layer >= 0; --layer) {
       be.begin_phase(Phase::layer_backward, layer);
-      const auto l = static_cast<std::size_t>(layer);
       gathered(be, {layer, true});
       be.label("idle");
-      be.add_(shards_.flat_layer_grads[l],
-              summed_shard(be, be.zeros({layout_.padded(be.shard_degree())}, reduce_dtype_)));
+      add_layer_grad(be, layer, be.zeros({layout_.padded(be.shard_degree())}, reduce_dtype_));
     }
     be.begin_phase(Phase::embedding_backward, -1);
     add_table_grad(be, false, be.zeros(table_shape, reduce_dtype_));
@@ -140,7 +151,7 @@ class JobShards final : public WeightSource {
       for (Tensor LayerWeights::*n : kNorms)
         if ((shard_grads_.*n).defined()) be.add_(whole_grads_.*n, shard_grads_.*n);
     shard_grads_ = whole_grads_ = LayerWeights{};
-    be.add_(shards_.flat_layer_grads[static_cast<std::size_t>(layer)], summed_shard(be, grad_flat_));
+    add_layer_grad(be, layer, grad_flat_);
     grad_flat_ = Tensor();
   }
 
@@ -180,6 +191,25 @@ class JobShards final : public WeightSource {
     return flat;
   }
 
+  // This rank's shard of the shard group's sum of the layer's whole `gradient`, added into its gradient
+  // shard; in the shard group's last round, that shard is then summed over its replicas.
+  void add_layer_grad(Backend& be, int layer, const Tensor& gradient) {
+    Tensor& shard = shards_.flat_layer_grads[static_cast<std::size_t>(layer)];
+    be.add_(shard, be.shard_reduce_scatter(gradient, 0));
+    if (sums_in_backward_) sum_over_replicas(be, shard);
+  }
+  // Hybrid sharding: every replica accumulates its own ranks' gradients over the step's rounds, and the
+  // replicas sum them once, in place in the fp32 gradient shard, waited for before the optimizer (as FSDP2
+  // with HSDP and Megatron-FSDP's HSDP all-reduce across replicas at the last micro-batch only): in the
+  // step's last round, each layer's sum starts under the backward that follows it; a shard group whose
+  // last round comes earlier starts its sums after that round, when nothing else waits on its
+  // communication stream, so that a sum waiting there for a later replica holds back none of its own
+  // gathers. Nothing under full sharding (one replica).
+  void sum_over_replicas(Backend& be, Tensor& shard) {
+    be.label("sum over replicas");
+    replica_sums_.push_back(be.replica_all_reduce_async(shard));
+  }
+
   // Whole weights serve a strategy that gathers them whole anyway, and any strategy on one rank.
   static bool takes_whole(const Backend& be, const Strategy& strategy) {
     return strategy.uses_whole_weights() || be.degree() == 1;
@@ -190,6 +220,9 @@ class JobShards final : public WeightSource {
   const int num_layers_;
   const DType reduce_dtype_;
   bool prefetch_ = true;
+  bool sums_in_backward_ = false;  // this round sums each layer's gradient shard over the replicas
+  bool layers_summed_ = false;     // a round has
+  std::vector<Pending> replica_sums_;
   const LayerFlatLayout layout_ = layer_flat_layout(model_);
   Pending next_;  // the prefetched gather of next_use_
   Use next_use_;
@@ -208,6 +241,13 @@ std::optional<DType> gradient_reduce_dtype_named(std::string_view name) {
 bool GroupedStepSpec::prefetches(std::size_t round) const {
   return prefetch_gathers && std::find(rounds_without_prefetch.begin(), rounds_without_prefetch.end(),
                                        round) == rounds_without_prefetch.end();
+}
+
+bool shard_group_trains(const Round& round, int first_rank, int degree) {
+  return std::any_of(round.begin(), round.end(), [&](const GroupWork& group) {
+    return !group.idle() && group.first_rank < first_rank + degree &&
+           first_rank < group.first_rank + group.degree;
+  });
 }
 
 const GroupWork& group_of(const Round& round, int rank) {
@@ -271,9 +311,15 @@ Tensor grouped_training_step(Backend& be, const GroupedStepSpec& spec, ModelShar
                  "a grouped step runs on shards laid out over its shard group, one per layer");
   StepTotals totals = step_totals(be, spec.clip_grad_norm);
   JobShards weights(shards, *spec.model, spec.num_layers, spec.gradient_reduce_dtype);
-  for (std::size_t r = 0; r < spec.rounds.size(); ++r) {
+  // The rounds this rank runs: those in which its shard group trains something, or every round.
+  const int shard_first = be.job_rank() - be.shard_rank();
+  std::vector<std::size_t> runs;
+  for (std::size_t r = 0; r < spec.rounds.size(); ++r)
+    if (!spec.skip_idle_rounds || shard_group_trains(spec.rounds[r], shard_first, be.shard_degree()))
+      runs.push_back(r);
+  for (const std::size_t r : runs) {
     const GroupWork& group = group_of(spec.rounds[r], be.job_rank());
-    weights.prefetch(spec.prefetches(r));
+    weights.begin_round(spec.prefetches(r), spec.sum_over_replicas && r + 1 == spec.rounds.size());
     be.use_group(group.first_rank, group.degree);
     if (group.idle())
       weights.idle_round(be);
@@ -281,6 +327,7 @@ Tensor grouped_training_step(Backend& be, const GroupedStepSpec& spec, ModelShar
       forward_backward(be, group.micro_batch, shards, weights, tokens[r], targets[r], totals.loss);
   }
   be.use_group(0, job);
+  if (spec.sum_over_replicas) weights.finish_replica_sums(be);
   std::vector<OptimizerLayer> layers;
   for (int layer = 0; layer < spec.num_layers; ++layer) {
     const auto l = static_cast<std::size_t>(layer);

@@ -10,9 +10,9 @@
 // reduce theirs (DeepSpeed ZeRO-3 and FSDP reduce in the parameters' dtype by default) or in fp32
 // (GroupedStepSpec::gradient_reduce_dtype), and added into the rank's fp32 gradient shard. The shard
 // group is the whole job (FSDP's FULL_SHARD), or one node (HYBRID_SHARD: every node holds a replica,
-// the gathers stay on NVLink, and each reduce-scattered gradient shard is then all-reduced over its
-// replicas across the nodes, as FSDP does). These collectives are the same, layer by layer, whatever
-// each group runs, so the groups of a round go through the layers together.
+// the gathers stay on NVLink, and the gradient shards are all-reduced over their replicas across the
+// nodes once a step, below). These collectives are the same, layer by layer, whatever each group of a
+// shard group runs, so the groups of a round in one shard group go through the layers together.
 //
 // What a group of degree d does with a layer's whole weights:
 // - a strategy that gathers whole weights anyway (ZeRO-3: megatron_cz, ulysses_z, colossal_z) uses
@@ -34,7 +34,12 @@
 //
 // A step is rounds. In a round every rank of the job is in one group and each group trains one
 // micro-batch; the groups may differ from round to round (FlexSP plans each). Gradients accumulate
-// over the rounds, and one optimizer step follows the last.
+// over the rounds, and one optimizer step follows the last. A shard group none of whose ranks trains in
+// a round skips it: it has no weights to gather for anyone. Under hybrid sharding each replica
+// accumulates its own gradient shards over the rounds and the replicas sum them once, in the shard
+// group's last round (as FSDP2's HSDP and Megatron-FSDP's do across replicas at the last micro-batch
+// only), so that between a step's start and end a node waits for another only in a group that spans
+// both.
 #pragma once
 
 #include <optional>
@@ -72,6 +77,13 @@ struct GroupedStepSpec {
   // Rounds (indices into `rounds`) that gather each layer only when they use it: memory relief for a
   // round in which a group's fastest plan fits only without the prefetch's one more layer of weights.
   std::vector<std::size_t> rounds_without_prefetch;
+  // A shard group none of whose ranks trains in a round skips it (above); false: its ranks take part in
+  // its collectives all the same, as they would for a busy rank of their shard group (what a round costs
+  // a rank without work, which the group solver prices as a round's fixed cost).
+  bool skip_idle_rounds = true;
+  // false: the replicas' gradient shards are left unsummed, as a round in the middle of a step leaves
+  // them (what the group solver prices: the sums, like the optimizer, come once a step).
+  bool sum_over_replicas = true;
   // The element type in which each layer's whole gradient (and the tables') is summed and
   // reduce-scattered: bf16, the weights' (DeepSpeed ZeRO-3's default, and FSDP's when its mixed precision
   // names no reduce dtype), or fp32 (FSDP with reduce_dtype float32, as Composer's DEFAULT mixed
@@ -90,6 +102,8 @@ std::optional<DType> gradient_reduce_dtype_named(std::string_view name);
 // job's `job_degree` ranks exactly, in order, or a plan has another length, a strategy cannot run at its
 // group's degree, or a micro-batch's tokens do not fit its group's layout.
 void check_grouped_step(const GroupedStepSpec& spec, int job_degree);
+// Whether any rank of [first_rank, first_rank + degree) trains a micro-batch in `round`.
+bool shard_group_trains(const Round& round, int first_rank, int degree);
 // The group of `round` that holds job rank `rank`.
 const GroupWork& group_of(const Round& round, int rank);
 

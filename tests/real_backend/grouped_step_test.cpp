@@ -210,6 +210,18 @@ TEST_CASE("groups training different micro-batches with different plans compute 
          inputs(model, 2, 2, {"colossal_z", "megatron_ts"}, 1, {20})}};
     check_against(run_grouped(model, rounds, shard), reference_of(model, rounds, shard));
   }
+  SECTION(
+      "rounds in which half the job trains nothing: under hybrid sharding that shard group skips them, "
+      "and each shard group's last round differs") {
+    const std::vector<std::vector<GroupInputs>> rounds{
+        {inputs(model, 0, 2, {"ulysses_z", "megatron_ts"}, 1, {8, 8}),
+         inputs(model, 2, 2, {"metp", "megatron_cz"}, 1, {12})},
+        {inputs(model, 0, 1, {"megatron_tp", "metp"}, 1, {10}), inputs(model, 1, 1, {}, 1, {}),
+         inputs(model, 2, 1, {}, 1, {}), inputs(model, 3, 1, {}, 1, {})},
+        {inputs(model, 0, 1, {}, 1, {}), inputs(model, 1, 1, {}, 1, {}),
+         inputs(model, 2, 2, {"megatron_ts", "ulysses_z"}, 2, {8, 12})}};
+    check_against(run_grouped(model, rounds, shard), reference_of(model, rounds, shard));
+  }
 }
 
 TEST_CASE("gradients summed and reduce-scattered in fp32 (FSDP's reduce_dtype) are the one device's too",

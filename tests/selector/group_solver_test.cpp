@@ -341,6 +341,30 @@ TEST_CASE("group solver: beyond the packing limit a sequence is a micro-batch of
   CHECK(selector::solve_groups_greedy(problem).seconds == Approx(4.2));
 }
 
+TEST_CASE("group solver: a sequence that would hold a round back goes to a wider group", "[selector]") {
+  // Four ranks: a long sequence of 8 s on 2 ranks (4.4 s on 4) and four short ones of 2 s on 2 ranks
+  // (1.2 s on 4), two to a micro-batch on 2 ranks, four on 4. Each is cheapest on 2 ranks, and the long
+  // one there is within the step's bound (32 GPU-seconds over 4 ranks: 8 s), so on its cheapest degree it
+  // fills a round alone: 8 + 4 s. Everything on 4 ranks takes 4.4 + 4.8 s. A step of two rounds has
+  // rounds of about 4 s, which the long one outlasts on 2 ranks: on 4 it takes a round (4.4 s) and the
+  // short ones the next on two groups of 2 (4 s): 8.4 s, the optimum.
+  GroupProblem problem;
+  problem.job = 4;
+  problem.degrees = {2, 4};
+  problem.tokens = {100, 10, 10, 10, 10};
+  problem.seconds = {{8, 4.4}, {2, 1.2}, {2, 1.2}, {2, 1.2}, {2, 1.2}};
+  problem.capacity_tokens = {100, 100};
+  problem.packing_tokens = {20, 40};
+  const selector::GroupSchedule greedy = selector::solve_groups_greedy(problem);
+  CHECK(greedy.seconds == Approx(8.4));
+  REQUIRE(greedy.rounds.size() == 2);
+  CHECK(greedy.rounds[0].groups.size() == 1);
+  CHECK(greedy.rounds[0].groups[0].degree == 4);
+  const selector::MilpSolution exact = selector::solve_groups_milp(problem, 3, 30);
+  REQUIRE(exact.optimal);
+  CHECK(exact.schedule.seconds == Approx(8.4));
+}
+
 TEST_CASE("group solver: degrees that are not powers of two dividing the job are refused", "[selector]") {
   GroupProblem problem = hand_worked();
   problem.degrees = {1, 3, 4};
@@ -526,6 +550,31 @@ TEST_CASE(
     CAPTURE(length);
     CHECK((chosen.prefetch || !chosen.fits));
   }
+}
+
+TEST_CASE("group costs: sequences pack up to what the plan of a micro-batch at the limit holds",
+          "[selector]") {
+  // gpt-8l on 16 GPUs: a micro-batch of a few tokens runs tensor parallelism fastest, which holds fewer
+  // tokens than Ulysses, the fastest plan for hundreds of thousands. The packing limit is the length
+  // that its own plan holds with the prefetch's layer, and the tiny micro-batch's plan does not.
+  const ModelSpec model = load_model("gpt-8l");
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100", 2);
+  const int job = 16;
+  selector::GroupCosts costs(model, cluster, job, selector::GroupCosts::kSwitching, 1 << 20,
+                             {.degrees = {job}});
+  const int64_t limit = costs.problem({64}).packing_tokens.at(0);
+  const double capacity = cluster.tensor_capacity_bytes();
+  const double prefetch_bytes = prefetch_layer_bytes(model, cluster, job);
+  const auto holds = [&](const Plan& plan, int64_t length) {
+    return one_group_round(model, cluster, job, plan, length, false).peak_bytes + prefetch_bytes <= capacity;
+  };
+  const Plan at_limit = costs.price(MicroBatch::sequence(limit), job).plan;
+  CAPTURE(limit, plan_runs_name(at_limit));
+  CHECK(holds(at_limit, limit));
+  CHECK_FALSE(holds(at_limit, limit + limit / 10));
+  const Plan tiny = costs.price(MicroBatch::sequence(64), job).plan;
+  CHECK(tiny != at_limit);
+  CHECK_FALSE(holds(tiny, limit));
 }
 
 TEST_CASE(

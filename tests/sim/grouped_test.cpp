@@ -206,3 +206,70 @@ TEST_CASE("simulator: a hybrid-sharded grouped step gathers inside each node and
                                steps::static_memory_bytes(model, 8, WeightLayout::job), 0);
   CHECK(hsdp.iteration_time_s == Approx(priced.seconds).epsilon(0.05));
 }
+
+TEST_CASE(
+    "simulator: under hybrid sharding a node without work in a round skips it, and the replicas sum "
+    "their gradients once, in each node's last round",
+    "[sim]") {
+  const ModelSpec model = load_model("llama-8l");
+  const hw::ClusterSpec cluster = hw::load_cluster("dgx-a100", 2);
+  const auto micro_batch = [&](int64_t tokens) {
+    StepSpec micro;
+    micro.model = &model;
+    micro.tokens = tokens;
+    micro.plan = uniform_plan(megatron_ts(), model.num_layers);
+    return micro;
+  };
+  StepSpec idle;
+  idle.model = &model;
+  GroupedStepSpec spec;
+  spec.model = &model;
+  spec.num_layers = static_cast<int>(model.num_layers);
+  spec.shard_degree = 8;
+  // Both nodes train in the first round; only the first node in the second.
+  spec.rounds = {{{0, 8, micro_batch(16384)}, {8, 8, micro_batch(16384)}},
+                 {{0, 8, micro_batch(8192)}, {8, 8, idle}}};
+  const auto count = [](const Program& program, CommGroup group, OpKind kind) {
+    return std::count_if(program.ops.begin(), program.ops.end(),
+                         [&](const Op& op) { return op.group == group && op.kind == kind; });
+  };
+  GroupedStepSpec one_round = spec;
+  one_round.rounds.resize(1);
+  const Program busy = trace_grouped_step(spec, 3, 16), skipping = trace_grouped_step(spec, 11, 16),
+                alone = trace_grouped_step(one_round, 11, 16);
+  // The second node gathers for the first round only; the first for both.
+  const auto gathers = [&](const Program& p) { return count(p, CommGroup::shard, OpKind::all_gather); };
+  CHECK(gathers(skipping) == gathers(alone));
+  CHECK(gathers(busy) == 2 * gathers(alone));
+  // One sum over the replicas per layer and table, whatever the rounds: on the first node under its
+  // second round's backward (some of its gathers after the first sum), on the second after its one round
+  // (none after).
+  const auto sums = static_cast<long>(model.num_layers) + (model.tied_embeddings ? 1 : 2);
+  CHECK(count(busy, CommGroup::replica, OpKind::all_reduce) == sums);
+  CHECK(count(skipping, CommGroup::replica, OpKind::all_reduce) == sums);
+  const auto gathers_around_first_sum = [](const Program& p) {
+    std::pair<long, long> before_after{0, 0};
+    bool summed = false;
+    for (const Op& op : p.ops) {
+      summed = summed || op.group == CommGroup::replica;
+      if (op.group == CommGroup::shard && op.kind == OpKind::all_gather)
+        ++(summed ? before_after.second : before_after.first);
+    }
+    return before_after;
+  };
+  CHECK(gathers_around_first_sum(busy).first > gathers(alone));
+  CHECK(gathers_around_first_sum(busy).second > 0);
+  CHECK(gathers_around_first_sum(skipping).second == 0);
+
+  // The simulator runs the step (the replicas' sums meet though the nodes' last rounds differ) in the
+  // time of the first node's programs, which the analytic model prices alone: the second node's sums,
+  // waiting for the first's, hold back nothing of either.
+  steps::StepSimulator simulator(model, cluster);
+  const sim::SimulationResult simulated = simulator.simulate_grouped(spec);
+  const double static_bytes = steps::static_memory_bytes(model, 8, WeightLayout::job);
+  const costmodel::OpTimer timer(cluster, 16);
+  const double first_node = costmodel::price_program(busy, timer, static_bytes, 0).seconds;
+  const double second_node = costmodel::price_program(skipping, timer, static_bytes, 0).seconds;
+  CHECK(second_node < 0.8 * first_node);
+  CHECK(simulated.iteration_time_s == Approx(first_node).epsilon(0.05));
+}
