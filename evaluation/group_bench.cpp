@@ -55,7 +55,8 @@ GroupBenchResult bench_group_solver(
     std::vector<int64_t> batch;
     for (int s = 0; s < options.small_sequences; ++s) batch.push_back(lengths[pick(rng)]);
     const selector::GroupProblem problem = small->problem(batch);
-    const selector::GroupSchedule greedy = selector::solve_groups_greedy(problem);
+    // The MILP's model: rounds the job's, whatever the shard groups.
+    const selector::GroupSchedule greedy = selector::solve_job_rounds(problem);
     const auto start = std::chrono::steady_clock::now();
     const selector::MilpSolution exact = selector::solve_groups_milp(
         problem, static_cast<int>(greedy.rounds.size()) + 1, options.milp_time_limit_s);

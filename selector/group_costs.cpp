@@ -161,6 +161,17 @@ GroupCosts::GroupCosts(const ModelSpec& model, const hw::ClusterSpec& cluster, i
       at_degree_.pop_back();
     }
   }
+  // What the replicas' sums add to a step (hybrid sharding), beyond a round whose backward starts them:
+  // on a group of a shard group's ranks, at its packing limit.
+  if (const auto at_shard = std::find(degrees_.begin(), degrees_.end(), shard_degree_);
+      shard_degree_ < job_ && at_shard != degrees_.end()) {
+    const int64_t tokens = at_degree_[static_cast<std::size_t>(at_shard - degrees_.begin())]->packing_tokens;
+    const MicroBatch full = MicroBatch::sequence(tokens);
+    const Plan plan = price(full, shard_degree_).plan;
+    const costmodel::ProgramPrice without = price_round(full, shard_degree_, plan, true);
+    const costmodel::ProgramPrice with = price_round(full, shard_degree_, plan, true, true);
+    step_s_ = std::max(0.0, (with.seconds - with.optimizer_s) - (without.seconds - without.optimizer_s));
+  }
   if (degrees_.empty())
     throw InputError("", 0, "",
                      "priced by " + policy + ", not even a sequence of " + std::to_string(grid.front()) +
@@ -306,7 +317,7 @@ GroupCosts::Price GroupCosts::price_switching(const PlanPricer& plan_price, int 
 }
 
 costmodel::ProgramPrice GroupCosts::price_round(const MicroBatch& micro_batch, int degree, const Plan& plan,
-                                                bool prefetch) {
+                                                bool prefetch, bool sum_over_replicas) {
   StepSpec micro;
   micro.model = &model_;
   const std::vector<int64_t> padded = micro_batch.padded_documents(degree, causal_);
@@ -319,11 +330,12 @@ costmodel::ProgramPrice GroupCosts::price_round(const MicroBatch& micro_batch, i
     idle.model = &model_;
     round.push_back({degree, job_ - degree, idle});
   }
-  return costmodel::price_program(trace_grouped_step(one_round(std::move(round), prefetch), 0, job_),
-                                  at(degree).timer, static_bytes_, cluster_.gpu.allocator_fragmentation);
+  return costmodel::price_program(
+      trace_grouped_step(one_round(std::move(round), prefetch, sum_over_replicas), 0, job_), at(degree).timer,
+      static_bytes_, cluster_.gpu.allocator_fragmentation);
 }
 
-GroupedStepSpec GroupCosts::one_round(Round round, bool prefetch) const {
+GroupedStepSpec GroupCosts::one_round(Round round, bool prefetch, bool sum_over_replicas) const {
   GroupedStepSpec spec;
   spec.model = &model_;
   spec.num_layers = static_cast<int>(model_.num_layers);
@@ -331,7 +343,7 @@ GroupedStepSpec GroupCosts::one_round(Round round, bool prefetch) const {
   spec.shard_degree = shard_degree_;
   spec.gradient_reduce_dtype = gradient_reduce_dtype_;
   spec.prefetch_gathers = prefetch;
-  spec.sum_over_replicas = false;  // once a step, as the optimizer
+  spec.sum_over_replicas = sum_over_replicas;
   return spec;
 }
 
@@ -356,6 +368,8 @@ GroupProblem GroupCosts::problem(const std::vector<int64_t>& tokens) {
   problem.job = job_;
   problem.degrees = degrees_;
   problem.round_s = round_s_;
+  problem.shard_degree = shard_degree_ < job_ ? shard_degree_ : 0;
+  problem.step_s = step_s_;
   for (const int64_t length : tokens) problem.tokens.push_back(grid_tokens(length));
   // A (grid) length's seconds, priced once.
   const auto priced = [&](AtDegree& at_degree, int degree, int64_t length) -> const SequencePrice& {

@@ -114,10 +114,10 @@ class GroupCosts {
   using PlanPricer = std::function<Price(const Plan& plan, bool prefetch)>;
   Price held(const Plan& plan, const costmodel::ProgramPrice& program, bool prefetch) const;
   // A step of this one round, its weights sharded and its gradients reduced as this job's.
-  GroupedStepSpec one_round(Round round, bool prefetch) const;
+  GroupedStepSpec one_round(Round round, bool prefetch, bool sum_over_replicas = false) const;
   // Rank 0's program of a round in which ranks [0, degree) train `micro_batch` by `plan`, priced.
   costmodel::ProgramPrice price_round(const MicroBatch& micro_batch, int degree, const Plan& plan,
-                                      bool prefetch);
+                                      bool prefetch, bool sum_over_replicas = false);
   // What a sequence of `length` adds to a micro-batch on a group of `degree` (GroupProblem::seconds), and
   // the plan of the micro-batch that priced it.
   struct SequencePrice {
@@ -142,6 +142,7 @@ class GroupCosts {
   double static_bytes_ = 0;               // per GPU, the weights sharded over the shard group
   double prefetch_bytes_ = 0;             // one layer's gathered weights, with the allocator's fragmentation
   double round_s_ = 0;  // a round of an idle rank: the job's collectives (GroupProblem::round_s)
+  double step_s_ = 0;   // GroupProblem::step_s
   std::vector<int> degrees_;
   std::vector<std::unique_ptr<AtDegree>> at_degree_;
 };

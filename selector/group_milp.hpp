@@ -1,5 +1,5 @@
-// The exact reference for the group solver (group_solver.hpp): the same model as a mixed-integer
-// program, solved by COIN-OR CBC, for small instances. Kept out of the selector library so that only
+// The exact reference for the group solver (group_solver.hpp): the same model, in the job's rounds
+// (solve_job_rounds), as a mixed-integer program, solved by COIN-OR CBC, for small instances. Kept out of the selector library so that only
 // what compares against it links CBC.
 //
 // Slots are every aligned group (each allowed degree d at offsets 0, d, 2d, ...); per round r,

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/errors.hpp"
+#include "selector/shard_group_rounds.hpp"
 
 namespace paradyse::selector {
 namespace {
@@ -93,6 +94,12 @@ GroupSchedule place(const GroupProblem& problem, const std::vector<std::size_t>&
 
 GroupSchedule solve_groups_greedy(const GroupProblem& problem) {
   check_group_problem(problem);
+  if (problem.shard_ranks() < problem.job) return solve_shard_group_rounds(problem);
+  return solve_job_rounds(problem);
+}
+
+GroupSchedule solve_job_rounds(const GroupProblem& problem) {
+  check_group_problem(problem);
   const std::size_t n = problem.tokens.size(), degrees = problem.degrees.size();
   const auto fits = [&](std::size_t s, std::size_t i) {
     return std::isfinite(problem.seconds[s][i]) && problem.tokens[s] <= problem.capacity_tokens[i];
@@ -171,6 +178,10 @@ GroupSchedule solve_groups_greedy(const GroupProblem& problem) {
     best.lower_bound_s = problem.round_s + std::max(0.0, bound - most_hidden);
   } else {
     best.lower_bound_s = bound;
+  }
+  if (!best.rounds.empty()) {
+    best.seconds += problem.step_s;
+    best.lower_bound_s += problem.step_s;
   }
   return best;
 }
@@ -380,12 +391,42 @@ GroupSchedule place(const GroupProblem& problem, const std::vector<std::size_t>&
 
 }  // namespace
 
+double step_seconds(const GroupProblem& problem, const GroupSchedule& schedule) {
+  if (schedule.rounds.empty()) return 0;
+  const std::vector<double> ends = shard_group_seconds(problem, schedule);
+  return *std::max_element(ends.begin(), ends.end()) + problem.step_s;
+}
+
+std::vector<double> shard_group_seconds(const GroupProblem& problem, const GroupSchedule& schedule) {
+  const int shard = problem.shard_ranks();
+  // When each shard group may run ahead: when it is ready, and each round's time on it.
+  std::vector<double> ready(static_cast<std::size_t>(problem.job / shard), 0), round_on(ready.size());
+  for (const SolvedRound& round : schedule.rounds) {
+    std::fill(round_on.begin(), round_on.end(), -1.0);  // -1: no group of the round on it
+    for (const GroupInRound& g : round.groups) {
+      const std::size_t i = degree_index(problem, g.degree);
+      double work = problem.micro_batch_fixed_s(i);
+      for (const std::size_t s : g.sequences) work += problem.seconds[s][i];
+      const auto first = static_cast<std::size_t>(g.first_rank / shard),
+                 last = static_cast<std::size_t>((g.first_rank + g.degree - 1) / shard);
+      // A group that spans shard groups starts when the last of them is ready.
+      const double start = *std::max_element(ready.begin() + static_cast<std::ptrdiff_t>(first),
+                                             ready.begin() + static_cast<std::ptrdiff_t>(last) + 1);
+      for (std::size_t b = first; b <= last; ++b) {
+        ready[b] = start;
+        round_on[b] = std::max(round_on[b], problem.beyond_round_s(i, work));
+      }
+    }
+    for (std::size_t b = 0; b < ready.size(); ++b)
+      if (round_on[b] >= 0) ready[b] += problem.round_s + round_on[b];
+  }
+  return ready;
+}
+
 double schedule_seconds(const GroupProblem& problem, const GroupSchedule& schedule) {
   std::vector<int> placed(problem.tokens.size(), 0);
-  double total = 0;
   for (const SolvedRound& round : schedule.rounds) {
     RoundRanks ranks(problem.job);
-    double slowest = 0;
     for (const GroupInRound& g : round.groups) {
       const auto it = std::find(problem.degrees.begin(), problem.degrees.end(), g.degree);
       PARADYSE_CHECK(it != problem.degrees.end() && g.first_rank % g.degree == 0 &&
@@ -394,18 +435,14 @@ double schedule_seconds(const GroupProblem& problem, const GroupSchedule& schedu
       PARADYSE_CHECK(ranks.free(g.first_rank, g.degree), "groups overlap");
       const auto i = static_cast<std::size_t>(it - problem.degrees.begin());
       int64_t tokens = 0;
-      double seconds = problem.micro_batch_fixed_s(i);
       for (const std::size_t s : g.sequences) {
         ++placed[s];
         tokens += problem.tokens[s];
-        seconds += problem.seconds[s][i];
       }
       PARADYSE_CHECK(tokens <= problem.micro_batch_limit(i, g.sequences.size()),
                      "a micro-batch over its degree's capacity or packing limit");
       ranks.take(g.first_rank, g.degree);
-      slowest = std::max(slowest, problem.beyond_round_s(i, seconds));
     }
-    total += problem.round_s + slowest;
   }
   for (std::size_t s = 0; s < placed.size(); ++s) {
     const bool unplaced =
@@ -413,7 +450,7 @@ double schedule_seconds(const GroupProblem& problem, const GroupSchedule& schedu
     PARADYSE_CHECK(placed[s] == (unplaced ? 0 : 1),
                    "sequence " + std::to_string(s) + " placed " + std::to_string(placed[s]) + " times");
   }
-  return total;
+  return step_seconds(problem, schedule);
 }
 
 }  // namespace paradyse::selector

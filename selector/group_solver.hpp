@@ -57,6 +57,15 @@ struct GroupProblem {
   // Per degree, or empty: none. Of round_s, what a group's work on that degree hides: a round takes
   // round_s + max(0, its groups' largest work − hidden_s of that group's degree).
   std::vector<double> hidden_s;
+  // The ranks of a shard group (hybrid sharding: a node), or 0: the job. Below the job, each shard
+  // group keeps to its own rounds: it skips a round in which it has no group, and waits for another
+  // only in a group that spans both (the groups of a round start together on every shard group they
+  // span). A step is then its slowest shard group's rounds.
+  int shard_degree = 0;
+  int shard_ranks() const { return shard_degree == 0 ? job : shard_degree; }
+  // What a step costs once besides its rounds (hybrid sharding: the replicas' sums of the gradients,
+  // what the last round's backward leaves of them exposed).
+  double step_s = 0;
 
   // The most tokens a micro-batch of `sequences` (at least one) may hold on degrees[degree_index].
   int64_t micro_batch_limit(std::size_t degree_index, std::size_t sequences) const {
@@ -88,7 +97,7 @@ struct SolvedRound {
 };
 struct GroupSchedule {
   std::vector<SolvedRound> rounds;
-  double seconds = 0;                 // sum of the rounds'
+  double seconds = 0;                 // the step's (step_seconds)
   std::vector<std::size_t> unplaced;  // sequences that fit no degree
   double lower_bound_s = 0;           // no schedule of the problem's model is faster
   double mean_imbalance() const;      // over rounds: the largest group's work over the mean group's
@@ -97,13 +106,23 @@ struct GroupSchedule {
 // Throws InputError when the problem is malformed (degrees that are not powers of two dividing the
 // job, a table of the wrong shape).
 void check_group_problem(const GroupProblem& problem);
+// The greedy above; under hybrid sharding (GroupProblem::shard_degree below the job), the faster of its
+// schedule and shard_group_rounds.hpp's.
 GroupSchedule solve_groups_greedy(const GroupProblem& problem);
+// The greedy above, whatever the shard groups: the rounds are the job's.
+GroupSchedule solve_job_rounds(const GroupProblem& problem);
+// The step's time of a schedule that keeps the problem's rules: the sum of its rounds' times (round_s
+// and the slowest group's work beyond what it hides), each shard group's own where shard groups keep to
+// their own rounds (GroupProblem::shard_degree), the slowest shard group's; then step_s.
+double step_seconds(const GroupProblem& problem, const GroupSchedule& schedule);
+// When each shard group ends the schedule's rounds (one entry, the step's time, when the shard group is
+// the job).
+std::vector<double> shard_group_seconds(const GroupProblem& problem, const GroupSchedule& schedule);
 // Step 3 of the greedy, on any schedule of `problem`: while moving one sequence out of a round's slowest
 // group into another group, of that round or another, that holds it shortens the step, the first such
 // move is made; a round left without sequences is dropped, and the schedule's times are recomputed.
 void improve_schedule(const GroupProblem& problem, GroupSchedule& schedule);
-// The problem's objective for a schedule: the sum over rounds of the slowest group's time (with the
-// round's fixed cost); throws
+// The problem's objective for a schedule (step_seconds); throws
 // when the schedule breaks a rule of the model (overlapping or misaligned groups, capacity, a
 // sequence placed twice or not at all though it fits).
 double schedule_seconds(const GroupProblem& problem, const GroupSchedule& schedule);

@@ -365,6 +365,60 @@ TEST_CASE("group solver: a sequence that would hold a round back goes to a wider
   CHECK(exact.schedule.seconds == Approx(8.4));
 }
 
+TEST_CASE(
+    "group solver: under hybrid sharding each node keeps to its own rounds, and a wider group waits "
+    "for the nodes it spans",
+    "[selector]") {
+  // Two nodes of 2 ranks; a round costs 0.1 s besides its work. Rounds: the first node trains A (5 s)
+  // while the second trains B (1 s); the second then trains C (1 s) alone; then D (2 s) on all four.
+  GroupProblem problem;
+  problem.job = 4;
+  problem.degrees = {2, 4};
+  problem.tokens = {10, 10, 10, 10};
+  problem.seconds = {{5, kNo}, {1, kNo}, {1, kNo}, {kNo, 2}};
+  problem.capacity_tokens = {100, 100};
+  problem.round_s = 0.1;
+  selector::GroupSchedule schedule;
+  schedule.rounds = {{{{0, 2, {0}, 0}, {2, 2, {1}, 0}}, 0}, {{{2, 2, {2}, 0}}, 0}, {{{0, 4, {3}, 0}}, 0}};
+  // The job's rounds: 5.1 + 1.1 + 2.1 s. Nodes on their own: the first ends its round at 5.1 s, the
+  // second its two at 2.2 s; D starts when both are ready.
+  CHECK(selector::schedule_seconds(problem, schedule) == Approx(8.3));
+  problem.shard_degree = 2;
+  CHECK(selector::schedule_seconds(problem, schedule) == Approx(7.2));
+  for (const double end : selector::shard_group_seconds(problem, schedule)) CHECK(end == Approx(7.2));
+  schedule.rounds.pop_back();
+  CHECK(selector::shard_group_seconds(problem, schedule)[0] == Approx(5.1));
+  CHECK(selector::shard_group_seconds(problem, schedule)[1] == Approx(2.2));
+}
+
+TEST_CASE("group solver: under hybrid sharding the nodes balance their work over the step, not each round",
+          "[selector]") {
+  // Two nodes of 2 ranks. A long sequence of 6 s on a node's 2 ranks (5.5 s on all 4), six short ones
+  // of 1 s on one rank, one to a micro-batch; a round costs 0.1 s besides. In the job's rounds the long
+  // one holds the first round while two short ones run beside it, the other four take a round of their
+  // own: 6 + 1 + 2 × 0.1 = 7.2 s at best (the MILP's optimum). A node keeping to its own rounds trains
+  // the long one in one round (6.1 s) while the other trains the six short ones in three (3.3 s).
+  GroupProblem problem;
+  problem.job = 4;
+  problem.degrees = {1, 2, 4};
+  problem.tokens = {2000, 1000, 1000, 1000, 1000, 1000, 1000};
+  problem.seconds = {{kNo, 6, 5.5}, {1, 0.6, 0.4}, {1, 0.6, 0.4}, {1, 0.6, 0.4},
+                     {1, 0.6, 0.4}, {1, 0.6, 0.4}, {1, 0.6, 0.4}};
+  problem.capacity_tokens = {1000, 2000, 2000};
+  problem.packing_tokens = {1000, 1000, 1000};
+  problem.round_s = 0.1;
+  const selector::MilpSolution exact = selector::solve_groups_milp(problem, 4, 30);
+  REQUIRE(exact.optimal);
+  CHECK(exact.schedule.seconds == Approx(7.2));
+  problem.shard_degree = 2;
+  const selector::GroupSchedule hybrid = selector::solve_groups_greedy(problem);
+  CHECK(hybrid.seconds == Approx(6.1));
+  CHECK(selector::schedule_seconds(problem, hybrid) == Approx(6.1));
+  const std::vector<double> ends = selector::shard_group_seconds(problem, hybrid);
+  CHECK(std::min(ends[0], ends[1]) == Approx(3.3));
+  CHECK(hybrid.lower_bound_s <= hybrid.seconds);
+}
+
 TEST_CASE("group solver: degrees that are not powers of two dividing the job are refused", "[selector]") {
   GroupProblem problem = hand_worked();
   problem.degrees = {1, 3, 4};
