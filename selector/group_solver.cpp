@@ -167,6 +167,10 @@ GroupSchedule solve_job_rounds(const GroupProblem& problem) {
   choices.push_back(fastest);
   GroupSchedule best;
   for (std::size_t c = 0; c < choices.size(); ++c) {
+    // Several ways often give the same degrees: each is placed once.
+    if (std::find(choices.begin(), choices.begin() + static_cast<std::ptrdiff_t>(c), choices[c]) !=
+        choices.begin() + static_cast<std::ptrdiff_t>(c))
+      continue;
     GroupSchedule schedule = place(problem, choices[c]);
     improve_schedule(problem, schedule);
     if (c == 0 || schedule.seconds < best.seconds) best = std::move(schedule);
