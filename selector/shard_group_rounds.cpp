@@ -5,12 +5,14 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 namespace paradyse::selector {
 namespace {
 
-// At most this many moves of the local search between nodes, and sequences tried for each.
-constexpr int kMovesPerSequence = 2;
+// At most this many tries of the local search between nodes a node, and sequences tried for a move: each
+// try solves two nodes again, so that a step of thousands of GPUs stays within seconds.
+constexpr std::size_t kTriesPerNode = 8;
 constexpr std::size_t kCandidatesPerMove = 6;
 
 // The sub-problem of `sequences` on `job` ranks with the problem's degrees up to `job`, in rounds of that
@@ -54,10 +56,12 @@ struct NodeShare {
 };
 
 // The sequences for which `wider` holds first, in rounds of the job; then each node's share of the
-// rest in rounds of its own.
-GroupSchedule per_node_rounds(const GroupProblem& problem, const std::function<bool(std::size_t)>& wider,
-                              const std::vector<double>& cheapest,
-                              const std::vector<double>& cheapest_in_node);
+// rest in rounds of its own. None when the rounds wider than a node alone end after `beat_s`: the
+// schedule cannot be the faster then.
+std::optional<GroupSchedule> per_node_rounds(const GroupProblem& problem,
+                                             const std::function<bool(std::size_t)>& wider,
+                                             const std::vector<double>& cheapest,
+                                             const std::vector<double>& cheapest_in_node, double beat_s);
 
 }  // namespace
 
@@ -95,16 +99,16 @@ GroupSchedule solve_shard_group_rounds(const GroupProblem& problem) {
   const double share_s = step_gpu_s / problem.job;
   GroupSchedule best = std::move(job_rounds);
   for (const bool long_ones_wide : {false, true}) {
-    GroupSchedule schedule = per_node_rounds(
+    std::optional<GroupSchedule> schedule = per_node_rounds(
         problem,
         [&](std::size_t s) {
           return wide_cheapest[s] || !std::isfinite(cheapest_in_node[s]) ||
                  (long_ones_wide && fastest_in_node[s] > share_s);
         },
-        cheapest, cheapest_in_node);
-    if (schedule.seconds < best.seconds) {
-      schedule.lower_bound_s = best.lower_bound_s;
-      best = std::move(schedule);
+        cheapest, cheapest_in_node, best.seconds);
+    if (schedule && schedule->seconds < best.seconds) {
+      schedule->lower_bound_s = best.lower_bound_s;
+      best = std::move(*schedule);
     }
   }
   return best;
@@ -112,9 +116,10 @@ GroupSchedule solve_shard_group_rounds(const GroupProblem& problem) {
 
 namespace {
 
-GroupSchedule per_node_rounds(const GroupProblem& problem, const std::function<bool(std::size_t)>& wider,
-                              const std::vector<double>& cheapest,
-                              const std::vector<double>& cheapest_in_node) {
+std::optional<GroupSchedule> per_node_rounds(const GroupProblem& problem,
+                                             const std::function<bool(std::size_t)>& wider,
+                                             const std::vector<double>& cheapest,
+                                             const std::vector<double>& cheapest_in_node, double beat_s) {
   const int shard = problem.shard_ranks();
   const std::size_t n = problem.tokens.size(), nodes = static_cast<std::size_t>(problem.job / shard);
   std::vector<std::size_t> wide, local;
@@ -129,16 +134,20 @@ GroupSchedule per_node_rounds(const GroupProblem& problem, const std::function<b
   if (!wide.empty())
     schedule.rounds = renamed(solve_job_rounds(sub_problem(problem, wide, problem.job)), wide, 0);
   const std::vector<double> wide_ends = shard_group_seconds(problem, schedule);
+  if (*std::max_element(wide_ends.begin(), wide_ends.end()) + problem.step_s >= beat_s) return std::nullopt;
 
   // Longest first to the node that would end first, by GPU-seconds inside a node.
   std::sort(local.begin(), local.end(),
             [&](std::size_t a, std::size_t b) { return cheapest_in_node[a] > cheapest_in_node[b]; });
   std::vector<NodeShare> shares(nodes);
-  std::vector<double> loads(wide_ends);
+  // Ties (sequences whose work the round's fixed costs cover: priced at none) go by tokens.
+  std::vector<std::pair<double, int64_t>> loads;
+  for (const double end : wide_ends) loads.emplace_back(end, 0);
   for (const std::size_t s : local) {
     const auto node = static_cast<std::size_t>(std::min_element(loads.begin(), loads.end()) - loads.begin());
     shares[node].sequences.push_back(s);
-    loads[node] += cheapest_in_node[s] / shard;
+    loads[node].first += cheapest_in_node[s] / shard;
+    loads[node].second += problem.tokens[s];
   }
   const auto solve_node = [&](std::size_t node) {
     NodeShare& share = shares[node];
@@ -154,7 +163,7 @@ GroupSchedule per_node_rounds(const GroupProblem& problem, const std::function<b
                                           : std::min_element(shares.begin(), shares.end(), by_end)) -
                                     shares.begin());
   };
-  for (int move = 0; nodes > 1 && move < kMovesPerSequence * static_cast<int>(local.size()); ++move) {
+  for (std::size_t tries = 0; nodes > 1 && tries < kTriesPerNode * nodes;) {
     const std::size_t from = ends_first(true), to = ends_first(false);
     const double gap = shares[from].seconds - shares[to].seconds;
     std::vector<std::size_t> candidates;  // indices into shares[from].sequences, longest first
@@ -164,6 +173,7 @@ GroupSchedule per_node_rounds(const GroupProblem& problem, const std::function<b
     bool moved = false;
     const NodeShare was_from = shares[from], was_to = shares[to];
     for (const std::size_t k : candidates) {
+      ++tries;
       const std::size_t s = was_from.sequences[k];
       shares[from].sequences.erase(shares[from].sequences.begin() + static_cast<std::ptrdiff_t>(k));
       shares[to].sequences.push_back(s);
