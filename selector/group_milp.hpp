@@ -1,6 +1,6 @@
 // The exact reference for the group solver (group_solver.hpp): the same model, in the job's rounds
-// (solve_job_rounds), as a mixed-integer program, solved by COIN-OR CBC, for small instances. Kept out of the selector library so that only
-// what compares against it links CBC.
+// (solve_job_rounds), as a mixed-integer program, solved by COIN-OR CBC, for small instances. Kept out of the
+// selector library so that only what compares against it links CBC.
 //
 // Slots are every aligned group (each allowed degree d at offsets 0, d, 2d, ...); per round r,
 // z[g][r] = 1 when slot g is a group of round r, x[s][g][r] = 1 when sequence s is in it, T[r] the
