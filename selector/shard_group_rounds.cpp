@@ -4,14 +4,13 @@
 #include <cmath>
 #include <functional>
 #include <limits>
-#include <numeric>
 #include <optional>
 
 namespace paradyse::selector {
 namespace {
 
-// At most this many tries of the local search between nodes a node, and sequences tried for a move: each
-// try solves two nodes again, so that a step of thousands of GPUs stays within seconds.
+// The local search between nodes: at most this many tries a node (each solves two nodes again, so that
+// a step of thousands of GPUs stays within seconds), and this many sequences tried for one move.
 constexpr std::size_t kTriesPerNode = 8;
 constexpr std::size_t kCandidatesPerMove = 6;
 
