@@ -65,6 +65,10 @@ double GroupSchedule::mean_imbalance() const {
 void check_group_problem(const GroupProblem& problem) {
   if (problem.job < 1) throw InputError("", 0, "job", "expected at least one rank");
   if (problem.degrees.empty()) throw InputError("", 0, "degrees", "expected at least one group degree");
+  if (problem.shard_degree < 0 || (problem.shard_degree > 0 && problem.job % problem.shard_degree != 0))
+    throw InputError("", 0, "shard group",
+                     "expected a shard group of ranks that divides the job's " + std::to_string(problem.job) +
+                         ", got " + std::to_string(problem.shard_degree));
   for (std::size_t i = 0; i < problem.degrees.size(); ++i) {
     const int d = problem.degrees[i];
     if (!power_of_two(d) || problem.job % d != 0 || (i > 0 && d <= problem.degrees[i - 1]))

@@ -192,7 +192,7 @@ class JobShards final : public WeightSource {
   }
 
   // This rank's shard of the shard group's sum of the layer's whole `gradient`, added into its gradient
-  // shard; in the shard group's last round, that shard is then summed over its replicas.
+  // shard; in the step's last round, that shard is then summed over its replicas.
   void add_layer_grad(Backend& be, int layer, const Tensor& gradient) {
     Tensor& shard = shards_.flat_layer_grads[static_cast<std::size_t>(layer)];
     be.add_(shard, be.shard_reduce_scatter(gradient, 0));
@@ -221,7 +221,7 @@ class JobShards final : public WeightSource {
   const DType reduce_dtype_;
   bool prefetch_ = true;
   bool sums_in_backward_ = false;  // this round sums each layer's gradient shard over the replicas
-  bool layers_summed_ = false;     // a round has
+  bool layers_summed_ = false;     // a round has summed the layers' shards over the replicas
   std::vector<Pending> replica_sums_;
   const LayerFlatLayout layout_ = layer_flat_layout(model_);
   Pending next_;  // the prefetched gather of next_use_

@@ -419,7 +419,7 @@ TEST_CASE("group solver: under hybrid sharding the nodes balance their work over
   CHECK(hybrid.lower_bound_s <= hybrid.seconds);
 }
 
-TEST_CASE("group solver: degrees that are not powers of two dividing the job are refused", "[selector]") {
+TEST_CASE("group solver: degrees, or a shard group, that do not divide the job are refused", "[selector]") {
   GroupProblem problem = hand_worked();
   problem.degrees = {1, 3, 4};
   CHECK_THROWS_WITH(selector::solve_groups_greedy(problem), Catch::Contains("powers of two that divide"));
@@ -429,6 +429,9 @@ TEST_CASE("group solver: degrees that are not powers of two dividing the job are
   problem = hand_worked();
   problem.seconds.pop_back();
   CHECK_THROWS_WITH(selector::solve_groups_greedy(problem), Catch::Contains("a time per sequence"));
+  problem = hand_worked();
+  problem.shard_degree = 3;
+  CHECK_THROWS_WITH(selector::solve_groups_greedy(problem), Catch::Contains("divides the job's 4, got 3"));
 }
 
 TEST_CASE("group costs: a job too small to hold the model's sharded state is refused, naming the sizes",
